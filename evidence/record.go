@@ -1,0 +1,51 @@
+package evidence
+
+// Record is one entry of the evidence log. Its id is the SHA-256 of its
+// canonical JSON (RFC 8785).
+type Record struct {
+	Type      string   `json:"type"`
+	Principal string   `json:"principal"`
+	Taint     []string `json:"taint"`
+	Parents   []string `json:"parents"`
+	Meta      Meta     `json:"meta"`
+	Payload   *Payload `json:"payload,omitempty"`
+}
+
+// Record types.
+const (
+	TypeVerdict      = "verdict"
+	TypeWrite        = "write"
+	TypeRename       = "rename"
+	TypeDelete       = "delete"
+	TypeSessionStart = "session_start"
+	TypeSessionEnd   = "session_end"
+	TypePromote      = "promote"
+	TypeTaint        = "taint"
+	TypePolicyLoad   = "policy_load"
+	TypeMount        = "mount"
+	TypeUnmount      = "unmount"
+	TypeRecovery     = "recovery"
+)
+
+// Meta says when, where and by whom.
+type Meta struct {
+	Time    string `json:"time"` // RFC 3339, UTC, nanoseconds
+	Path    string `json:"path,omitempty"`
+	Op      string `json:"op,omitempty"`
+	Verdict string `json:"verdict,omitempty"` // "allow" or "deny"
+	Pid     int    `json:"pid,omitempty"`
+	Exe     string `json:"exe,omitempty"`
+	UID     uint32 `json:"uid"`
+	Session string `json:"session,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Payload carries what a record is about, inline or by blob reference.
+type Payload struct {
+	OldHash string `json:"old_hash,omitempty"` // SHA-256 hex of the previous content (a blob)
+	NewHash string `json:"new_hash,omitempty"` // SHA-256 hex of the new content (a blob)
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
