@@ -6,14 +6,14 @@ package policy
 type Principal uint8
 
 const (
-	External Principal = iota // another uid, or a label whose binding broke
-	Channel                   // messages from other people's channels
-	Web                       // fetched from the network
-	Skill                     // skills and plugins
-	ToolUnauth                // tools the owner has not vetted
-	ToolAuth                  // tools the owner vetted
-	User                      // the human owner at the terminal
-	Sys                       // aerfs itself and the administrator
+	External   Principal = iota // another uid, or a label whose binding broke
+	Channel                     // messages from other people's channels
+	Web                         // fetched from the network
+	Skill                       // skills and plugins
+	ToolUnauth                  // tools the owner has not vetted
+	ToolAuth                    // tools the owner vetted
+	User                        // the human owner at the terminal
+	Sys                         // aerfs itself and the administrator
 	numPrincipals
 )
 
@@ -80,28 +80,28 @@ func (c Class) Guarded() bool { return c == Identity || c == Memory || c == Cont
 type Namespace uint8
 
 const (
-	NSNone    Namespace = iota // outside sessions/ and shared/
-	NSSession                  // under sessions/<id>/, Target.Session names <id>
-	NSShared                   // under the shared namespace root
-	NSSessionsRoot             // the sessions/ directory itself (listing it)
+	NSNone         Namespace = iota // outside sessions/ and shared/
+	NSSession                       // under sessions/<id>/, Target.Session names <id>
+	NSShared                        // under the shared namespace root
+	NSSessionsRoot                  // the sessions/ directory itself (listing it)
 )
 
 // Op is the kind of operation a subject asks for.
 type Op uint8
 
 const (
-	OpLookup   Op = iota // lookup, getattr, readlink, listing a directory
-	OpRead               // open for reading
-	OpWrite              // open for writing/truncating/appending, write, truncate, fallocate, copy_file_range into
-	OpCreate             // create, mkdir, mknod, symlink at the name
-	OpUnlink             // unlink or rmdir of the name (or of a directory containing guarded files)
-	OpRenameFrom         // the name is the source of a rename
-	OpRenameTo           // the name is the destination of a rename (content comes from Target.Source*)
-	OpLink               // a hard link to or from the name
-	OpSetattr            // chmod, chown, utimes
-	OpXattr              // setxattr, removexattr
-	OpExec               // open for execution
-	OpPromote            // move from sessions/<id>/ into the shared namespace
+	OpLookup     Op = iota // lookup, getattr, readlink, listing a directory
+	OpRead                 // open for reading
+	OpWrite                // open for writing/truncating/appending, write, truncate, fallocate, copy_file_range into
+	OpCreate               // create, mkdir, mknod, symlink at the name
+	OpUnlink               // unlink or rmdir of the name (or of a directory containing guarded files)
+	OpRenameFrom           // the name is the source of a rename
+	OpRenameTo             // the name is the destination of a rename (content comes from Target.Source*)
+	OpLink                 // a hard link to or from the name
+	OpSetattr              // chmod, chown, utimes
+	OpXattr                // setxattr, removexattr
+	OpExec                 // open for execution
+	OpPromote              // move from sessions/<id>/ into the shared namespace
 	numOps
 )
 
