@@ -1,0 +1,323 @@
+package fs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// guardedFile is the handle of a guarded file opened for writing. Writes go
+// to a staging file in the state directory; the backing file changes only
+// when commit replaces it whole, after a second decision. It implements no
+// PassthroughFd, so the kernel sends every read and write here.
+type guardedFile struct {
+	m    *Monitor
+	node *Node
+	res  *principal.Resolved // the opener: the decision is bound to it
+	key  fileKey             // inode at open, for the open-for-write count
+
+	mu      sync.Mutex
+	staging *os.File
+	append  bool
+	dirty   bool
+	closed  bool
+}
+
+var (
+	_ gofs.FileReader    = (*guardedFile)(nil)
+	_ gofs.FileWriter    = (*guardedFile)(nil)
+	_ gofs.FileFlusher   = (*guardedFile)(nil)
+	_ gofs.FileReleaser  = (*guardedFile)(nil)
+	_ gofs.FileFsyncer   = (*guardedFile)(nil)
+	_ gofs.FileGetattrer = (*guardedFile)(nil)
+	_ gofs.FileSetattrer = (*guardedFile)(nil)
+	_ gofs.FileAllocater = (*guardedFile)(nil)
+	_ gofs.FileLseeker   = (*guardedFile)(nil)
+)
+
+// openGuarded prepares a staging copy of the file at rel (empty when
+// truncating) and returns the handle.
+func (m *Monitor) openGuarded(n *Node, res *principal.Resolved, rel string, flags uint32) (*guardedFile, syscall.Errno) {
+	f, err := os.CreateTemp(m.stagingDir(), "stage-*")
+	if err != nil {
+		m.log.Error().Err(err).Msg("cannot create staging file")
+		return nil, syscall.EIO
+	}
+	os.Remove(f.Name()) // unnamed: nothing to clean up after a crash
+	if flags&syscall.O_TRUNC == 0 {
+		src, err := m.openFileRel(rel, unix.O_RDONLY)
+		if err == nil {
+			_, err = io.Copy(f, src)
+			src.Close()
+		}
+		if err != nil && !os.IsNotExist(err) {
+			f.Close()
+			return nil, gofs.ToErrno(err)
+		}
+	}
+	return &guardedFile{m: m, node: n, res: res, staging: f, append: flags&syscall.O_APPEND != 0, dirty: flags&syscall.O_TRUNC != 0}, 0
+}
+
+// openFileRel opens a backing file by relative path without following
+// symlinks anywhere on the way.
+func (m *Monitor) openFileRel(rel string, flags int) (*os.File, error) {
+	fd, err := unix.Openat2(m.rootFd, rel, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+func (g *guardedFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, err := g.staging.ReadAt(dest, off)
+	if err != nil && err != io.EOF {
+		return nil, gofs.ToErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+func (g *guardedFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.append {
+		st, err := g.staging.Stat()
+		if err != nil {
+			return 0, gofs.ToErrno(err)
+		}
+		off = st.Size()
+	}
+	n, err := g.staging.WriteAt(data, off)
+	g.dirty = true
+	return uint32(n), gofs.ToErrno(err)
+}
+
+func (g *guardedFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, err := unix.Seek(int(g.staging.Fd()), int64(off), int(whence))
+	return uint64(n), gofs.ToErrno(err)
+}
+
+func (g *guardedFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dirty = true
+	return gofs.ToErrno(unix.Fallocate(int(g.staging.Fd()), mode, int64(off), int64(size)))
+}
+
+func (g *guardedFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	st, err := g.m.lstatRel(g.node.rel())
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	g.mu.Lock()
+	fi, ferr := g.staging.Stat()
+	g.mu.Unlock()
+	out.FromStat(st)
+	if ferr == nil {
+		out.Size = uint64(fi.Size())
+		out.Blocks = (out.Size + 511) / 512
+	}
+	return 0
+}
+
+// Setattr through the handle (ftruncate, fchmod …). Only the size is
+// staged; mode, owner and times are decided as OpSetattr by the node.
+func (g *guardedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); ok {
+		g.mu.Lock()
+		err := g.staging.Truncate(int64(sz))
+		g.dirty = true
+		g.mu.Unlock()
+		if err != nil {
+			return gofs.ToErrno(err)
+		}
+	}
+	return g.Getattr(ctx, out)
+}
+
+func (g *guardedFile) Flush(ctx context.Context) syscall.Errno { return g.commit(ctx) }
+
+func (g *guardedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno { return g.commit(ctx) }
+
+func (g *guardedFile) Release(ctx context.Context) syscall.Errno {
+	errno := g.commit(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.closed = true
+		g.staging.Close()
+		g.m.writeClosedKey(g.key)
+	}
+	return errno
+}
+
+// commit decides again with the opener's taint as of now (it may have read
+// something since open) and either replaces the backing file with the
+// staged content or quarantines it.
+func (g *guardedFile) commit(ctx context.Context) syscall.Errno {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.dirty || g.closed {
+		return 0
+	}
+	g.dirty = false
+	rel := g.node.rel()
+	return g.m.commitFrom(ctx, g.res, rel, g.staging)
+}
+
+// commitFrom is the one place where guarded content changes: decide, keep
+// the previous version, replace atomically, record durably.
+func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel string, staged *os.File) syscall.Errno {
+	st, _ := m.lstatRel(rel)
+	t, _ := m.target(rel, st)
+	subj := res.Subject()
+	v := m.Policy().Decide(subj, policy.OpWrite, t)
+	newHash, err := m.rec.PutBlobFile(fdPath(staged))
+	if err != nil {
+		m.log.Error().Err(err).Msg("cannot store staged content")
+		return syscall.EIO
+	}
+	if !v.Allow {
+		m.Stats.Denied.Add(1)
+		m.Stats.Quarantined.Add(1)
+		r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
+		r.Meta.Op = "commit"
+		r.Payload = &evidence.Payload{NewHash: newHash, Detail: "quarantined"}
+		if _, err := m.mustRecord(r); err != nil {
+			return syscall.EIO
+		}
+		m.log.Info().Str("path", rel).Str("rule", v.Rule.ID()).Str("blob", newHash).Msg("refused at commit; content quarantined")
+		return syscall.EACCES
+	}
+	oldHash := ""
+	if st != nil {
+		if oldHash, err = m.rec.PutBlobFile(m.rootPath + "/" + rel); err != nil {
+			return syscall.EIO
+		}
+	}
+	if errno := m.replace(rel, staged, st); errno != 0 {
+		return errno
+	}
+	m.Stats.Committed.Add(1)
+	nst, _ := m.lstatRel(rel)
+	return m.recordWrite(res, subj, rel, oldHash, newHash, nst, v)
+}
+
+// recordWrite appends the write record (durable before the syscall returns)
+// and binds the file's new label to it.
+func (m *Monitor) recordWrite(res *principal.Resolved, subj policy.Subject, rel, oldHash, newHash string, nst *syscall.Stat_t, v policy.Verdict) syscall.Errno {
+	r := &evidence.Record{
+		Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
+		Parents: m.parentsFor(res, rel),
+		Meta: evidence.Meta{Path: rel, Op: "commit", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason()},
+		Payload: &evidence.Payload{OldHash: oldHash, NewHash: newHash},
+	}
+	id, err := m.mustRecord(r)
+	if err != nil {
+		m.log.Error().Err(err).Msg("write record not durable")
+		return syscall.EIO
+	}
+	m.mu.Lock()
+	m.lastRec[rel] = id
+	if nst != nil {
+		m.guarded[keyOf(nst)] = rel
+	}
+	m.mu.Unlock()
+	if nst != nil {
+		l := labelForWriter(subj)
+		if l == nil {
+			l = &Label{Origin: subj.Principal}
+		}
+		l.Hash, l.Record = newHash, id
+		l.bindFingerprint(nst)
+		if err := m.Labels.Set(keyOf(nst), l); err != nil {
+			return syscall.EIO
+		}
+	}
+	return 0
+}
+
+// replace writes the staged content to a temporary file next to rel in the
+// backing directory, gives it the old file's mode and owner, fsyncs it and
+// renames it over rel, then fsyncs the directory.
+func (m *Monitor) replace(rel string, staged *os.File, old *syscall.Stat_t) syscall.Errno {
+	dir, name := path.Split(rel)
+	dfd, err := m.openDir(strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	defer unix.Close(dfd)
+	mode := uint32(0o644)
+	if old != nil {
+		mode = old.Mode & 0o7777
+	}
+	tmp := fmt.Sprintf("%s%d-%d", reservedPrefix, time.Now().UnixNano(), os.Getpid())
+	fd, err := unix.Openat(dfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	out := os.NewFile(uintptr(fd), tmp)
+	ok := false
+	defer func() {
+		out.Close()
+		if !ok {
+			unix.Unlinkat(dfd, tmp, 0)
+		}
+	}()
+	if _, err := staged.Seek(0, io.SeekStart); err != nil {
+		return gofs.ToErrno(err)
+	}
+	if _, err := io.Copy(out, staged); err != nil {
+		return gofs.ToErrno(err)
+	}
+	if old != nil {
+		unix.Fchown(fd, int(old.Uid), int(old.Gid))
+		unix.Fchmod(fd, mode)
+	}
+	if err := out.Sync(); err != nil {
+		return gofs.ToErrno(err)
+	}
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		return gofs.ToErrno(err)
+	}
+	ok = true
+	return gofs.ToErrno(unix.Fsync(dfd))
+}
+
+func fdPath(f *os.File) string { return fmt.Sprintf("/proc/self/fd/%d", f.Fd()) }
+
+func hashFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,466 @@
+// Package fs is the FUSE side of aerfs: a loopback over the backing
+// directory in which every operation family passes one choke point, the
+// Monitor's gate, before anything reaches the backing directory.
+//
+// # Invariants
+//
+//   - Every mutation of a guarded path (identity, memory, control) is decided
+//     by policy.Decide from the caller's principal and taint, at open time and
+//     again at commit, and the verdict is recorded. Nothing is authorised from
+//     inside Write: writes to guarded files land in a staging file bound to
+//     the handle, and only a commit replaces the backing file, atomically.
+//   - Guarded files are never served with kernel passthrough, never through
+//     the page cache (direct_io), never with cached attributes or entries:
+//     every byte and every lookup reaches the daemon.
+//   - Session namespaces are never served from the kernel's dentry cache: an
+//     entry looked up by one session must not be reused by another.
+//   - A caller that cannot be identified is refused every guarded mutation.
+//   - Refused content is never lost: it is kept as a quarantined blob.
+//
+// # Threat
+//
+// An agent (or anything it runs) that was steered by content it read tries
+// to rewrite its own long-term memory or configuration, by any file
+// operation it can find: write, truncate, rename over, link, symlink,
+// xattr, chmod, mmap, copy_file_range.
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Recorder is where verdicts, writes and content go. The evidence log
+// implements it.
+type Recorder interface {
+	Append(r *evidence.Record) (string, error)
+	PutBlob(data []byte) (string, error)
+	PutBlobFile(path string) (string, error)
+}
+
+// reservedPrefix names aerfs's own temporary files in the backing
+// directory during a commit; they cannot be looked up or created through
+// the mount.
+const reservedPrefix = ".aerfs-commit-"
+
+// Monitor holds everything the FUSE nodes share.
+type Monitor struct {
+	rootFd   int    // the backing directory, opened before the mount covered it
+	rootPath string // /proc/self/fd/<rootFd>, for path-based calls
+	stateDir string
+	pol      atomic.Pointer[policy.Policy]
+	Reg      *principal.Registry
+	Labels   *LabelStore
+	rec      Recorder
+	log      zerolog.Logger
+
+	mu      sync.Mutex
+	guarded map[fileKey]string // inodes of guarded files, so a hard link is guarded too
+	lastRec map[string]string  // path → id of the record of its current version
+	reads   map[string][]string // session (or process) → records of labelled files it read
+	writers map[fileKey]int      // inodes open for writing through the mount
+
+	Stats Stats
+}
+
+// Stats counts verdicts for `aerfs status`.
+type Stats struct {
+	Allowed, Denied, Committed, Quarantined atomic.Int64
+}
+
+// Config is what NewMonitor needs.
+type Config struct {
+	RootFd   int
+	StateDir string
+	Policy   *policy.Policy
+	Registry *principal.Registry
+	Labels   *LabelStore
+	Recorder Recorder
+	Log      zerolog.Logger
+}
+
+// NewMonitor prepares the monitor and indexes the guarded files already in
+// the backing directory.
+func NewMonitor(c Config) (*Monitor, error) {
+	m := &Monitor{
+		rootFd:   c.RootFd,
+		rootPath: fmt.Sprintf("/proc/self/fd/%d", c.RootFd),
+		stateDir: c.StateDir,
+		Reg:      c.Registry,
+		Labels:   c.Labels,
+		rec:      c.Recorder,
+		log:      c.Log,
+		guarded:  map[fileKey]string{},
+		lastRec:  map[string]string{},
+		reads:    map[string][]string{},
+	}
+	m.pol.Store(c.Policy)
+	if err := os.MkdirAll(m.stagingDir(), 0o700); err != nil {
+		return nil, err
+	}
+	if err := m.indexGuarded(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Policy is the policy in force.
+func (m *Monitor) Policy() *policy.Policy { return m.pol.Load() }
+
+// SetPolicy replaces the policy in force.
+func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p) }
+
+func (m *Monitor) stagingDir() string { return path.Join(m.stateDir, "staging") }
+
+// indexGuarded walks the backing directory once at mount and remembers the
+// inode of every file whose path is not plain, so that a hard link made
+// before the mount (or a link under a plain name) is still guarded.
+func (m *Monitor) indexGuarded() error {
+	pol := m.Policy()
+	var walk func(dirRel string) error
+	walk = func(dirRel string) error {
+		fd, err := m.openDir(dirRel)
+		if err != nil {
+			return nil
+		}
+		f := os.NewFile(uintptr(fd), dirRel)
+		defer f.Close()
+		names, err := f.Readdirnames(-1)
+		if err != nil {
+			return nil
+		}
+		for _, name := range names {
+			rel := joinRel(dirRel, name)
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue
+			}
+			switch st.Mode & syscall.S_IFMT {
+			case syscall.S_IFDIR:
+				if err := walk(rel); err != nil {
+					return err
+				}
+			case syscall.S_IFREG:
+				if c, _, _ := pol.Classify(rel); c != policy.Plain {
+					m.guarded[fileKey{Dev: st.Dev, Ino: st.Ino}] = rel
+				}
+			}
+		}
+		return nil
+	}
+	return walk("")
+}
+
+func joinRel(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// openDir opens a directory of the backing tree by its workspace-relative
+// path without following any symlink and without leaving the tree.
+func (m *Monitor) openDir(rel string) (int, error) {
+	if rel == "" {
+		rel = "."
+	}
+	return unix.Openat2(m.rootFd, rel, &unix.OpenHow{
+		Flags:   unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// lstatRel stats a backing path without following a final symlink.
+func (m *Monitor) lstatRel(rel string) (*syscall.Stat_t, error) {
+	dir, name := path.Split(rel)
+	fd, err := m.openDir(strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	return (*syscall.Stat_t)(unsafe.Pointer(&st)), nil
+}
+
+// caller resolves the process behind a request.
+func (m *Monitor) caller(ctx context.Context) *principal.Resolved {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return &principal.Resolved{Reason: "request without caller"}
+	}
+	return m.Reg.Resolve(int(c.Pid))
+}
+
+// effectiveLabel returns the label a reader inherits from the file with
+// stat st, checking its binding. A label whose binding broke is EXTERNAL.
+func (m *Monitor) effectiveLabel(st *syscall.Stat_t, rel string) *Label {
+	if st == nil {
+		return nil
+	}
+	k := keyOf(st)
+	l := m.Labels.Get(k)
+	if l == nil {
+		return nil
+	}
+	if l.fingerprintMatches(st) || m.openForWrite(k) {
+		return l
+	}
+	if l.Hash != "" {
+		if h, err := hashFile(m.rootPath + "/" + rel); err == nil && h == l.Hash {
+			l.bindFingerprint(st)
+			_ = m.Labels.Set(k, l)
+			return l
+		}
+	}
+	m.log.Warn().Str("path", rel).Msg("label binding broken: content changed outside the mount; treated as EXTERNAL")
+	m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: policy.External.String(),
+		Meta: evidence.Meta{Path: rel, Op: "drift", Verdict: "allow", Rule: "drift",
+			Reason: "content no longer matches its label: treated as EXTERNAL"}})
+	return &Label{Origin: policy.External, Taint: l.Taint | policy.Untrusted, Record: l.Record}
+}
+
+// target classifies rel and attaches the label of the file with stat st.
+func (m *Monitor) target(rel string, st *syscall.Stat_t) (policy.Target, *Label) {
+	pol := m.Policy()
+	c, ns, sess := pol.Classify(rel)
+	t := policy.Target{Class: c, Namespace: ns, Session: sess}
+	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && c == policy.Plain && st.Nlink > 1 {
+		// A hard link shares its content with a guarded name.
+		m.mu.Lock()
+		g, ok := m.guarded[keyOf(st)]
+		m.mu.Unlock()
+		if ok {
+			t.Class, _, _ = pol.Classify(g)
+		}
+	}
+	l := m.effectiveLabel(st, rel)
+	if l != nil {
+		t.LabelTaint = l.Taint
+		if !l.Origin.Trusted() {
+			t.LabelTaint |= policy.OriginTaint(l.Origin)
+		}
+	}
+	return t, l
+}
+
+// gate is the choke point. It decides op on rel for the caller, applies
+// the taint a read brings, records every verdict that is not a plain
+// allow, and returns the errno to answer with (0 when allowed).
+func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.Op, rel string, t policy.Target, l *Label) (policy.Verdict, syscall.Errno) {
+	if res == nil {
+		res = m.caller(ctx)
+	}
+	subj := res.Subject()
+	v := m.Policy().Decide(subj, op, t)
+	if v.Allow {
+		m.Stats.Allowed.Add(1)
+		if v.AddTaint != 0 && res.AddTaint(v.AddTaint) {
+			m.noteTaint(res, v.AddTaint, rel)
+		}
+		if l != nil && (op == policy.OpRead || op == policy.OpExec) && l.Record != "" {
+			m.noteRead(res, l.Record)
+		}
+		if v.Rule == policy.RulePlain {
+			return v, 0
+		}
+	} else {
+		m.Stats.Denied.Add(1)
+	}
+	if op == policy.OpLookup && v.Allow {
+		return v, 0
+	}
+	m.record(m.verdictRecord(res, subj, op, rel, v))
+	if v.Allow {
+		return v, 0
+	}
+	m.log.Info().Str("path", rel).Str("op", opName(op)).Str("principal", subj.Principal.String()).
+		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
+	if v.Rule == policy.RuleNamespace {
+		return v, syscall.ENOENT
+	}
+	return v, syscall.EACCES
+}
+
+func (m *Monitor) verdictRecord(res *principal.Resolved, subj policy.Subject, op policy.Op, rel string, v policy.Verdict) *evidence.Record {
+	verdict := "deny"
+	if v.Allow {
+		verdict = "allow"
+	}
+	r := &evidence.Record{
+		Type:      evidence.TypeVerdict,
+		Principal: subj.Principal.String(),
+		Taint:     taintNames(subj.Taint),
+		Meta: evidence.Meta{
+			Path: rel, Op: opName(op), Verdict: verdict,
+			Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
+			Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason(),
+		},
+	}
+	if !res.Identified {
+		r.Principal = "UNIDENTIFIED"
+		r.Meta.Reason += ": " + res.Reason
+	}
+	return r
+}
+
+func taintNames(t policy.Taint) []string {
+	n := t.Names()
+	if n == nil {
+		return []string{}
+	}
+	return n
+}
+
+// record appends r; a failure to record is logged loudly. Callers that must
+// not proceed without a durable record use mustRecord.
+func (m *Monitor) record(r *evidence.Record) string {
+	id, err := m.mustRecord(r)
+	if err != nil {
+		m.log.Error().Err(err).Str("type", r.Type).Msg("evidence append failed")
+	}
+	return id
+}
+
+func (m *Monitor) mustRecord(r *evidence.Record) (string, error) {
+	if r.Parents == nil {
+		r.Parents = []string{}
+	}
+	if r.Taint == nil {
+		r.Taint = []string{}
+	}
+	if r.Meta.Time == "" {
+		r.Meta.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	return m.rec.Append(r)
+}
+
+// Record appends a record from outside the FUSE layer (the control socket).
+func (m *Monitor) Record(r *evidence.Record) (string, error) { return m.mustRecord(r) }
+
+func (m *Monitor) noteTaint(res *principal.Resolved, added policy.Taint, rel string) {
+	subj := res.Subject()
+	m.record(&evidence.Record{Type: evidence.TypeTaint, Principal: subj.Principal.String(), Taint: taintNames(added),
+		Meta: evidence.Meta{Path: rel, Op: "read", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
+			Session: subj.Session, Reason: "read a labelled file"}})
+}
+
+func readerKey(res *principal.Resolved) string {
+	if res.Session != nil {
+		return "s:" + res.Session.ID
+	}
+	return "p:" + res.Proc.ID.String()
+}
+
+// noteRead remembers that the caller's session read the file whose current
+// version was recorded as id: a later write by that session names it as a
+// parent, so provenance can be walked.
+func (m *Monitor) noteRead(res *principal.Resolved, id string) {
+	k := readerKey(res)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, x := range m.reads[k] {
+		if x == id {
+			return
+		}
+	}
+	if len(m.reads[k]) < 4096 {
+		m.reads[k] = append(m.reads[k], id)
+	}
+}
+
+func (m *Monitor) parentsFor(res *principal.Resolved, rel string) []string {
+	k := readerKey(res)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []string{}
+	if id := m.lastRec[rel]; id != "" {
+		out = append(out, id)
+	}
+	for _, id := range m.reads[k] {
+		dup := false
+		for _, x := range out {
+			dup = dup || x == id
+		}
+		if !dup {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// labelForWriter is the label a file gets when the caller writes it.
+// A clean USER or SYS writer leaves no label behind.
+func labelForWriter(subj policy.Subject) *Label {
+	if subj.Taint == 0 && subj.Principal.Trusted() {
+		return nil
+	}
+	return &Label{Origin: subj.Principal, Taint: subj.Taint | policy.OriginTaint(subj.Principal), Session: subj.Session}
+}
+
+func mergeLabels(old, nw *Label) *Label {
+	if old == nil {
+		return nw
+	}
+	if nw == nil {
+		c := *old
+		return &c
+	}
+	c := *nw
+	c.Taint |= old.Taint
+	c.Origin = policy.Lower(old.Origin, nw.Origin)
+	return &c
+}
+
+var errRefused = errors.New("refused")
+
+func opName(op policy.Op) string {
+	switch op {
+	case policy.OpLookup:
+		return "lookup"
+	case policy.OpRead:
+		return "read"
+	case policy.OpWrite:
+		return "write"
+	case policy.OpCreate:
+		return "create"
+	case policy.OpUnlink:
+		return "unlink"
+	case policy.OpRenameFrom:
+		return "rename_from"
+	case policy.OpRenameTo:
+		return "rename_to"
+	case policy.OpLink:
+		return "link"
+	case policy.OpSetattr:
+		return "setattr"
+	case policy.OpXattr:
+		return "xattr"
+	case policy.OpExec:
+		return "exec"
+	case policy.OpPromote:
+		return "promote"
+	}
+	return "unknown"
+}
+
+func unsafePointer(st *unix.Stat_t) unsafe.Pointer { return unsafe.Pointer(st) }

@@ -1,0 +1,157 @@
+package fs
+
+import (
+	"context"
+	"strings"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/aerfs/aerfs/policy"
+)
+
+// Node is a loopback node whose every operation family asks the monitor
+// first. It embeds go-fuse's LoopbackNode and delegates once allowed.
+type Node struct {
+	*gofs.LoopbackNode
+	m *Monitor
+}
+
+// Every interface Node implements, in one place: a missing override would
+// silently fall through to the unguarded loopback.
+var (
+	_ gofs.NodeWrapChilder    = (*Node)(nil)
+	_ gofs.NodeLookuper       = (*Node)(nil)
+	_ gofs.NodeOpendirHandler = (*Node)(nil)
+	_ gofs.NodeOpener         = (*Node)(nil)
+	_ gofs.NodeCreater        = (*Node)(nil)
+	_ gofs.NodeMkdirer        = (*Node)(nil)
+	_ gofs.NodeMknoder        = (*Node)(nil)
+	_ gofs.NodeSymlinker      = (*Node)(nil)
+	_ gofs.NodeLinker         = (*Node)(nil)
+	_ gofs.NodeUnlinker       = (*Node)(nil)
+	_ gofs.NodeRmdirer        = (*Node)(nil)
+	_ gofs.NodeRenamer        = (*Node)(nil)
+	_ gofs.NodeSetattrer      = (*Node)(nil)
+	_ gofs.NodeGetattrer      = (*Node)(nil)
+	_ gofs.NodeSetxattrer     = (*Node)(nil)
+	_ gofs.NodeRemovexattrer  = (*Node)(nil)
+	_ gofs.NodeGetxattrer     = (*Node)(nil)
+	_ gofs.NodeCopyFileRanger = (*Node)(nil)
+	_ gofs.NodeReadlinker     = (*Node)(nil)
+)
+
+// WrapChild makes every node the loopback creates one of ours.
+func (n *Node) WrapChild(ctx context.Context, ops gofs.InodeEmbedder) gofs.InodeEmbedder {
+	return &Node{LoopbackNode: ops.(*gofs.LoopbackNode), m: n.m}
+}
+
+// rel is the node's workspace-relative path ("" for the root).
+func (n *Node) rel() string { return n.Path(n.Root()) }
+
+func (n *Node) childRel(name string) string { return joinRel(n.rel(), name) }
+
+// isSensitive reports whether lookups and attributes of rel must never be
+// cached by the kernel: guarded files (every byte and size must come from
+// here) and session namespaces (a dentry cached for one session must not
+// serve another).
+func isSensitive(c policy.Class, ns policy.Namespace) bool {
+	return c != policy.Plain || ns == policy.NSSession || ns == policy.NSSessionsRoot
+}
+
+func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if strings.HasPrefix(name, reservedPrefix) {
+		return nil, syscall.ENOENT
+	}
+	rel := n.childRel(name)
+	c, ns, sess := n.m.Policy().Classify(rel)
+	if ns == policy.NSSession {
+		t := policy.Target{Class: c, Namespace: ns, Session: sess}
+		if _, errno := n.m.gate(ctx, nil, policy.OpLookup, rel, t, nil); errno != 0 {
+			return nil, syscall.ENOENT
+		}
+	}
+	ch, errno := n.LoopbackNode.Lookup(ctx, name, out)
+	if errno == 0 && isSensitive(c, ns) {
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	}
+	return ch, errno
+}
+
+func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	errno := n.LoopbackNode.Getattr(ctx, f, out)
+	if errno == 0 {
+		if c, ns, _ := n.m.Policy().Classify(n.rel()); isSensitive(c, ns) {
+			out.SetTimeout(0)
+		}
+	}
+	return errno
+}
+
+func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	return n.LoopbackNode.Readlink(ctx)
+}
+
+// OpendirHandle lists a directory; the sessions root shows a session only
+// its own directory.
+func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	rel := n.rel()
+	c, ns, sess := n.m.Policy().Classify(rel)
+	if ns == policy.NSSession {
+		t := policy.Target{Class: c, Namespace: ns, Session: sess}
+		if _, errno := n.m.gate(ctx, nil, policy.OpRead, rel, t, nil); errno != 0 {
+			return nil, 0, errno
+		}
+	}
+	fh, fl, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	if errno != 0 || ns != policy.NSSessionsRoot {
+		return fh, fl, errno
+	}
+	subj := n.m.caller(ctx).Subject()
+	keep := func(name string) bool {
+		if name == "." || name == ".." {
+			return true
+		}
+		t := policy.Target{Namespace: policy.NSSession, Session: name}
+		return n.m.Policy().Decide(subj, policy.OpLookup, t).Allow
+	}
+	return &filteredDir{FileHandle: fh, keep: keep}, fl &^ (fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE), 0
+}
+
+// filteredDir hides directory entries the caller may not see.
+type filteredDir struct {
+	gofs.FileHandle
+	keep func(name string) bool
+}
+
+func (d *filteredDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	r := d.FileHandle.(gofs.FileReaddirenter)
+	for {
+		e, errno := r.Readdirent(ctx)
+		if errno != 0 || e == nil || d.keep(e.Name) {
+			return e, errno
+		}
+	}
+}
+
+func (d *filteredDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if s, ok := d.FileHandle.(gofs.FileSeekdirer); ok {
+		return s.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (d *filteredDir) Releasedir(ctx context.Context, flags uint32) {
+	if r, ok := d.FileHandle.(gofs.FileReleasedirer); ok {
+		r.Releasedir(ctx, flags)
+	}
+}
+
+func (d *filteredDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	if r, ok := d.FileHandle.(gofs.FileFsyncdirer); ok {
+		return r.Fsyncdir(ctx, flags)
+	}
+	return 0
+}

@@ -1,0 +1,508 @@
+package fs
+
+import (
+	"context"
+	"os"
+	"path"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// check is one decision a mutation needs.
+type check struct {
+	op  policy.Op
+	rel string
+	t   policy.Target
+	l   *Label
+}
+
+func (c check) trivial() bool {
+	return c.t.Class == policy.Plain && c.t.Namespace == policy.NSNone && c.l == nil
+}
+
+// decideAll runs every check through the gate; the first refusal wins.
+// When every check is about a plain, unlabelled path outside the
+// namespaces, the caller is not even resolved.
+func (m *Monitor) decideAll(ctx context.Context, checks []check) (*principal.Resolved, syscall.Errno) {
+	all := true
+	for _, c := range checks {
+		all = all && c.trivial()
+	}
+	if all {
+		return nil, 0
+	}
+	res := m.caller(ctx)
+	for _, c := range checks {
+		if _, errno := m.gate(ctx, res, c.op, c.rel, c.t, c.l); errno != 0 {
+			return res, errno
+		}
+	}
+	return res, 0
+}
+
+// createCheck decides creating something at rel.
+func (n *Node) createCheck(ctx context.Context, name string) (string, policy.Target, syscall.Errno) {
+	if isReserved(name) {
+		return "", policy.Target{}, syscall.EACCES
+	}
+	rel := n.childRel(name)
+	t, l := n.m.target(rel, nil)
+	_, errno := n.m.decideAll(ctx, []check{{policy.OpCreate, rel, t, l}})
+	return rel, t, errno
+}
+
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	_, t, errno := n.createCheck(ctx, name)
+	if errno != 0 {
+		return nil, errno
+	}
+	ch, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	if errno == 0 && isSensitive(t.Class, t.Namespace) {
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	}
+	return ch, errno
+}
+
+func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	_, t, errno := n.createCheck(ctx, name)
+	if errno != 0 {
+		return nil, errno
+	}
+	ch, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	if errno == 0 && isSensitive(t.Class, t.Namespace) {
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	}
+	return ch, errno
+}
+
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	_, t, errno := n.createCheck(ctx, name)
+	if errno != 0 {
+		return nil, errno
+	}
+	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
+	if errno == 0 && isSensitive(t.Class, t.Namespace) {
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	}
+	return ch, errno
+}
+
+// Link gives a file a second name: decided as a mutation of the file when
+// it is guarded, and as a write of its content under the new name.
+func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if isReserved(name) {
+		return nil, syscall.EACCES
+	}
+	src := target.(*Node).rel()
+	sst, err := n.m.lstatRel(src)
+	if err != nil {
+		return nil, gofs.ToErrno(err)
+	}
+	dst := n.childRel(name)
+	ts, ls := n.m.target(src, sst)
+	td, _ := n.m.target(dst, nil)
+	if ts.Class != policy.Plain {
+		td.Class = strictest(td.Class, ts.Class)
+	}
+	withSource(&td, ls)
+	checks := []check{{policy.OpLink, src, ts, ls}, {policy.OpLink, dst, td, nil}}
+	if _, errno := n.m.decideAll(ctx, checks); errno != 0 {
+		return nil, errno
+	}
+	ch, errno := n.LoopbackNode.Link(ctx, target, name, out)
+	if errno == 0 && isSensitive(td.Class, td.Namespace) {
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	}
+	return ch, errno
+}
+
+// strictest orders classes by how much they restrict.
+func strictest(a, b policy.Class) policy.Class {
+	rank := func(c policy.Class) int {
+		switch c {
+		case policy.Identity:
+			return 4
+		case policy.Control:
+			return 3
+		case policy.Memory:
+			return 2
+		case policy.Secret:
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+// withSource marks t as receiving the content labelled l: a rename or link
+// onto a name is a write of that content.
+func withSource(t *policy.Target, l *Label) {
+	t.HasSource = true
+	t.SourceOrigin = policy.User
+	if l != nil {
+		t.SourceOrigin = l.Origin
+		t.SourceTaint = l.Taint
+	}
+}
+
+func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	rel := n.childRel(name)
+	st, err := n.m.lstatRel(rel)
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	t, l := n.m.target(rel, st)
+	res, errno := n.m.decideAll(ctx, []check{{policy.OpUnlink, rel, t, l}})
+	if errno != 0 {
+		return errno
+	}
+	oldHash := ""
+	if t.Class.Guarded() && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if oldHash, errno = n.m.keepVersion(rel); errno != 0 {
+			return errno
+		}
+	}
+	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
+		return errno
+	}
+	if st.Nlink <= 1 {
+		n.m.forgetInode(keyOf(st))
+	}
+	if t.Class.Guarded() {
+		n.m.recordChange(res, evidence.TypeDelete, rel, &evidence.Payload{OldHash: oldHash})
+	}
+	return 0
+}
+
+func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	rel := n.childRel(name)
+	t, _ := n.m.target(rel, nil)
+	if _, errno := n.m.decideAll(ctx, []check{{policy.OpUnlink, rel, t, nil}}); errno != 0 {
+		return errno
+	}
+	return n.LoopbackNode.Rmdir(ctx, name)
+}
+
+// Rename decides the source leaving its name and the content arriving at
+// the destination; for RENAME_EXCHANGE both ways; for a directory, every
+// file below it whose class changes or is guarded.
+func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	if isReserved(name) || isReserved(newName) {
+		return syscall.EACCES
+	}
+	np, ok := newParent.(*Node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	src, dst := n.childRel(name), np.childRel(newName)
+	sst, err := n.m.lstatRel(src)
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	dstSt, _ := n.m.lstatRel(dst)
+	checks := n.m.renameChecks(src, dst, sst, dstSt)
+	if flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil {
+		checks = append(checks, n.m.renameChecks(dst, src, dstSt, sst)...)
+	}
+	res, errno := n.m.decideAll(ctx, checks)
+	if errno != 0 {
+		return errno
+	}
+	var guardedDst bool
+	oldHash := ""
+	if dstSt != nil && dstSt.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() {
+			guardedDst = true
+			if oldHash, errno = n.m.keepVersion(dst); errno != 0 {
+				return errno
+			}
+		}
+	}
+	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
+		return errno
+	}
+	if res == nil {
+		return 0
+	}
+	subj := res.Subject()
+	if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		// The content under a guarded name changed: that is a write.
+		newHash, _ := n.m.putBlobRel(dst)
+		nst, _ := n.m.lstatRel(dst)
+		v := policy.Verdict{Allow: true, Rule: policy.RuleAllowed}
+		return n.m.recordWrite(res, subj, dst, oldHash, newHash, nst, v)
+	}
+	_ = guardedDst
+	n.m.recordChange(res, evidence.TypeRename, src, &evidence.Payload{From: src, To: dst, OldHash: oldHash})
+	return 0
+}
+
+// renameChecks lists what moving src (stat sst) to dst needs.
+func (m *Monitor) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []check {
+	ts, ls := m.target(src, sst)
+	td, ld := m.target(dst, dstSt)
+	if ts.Class != policy.Plain && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		// A guarded inode under a plain name keeps its class.
+		if c, _, _ := m.Policy().Classify(dst); c == policy.Plain {
+			td.Class = ts.Class
+		}
+	}
+	withSource(&td, ls)
+	checks := []check{{policy.OpRenameFrom, src, ts, ls}, {policy.OpRenameTo, dst, td, ld}}
+	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		pol := m.Policy()
+		if pol.MayContainGuarded(src) || pol.MayContainGuarded(dst) {
+			m.walkFiles(src, func(sub string, st *syscall.Stat_t) {
+				from, to := joinRel(src, sub), joinRel(dst, sub)
+				tf, lf := m.target(from, st)
+				tt, _ := m.target(to, nil)
+				withSource(&tt, lf)
+				checks = append(checks, check{policy.OpRenameFrom, from, tf, lf}, check{policy.OpRenameTo, to, tt, nil})
+			})
+		}
+	}
+	return checks
+}
+
+// walkFiles calls fn for every entry below the backing directory rel.
+func (m *Monitor) walkFiles(rel string, fn func(sub string, st *syscall.Stat_t)) {
+	var walk func(sub string)
+	walk = func(sub string) {
+		fd, err := m.openDir(joinRel(rel, sub))
+		if err != nil {
+			return
+		}
+		f := os.NewFile(uintptr(fd), sub)
+		names, _ := f.Readdirnames(-1)
+		for _, name := range names {
+			var st unix.Stat_t
+			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			s := (*syscall.Stat_t)(unsafePointer(&st))
+			child := joinRel(sub, name)
+			fn(child, s)
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				walk(child)
+			}
+		}
+		f.Close()
+	}
+	walk("")
+}
+
+// Setattr decides a truncate as a write and chmod/chown/utimes as a
+// metadata change. A truncate of a guarded file without a staging handle
+// is committed like any other write.
+func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	rel := n.rel()
+	st, err := n.m.lstatRel(rel)
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	t, l := n.m.target(rel, st)
+	sz, sizeSet := in.GetSize()
+	var checks []check
+	if sizeSet {
+		checks = append(checks, check{policy.OpWrite, rel, t, l})
+	}
+	if in.Valid&^fuse.FATTR_SIZE&^fuse.FATTR_FH&^fuse.FATTR_LOCKOWNER != 0 {
+		checks = append(checks, check{policy.OpSetattr, rel, t, l})
+	}
+	g, staged := f.(*guardedFile)
+	if staged && sizeSet {
+		// Decided at open; the new size is staged and decided at commit.
+		checks = checks[1:]
+	}
+	res, errno := n.m.decideAll(ctx, checks)
+	if errno != 0 {
+		return errno
+	}
+	rest := *in
+	if sizeSet && (staged || t.Class.Guarded()) {
+		if staged {
+			if errno := g.Setattr(ctx, &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: sz}}, out); errno != 0 {
+				return errno
+			}
+		} else if errno := n.m.truncateGuarded(ctx, res, rel, sz); errno != 0 {
+			return errno
+		}
+		rest.Valid &^= fuse.FATTR_SIZE
+	}
+	var fh gofs.FileHandle = f
+	if staged {
+		fh = nil
+	}
+	if rest.Valid&^fuse.FATTR_FH&^fuse.FATTR_LOCKOWNER != 0 {
+		if errno := n.LoopbackNode.Setattr(ctx, fh, &rest, out); errno != 0 {
+			return errno
+		}
+	}
+	if res != nil && !t.Class.Guarded() && sizeSet {
+		// A plain file truncated by a labelled writer carries its label.
+		if nl := mergeLabels(l, labelForWriter(res.Subject())); nl != nil {
+			n.m.Labels.Set(keyOf(st), nl)
+		}
+	}
+	n.m.rebind(rel)
+	if staged {
+		return g.Getattr(ctx, out)
+	}
+	return n.LoopbackNode.Getattr(ctx, f, out)
+}
+
+func (m *Monitor) truncateGuarded(ctx context.Context, res *principal.Resolved, rel string, size uint64) syscall.Errno {
+	f, err := os.CreateTemp(m.stagingDir(), "stage-*")
+	if err != nil {
+		return syscall.EIO
+	}
+	os.Remove(f.Name())
+	defer f.Close()
+	if src, err := m.openFileRel(rel, unix.O_RDONLY); err == nil {
+		_, _ = f.ReadFrom(src)
+		src.Close()
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		return gofs.ToErrno(err)
+	}
+	return m.commitFrom(ctx, res, rel, f)
+}
+
+// rebind re-binds a label's fingerprint after a change made through the
+// mount (chmod, utimes, xattr change the ctime).
+func (m *Monitor) rebind(rel string) {
+	st, err := m.lstatRel(rel)
+	if err != nil {
+		return
+	}
+	k := keyOf(st)
+	if l := m.Labels.Get(k); l != nil && !l.fingerprintMatches(st) {
+		l.bindFingerprint(st)
+		m.Labels.Set(k, l)
+	}
+}
+
+func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if errno := n.xattrCheck(ctx); errno != 0 {
+		return errno
+	}
+	errno := n.LoopbackNode.Setxattr(ctx, attr, data, flags)
+	n.m.rebind(n.rel())
+	return errno
+}
+
+func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if errno := n.xattrCheck(ctx); errno != 0 {
+		return errno
+	}
+	errno := n.LoopbackNode.Removexattr(ctx, attr)
+	n.m.rebind(n.rel())
+	return errno
+}
+
+func (n *Node) xattrCheck(ctx context.Context) syscall.Errno {
+	rel := n.rel()
+	st, _ := n.m.lstatRel(rel)
+	t, l := n.m.target(rel, st)
+	_, errno := n.m.decideAll(ctx, []check{{policy.OpXattr, rel, t, l}})
+	return errno
+}
+
+func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	return n.LoopbackNode.Getxattr(ctx, attr, dest)
+}
+
+// CopyFileRange into a guarded file lands in its staging file like any
+// write; between plain files it is the loopback's server-side copy.
+func (n *Node) CopyFileRange(ctx context.Context, fhIn gofs.FileHandle, offIn uint64, out *gofs.Inode, fhOut gofs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	if g, ok := fhOut.(*guardedFile); ok {
+		r, ok := fhIn.(gofs.FileReader)
+		if !ok {
+			return 0, syscall.EOPNOTSUPP
+		}
+		if length > 1<<20 {
+			length = 1 << 20
+		}
+		buf := make([]byte, length)
+		rr, errno := r.Read(ctx, buf, int64(offIn))
+		if errno != 0 {
+			return 0, errno
+		}
+		data, st := rr.Bytes(buf)
+		if !st.Ok() {
+			return 0, syscall.EIO
+		}
+		return g.Write(ctx, data, int64(offOut))
+	}
+	return n.LoopbackNode.CopyFileRange(ctx, unwrapFile(fhIn), offIn, out, unwrapFile(fhOut), offOut, length, flags)
+}
+
+func unwrapFile(f gofs.FileHandle) gofs.FileHandle {
+	switch x := f.(type) {
+	case *plainFile:
+		return x.LoopbackFile
+	case *guardedReader:
+		return x.FileHandle
+	}
+	return f
+}
+
+// keepVersion stores the current content of rel as a blob before it is
+// replaced or removed.
+func (m *Monitor) keepVersion(rel string) (string, syscall.Errno) {
+	h, err := m.putBlobRel(rel)
+	if err != nil {
+		m.log.Error().Err(err).Str("path", rel).Msg("cannot keep previous version")
+		return "", syscall.EIO
+	}
+	return h, 0
+}
+
+func (m *Monitor) putBlobRel(rel string) (string, error) {
+	f, err := m.openFileRel(rel, unix.O_RDONLY)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return m.rec.PutBlobFile(fdPath(f))
+}
+
+func (m *Monitor) forgetInode(k fileKey) {
+	m.mu.Lock()
+	delete(m.guarded, k)
+	m.mu.Unlock()
+	m.Labels.Set(k, nil)
+}
+
+func (m *Monitor) recordChange(res *principal.Resolved, typ, rel string, p *evidence.Payload) {
+	subj := res.Subject()
+	r := &evidence.Record{Type: typ, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
+		Parents: m.parentsFor(res, rel),
+		Meta: evidence.Meta{Path: rel, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
+			Session: subj.Session}, Payload: p}
+	id := m.record(r)
+	m.mu.Lock()
+	if typ == evidence.TypeRename && p != nil {
+		delete(m.lastRec, p.From)
+		m.lastRec[p.To] = id
+	} else {
+		m.lastRec[rel] = id
+	}
+	m.mu.Unlock()
+}
+
+var _ = path.Join

@@ -1,0 +1,227 @@
+package fs
+
+import (
+	"context"
+	"os"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+func writeIntent(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+func openOp(flags uint32) policy.Op {
+	switch {
+	case writeIntent(flags):
+		return policy.OpWrite
+	case flags&fuse.FMODE_EXEC != 0:
+		return policy.OpExec
+	}
+	return policy.OpRead
+}
+
+// Open decides the open and binds the decision to the handle it returns.
+func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	rel := n.rel()
+	st, err := n.m.lstatRel(rel)
+	if err != nil {
+		return nil, 0, gofs.ToErrno(err)
+	}
+	t, l := n.m.target(rel, st)
+	op := openOp(flags)
+	fast := t.Class == policy.Plain && t.Namespace == policy.NSNone && l == nil && op != policy.OpWrite
+	if fast {
+		// Unlabelled plain file read by anyone: nothing to decide, nothing
+		// to propagate. Kernel passthrough serves it at native speed.
+		return n.LoopbackNode.Open(ctx, flags)
+	}
+	res := n.m.caller(ctx)
+	if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
+		return nil, 0, errno
+	}
+	if t.Class.Guarded() {
+		if op == policy.OpWrite {
+			g, errno := n.m.openGuarded(n, res, rel, flags)
+			if errno != 0 {
+				return nil, 0, errno
+			}
+			g.key = keyOf(st)
+			n.m.writeOpened(g.key)
+			return g, fuse.FOPEN_DIRECT_IO, 0
+		}
+		fh, _, errno := n.LoopbackNode.Open(ctx, flags)
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		return &guardedReader{FileHandle: fh}, fuse.FOPEN_DIRECT_IO, 0
+	}
+	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 || op != policy.OpWrite {
+		return fh, fl, errno
+	}
+	return n.m.plainWriter(res, fh, st, l, flags&syscall.O_TRUNC != 0), fl, 0
+}
+
+// Create decides creating name (a guarded class, a namespace) and hands out
+// a staging handle for guarded files.
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if isReserved(name) {
+		return nil, nil, 0, syscall.EACCES
+	}
+	rel := n.childRel(name)
+	st, _ := n.m.lstatRel(rel)
+	t, l := n.m.target(rel, st)
+	op := policy.OpCreate
+	if st != nil {
+		op = policy.OpWrite
+	}
+	res := n.m.caller(ctx)
+	if t.Class != policy.Plain || t.Namespace != policy.NSNone || l != nil || !res.Subject().Principal.Trusted() || res.Subject().Taint != 0 {
+		if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
+			return nil, nil, 0, errno
+		}
+	}
+	ch, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	if isSensitive(t.Class, t.Namespace) {
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+	}
+	nst, err := n.m.lstatRel(rel)
+	if err != nil {
+		fh.(gofs.FileReleaser).Release(ctx)
+		return nil, nil, 0, gofs.ToErrno(err)
+	}
+	if t.Class.Guarded() {
+		// The file exists (empty, or as it was); its content arrives at
+		// commit, from the staging file.
+		fh.(gofs.FileReleaser).Release(ctx)
+		g, errno := n.m.openGuarded(ch.Operations().(*Node), res, rel, flags|syscall.O_TRUNC*boolU32(st == nil))
+		if errno != 0 {
+			return nil, nil, 0, errno
+		}
+		g.dirty = true
+		g.key = keyOf(nst)
+		n.m.writeOpened(g.key)
+		return ch, g, fuse.FOPEN_DIRECT_IO, 0
+	}
+	return ch, n.m.plainWriter(res, fh, nst, l, true), fl, 0
+}
+
+func boolU32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func isReserved(name string) bool {
+	return len(name) >= len(reservedPrefix) && name[:len(reservedPrefix)] == reservedPrefix
+}
+
+// guardedReader serves reads of a guarded file without kernel passthrough
+// or page cache.
+type guardedReader struct {
+	gofs.FileHandle
+}
+
+func (g *guardedReader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return g.FileHandle.(gofs.FileReader).Read(ctx, dest, off)
+}
+
+func (g *guardedReader) Release(ctx context.Context) syscall.Errno {
+	return g.FileHandle.(gofs.FileReleaser).Release(ctx)
+}
+
+func (g *guardedReader) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	return g.FileHandle.(gofs.FileGetattrer).Getattr(ctx, out)
+}
+
+func (g *guardedReader) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return g.FileHandle.(gofs.FileLseeker).Lseek(ctx, off, whence)
+}
+
+// plainWriter labels a plain file written by the caller and keeps the label
+// bound to the content when the handle is released. A clean USER writer of
+// an unlabelled file gets the bare loopback handle.
+func (m *Monitor) plainWriter(res *principal.Resolved, fh gofs.FileHandle, st *syscall.Stat_t, old *Label, truncated bool) gofs.FileHandle {
+	nl := labelForWriter(res.Subject())
+	if !truncated {
+		nl = mergeLabels(old, nl)
+	}
+	if nl == nil && old == nil {
+		return fh
+	}
+	k := keyOf(st)
+	if nl != nil {
+		nl.bindFingerprint(st)
+	}
+	if err := m.Labels.Set(k, nl); err != nil {
+		m.log.Error().Err(err).Msg("label not stored")
+	}
+	if nl == nil {
+		return fh
+	}
+	m.writeOpened(k)
+	return &plainFile{LoopbackFile: fh.(*gofs.LoopbackFile), m: m, key: k}
+}
+
+// plainFile is a writable plain file with a label. It embeds the loopback
+// file, so kernel passthrough still serves its reads and writes; on release
+// the label is bound to the content's new fingerprint.
+type plainFile struct {
+	*gofs.LoopbackFile
+	m   *Monitor
+	key fileKey
+}
+
+func (p *plainFile) Release(ctx context.Context) syscall.Errno {
+	var st syscall.Stat_t
+	var errno syscall.Errno
+	if fd, ok := p.LoopbackFile.PassthroughFd(); ok {
+		if err := syscall.Fstat(fd, &st); err == nil {
+			if l := p.m.Labels.Get(p.key); l != nil {
+				l.bindFingerprint(&st)
+				p.m.Labels.Set(p.key, l)
+			}
+		}
+	}
+	errno = p.LoopbackFile.Release(ctx)
+	p.m.writeClosedKey(p.key)
+	return errno
+}
+
+func (m *Monitor) writeOpened(k fileKey) {
+	m.mu.Lock()
+	if m.writers == nil {
+		m.writers = map[fileKey]int{}
+	}
+	m.writers[k]++
+	m.mu.Unlock()
+}
+
+func (m *Monitor) writeClosedKey(k fileKey) {
+	m.mu.Lock()
+	if m.writers[k] <= 1 {
+		delete(m.writers, k)
+	} else {
+		m.writers[k]--
+	}
+	m.mu.Unlock()
+}
+
+func (m *Monitor) openForWrite(k fileKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writers[k] > 0
+}
+
+var _ = os.Getpid

@@ -1,0 +1,125 @@
+// Package principal turns the caller of a FUSE request into a subject: the
+// process's identity, its session, its principal and its taint.
+//
+// # Identity
+//
+// The pid in a FUSE request is a thread id and pids are reused. Everything
+// here is keyed by ProcID, the thread group id together with the process's
+// start time (in clock ticks since boot, from /proc/<pid>/stat), so a new
+// process that happens to get an old pid never inherits the old one's
+// session, principal or taint.
+//
+// # Trust only goes down
+//
+// A principal is assigned from the channel a process came through: the
+// control socket registration of `aerfs run` (authenticated by SO_PEERCRED),
+// the process's uid, and executable rules that can only lower it. Nothing a
+// process says about itself (environment, argv, file content) raises it.
+//
+// # Taint only goes up
+//
+// A session's taint is the union of everything its processes read from
+// labelled files, every declaration over the control socket, and the origin
+// taint of any WEB or SKILL program executed inside it. Nothing here lowers
+// taint.
+package principal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ProcID identifies a process for its whole life and never again after.
+type ProcID struct {
+	Tgid  int
+	Start uint64
+}
+
+func (p ProcID) String() string { return fmt.Sprintf("%d@%d", p.Tgid, p.Start) }
+
+// Proc is what /proc tells about a process.
+type Proc struct {
+	ID   ProcID
+	PPid int
+	UID  uint32 // real uid
+	Exe  string // "" when unreadable (kernel thread, exited, or another user's process)
+}
+
+// ErrVanished means the process no longer exists (or never did).
+var ErrVanished = errors.New("process vanished")
+
+// procRoot is where proc is mounted; tests never change it: they run real
+// processes.
+const procRoot = "/proc"
+
+// ReadProc reads the thread group, parent, uid and start time of the thread
+// tid. tid may be any thread of the process.
+func ReadProc(tid int) (Proc, error) {
+	if tid <= 0 {
+		return Proc{}, ErrVanished
+	}
+	status, err := os.ReadFile(procRoot + "/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return Proc{}, ErrVanished
+	}
+	var p Proc
+	tgid, ppid, uid := -1, -1, int64(-1)
+	for _, line := range bytes.Split(status, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
+			continue
+		}
+		switch string(k) {
+		case "Tgid":
+			tgid, _ = strconv.Atoi(strings.TrimSpace(string(v)))
+		case "PPid":
+			ppid, _ = strconv.Atoi(strings.TrimSpace(string(v)))
+		case "Uid":
+			f := strings.Fields(string(v))
+			if len(f) > 0 {
+				uid, _ = strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	if tgid <= 0 || ppid < 0 || uid < 0 {
+		return Proc{}, fmt.Errorf("/proc/%d/status: unexpected format", tid)
+	}
+	start, err := startTime(tgid)
+	if err != nil {
+		return Proc{}, err
+	}
+	p.ID = ProcID{Tgid: tgid, Start: start}
+	p.PPid = ppid
+	p.UID = uint32(uid)
+	p.Exe, _ = os.Readlink(procRoot + "/" + strconv.Itoa(tgid) + "/exe")
+	return p, nil
+}
+
+// startTime returns field 22 of /proc/<pid>/stat. The command name (field 2)
+// may contain spaces and parentheses, so parsing starts after the last ')'.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, ErrVanished
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); starttime is field 22.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Alive reports whether the process is still the one identified by id.
+func Alive(id ProcID) bool {
+	st, err := startTime(id.Tgid)
+	return err == nil && st == id.Start
+}

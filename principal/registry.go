@@ -1,0 +1,421 @@
+package principal
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aerfs/aerfs/policy"
+)
+
+// Session is a group of processes started through one registration (and
+// everything they start). Its taint only grows.
+type Session struct {
+	ID        string
+	Principal policy.Principal // principal of the registration that created it
+	Started   time.Time
+	Root      ProcID
+	parent    *Session // session the registering process was in, if any
+	taint     atomic.Uint32
+}
+
+// Taint is the session's own taint together with that of the session it was
+// started from: a tainted session cannot wash itself by starting a new one.
+func (s *Session) Taint() policy.Taint {
+	if s == nil {
+		return 0
+	}
+	return policy.Taint(s.taint.Load()) | s.parent.Taint()
+}
+
+// AddTaint raises the session's taint and reports whether it grew.
+func (s *Session) AddTaint(t policy.Taint) bool {
+	for {
+		old := s.taint.Load()
+		nw := old | uint32(t)
+		if nw == old {
+			return false
+		}
+		if s.taint.CompareAndSwap(old, nw) {
+			return true
+		}
+	}
+}
+
+// member is how a process belongs to a session: the session and the
+// principal its registration granted.
+type member struct {
+	sess      *Session
+	principal policy.Principal
+}
+
+// Resolved is a caller as identified from /proc.
+type Resolved struct {
+	Proc       Proc
+	Session    *Session
+	Principal  policy.Principal
+	Identified bool
+	Reason     string // why the caller is unidentified
+
+	own atomic.Uint32 // taint of a process outside every session
+}
+
+// Subject is the policy's view of the caller, with taint as of now.
+func (r *Resolved) Subject() policy.Subject {
+	if r == nil || !r.Identified {
+		return policy.Subject{}
+	}
+	s := policy.Subject{Principal: r.Principal, Identified: true, Taint: policy.Taint(r.own.Load())}
+	if r.Session != nil {
+		s.Session = r.Session.ID
+		s.Taint |= r.Session.Taint()
+	}
+	return s
+}
+
+// AddTaint adds t to the caller's session, or to the process itself when it
+// belongs to no session. It reports whether anything grew.
+func (r *Resolved) AddTaint(t policy.Taint) bool {
+	if t == 0 || r == nil || !r.Identified {
+		return false
+	}
+	if r.Session != nil {
+		return r.Session.AddTaint(t)
+	}
+	for {
+		old := r.own.Load()
+		nw := old | uint32(t)
+		if nw == old {
+			return false
+		}
+		if r.own.CompareAndSwap(old, nw) {
+			return true
+		}
+	}
+}
+
+// Events receives what the registry learns; the daemon records them.
+type Events interface {
+	SessionTainted(s *Session, added policy.Taint, why string, p Proc)
+	SessionEnded(s *Session)
+}
+
+// Registry knows every session and resolves callers to subjects.
+type Registry struct {
+	OwnerUID uint32
+	policy   func() *policy.Policy
+	events   Events
+
+	mu       sync.RWMutex
+	sessions map[string]*Session
+	members  map[ProcID]member    // session roots and descendants seen so far
+	procs    map[ProcID]*Resolved // resolved processes
+	gen      uint64               // bumped at every registration: negative results expire
+	neg      map[ProcID]uint64    // processes known to be outside sessions, at gen
+	byTgid   map[int]ProcID       // latest ProcID seen for a tgid, for exit events
+}
+
+// NewRegistry returns a registry for a workspace owned by ownerUID.
+func NewRegistry(ownerUID uint32, pol func() *policy.Policy, ev Events) *Registry {
+	return &Registry{
+		OwnerUID: ownerUID,
+		policy:   pol,
+		events:   ev,
+		sessions: map[string]*Session{},
+		members:  map[ProcID]member{},
+		procs:    map[ProcID]*Resolved{},
+		neg:      map[ProcID]uint64{},
+		byTgid:   map[int]ProcID{},
+	}
+}
+
+// Resolve identifies the thread tid. A thread that cannot be read is returned
+// unidentified, never guessed.
+func (r *Registry) Resolve(tid int) *Resolved {
+	if tid <= 0 {
+		return &Resolved{Reason: "request without a caller pid"}
+	}
+	p, err := ReadProc(tid)
+	if err != nil {
+		return &Resolved{Reason: fmt.Sprintf("pid %d: %v", tid, err)}
+	}
+	r.mu.RLock()
+	res, ok := r.procs[p.ID]
+	r.mu.RUnlock()
+	if ok && res.Proc.Exe == p.Exe {
+		return res
+	}
+	return r.resolve(p, res)
+}
+
+func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
+	pol := r.policy()
+	m, inSession := r.findSession(p)
+	res := &Resolved{Proc: p, Identified: true}
+	if prev != nil {
+		// exec in place: same process, new program. Keep its taint.
+		res.own.Store(prev.own.Load())
+	}
+	if inSession {
+		res.Session = m.sess
+		res.Principal = m.principal
+	} else if p.UID == r.OwnerUID {
+		res.Principal = policy.User
+	} else if pr, ok := pol.UIDPrincipal(p.UID); ok {
+		res.Principal = pr
+	} else {
+		res.Principal = policy.External
+	}
+	if pr, ok := pol.ExecPrincipal(p.Exe); ok {
+		lowered := policy.Lower(res.Principal, pr)
+		res.Principal = lowered
+		// A fetcher's output reaches the agent through pipes aerfs does not
+		// see: the whole session is as tainted as the fetcher.
+		if t := policy.OriginTaint(lowered); res.Session != nil && (lowered == policy.Web || lowered == policy.Skill) {
+			if res.Session.AddTaint(t) && r.events != nil {
+				r.events.SessionTainted(res.Session, t, "exec of "+p.Exe+" as "+lowered.String(), p)
+			}
+		}
+	}
+	if res.Session != nil && res.Principal != policy.User && res.Principal != policy.Sys {
+		// Whatever an untrusted principal writes carries its origin.
+		res.own.Store(res.own.Load() | uint32(policy.OriginTaint(res.Principal)))
+	}
+	r.mu.Lock()
+	r.procs[p.ID] = res
+	r.byTgid[p.ID.Tgid] = p.ID
+	r.mu.Unlock()
+	return res
+}
+
+// findSession walks from p towards init until it meets a process known to be
+// in a session. Every process met on the way is remembered.
+func (r *Registry) findSession(p Proc) (member, bool) {
+	var chain []ProcID
+	cur := p
+	for depth := 0; depth < 4096; depth++ {
+		r.mu.RLock()
+		m, ok := r.members[cur.ID]
+		g, negOK := r.neg[cur.ID]
+		gen := r.gen
+		r.mu.RUnlock()
+		if ok {
+			r.remember(chain, m)
+			return m, true
+		}
+		if negOK && g == gen {
+			break
+		}
+		chain = append(chain, cur.ID)
+		if cur.PPid <= 1 {
+			break
+		}
+		parent, err := ReadProc(cur.PPid)
+		if err != nil {
+			break
+		}
+		cur = parent
+	}
+	r.mu.Lock()
+	for _, id := range chain {
+		r.neg[id] = r.gen
+	}
+	r.mu.Unlock()
+	return member{}, false
+}
+
+func (r *Registry) remember(chain []ProcID, m member) {
+	if len(chain) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, id := range chain {
+		r.members[id] = m
+		r.byTgid[id.Tgid] = id
+	}
+	r.mu.Unlock()
+}
+
+// Register makes the process peerPid the root of session id with principal p.
+// The peer is resolved like any caller, and it may only hand out trust at or
+// below its own. An empty id creates a fresh session.
+func (r *Registry) Register(peerPid int, p policy.Principal, id string) (*Session, *Resolved, policy.Verdict, error) {
+	peer := r.Resolve(peerPid)
+	v := policy.CanGrant(peer.Subject(), p)
+	if !v.Allow {
+		return nil, peer, v, nil
+	}
+	if id == "" {
+		id = newSessionID()
+	}
+	if !ValidSessionID(id) {
+		return nil, peer, v, fmt.Errorf("invalid session name %q", id)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, exists := r.sessions[id]
+	if exists {
+		// Joining a session means seeing its namespace: only its own
+		// processes and the owner's channel may add to it.
+		if peer.Session != s && (peer.Session != nil || !peer.Principal.Trusted()) {
+			return nil, peer, policy.Verdict{Rule: policy.RuleNamespace}, nil
+		}
+	} else {
+		s = &Session{ID: id, Principal: p, Started: time.Now().UTC(), Root: peer.Proc.ID, parent: peer.Session}
+		s.taint.Store(uint32(peer.Subject().Taint))
+		r.sessions[id] = s
+	}
+	s.AddTaint(policy.OriginTaint(p))
+	r.members[peer.Proc.ID] = member{sess: s, principal: p}
+	r.byTgid[peer.Proc.ID.Tgid] = peer.Proc.ID
+	delete(r.procs, peer.Proc.ID)
+	r.gen++
+	return s, peer, v, nil
+}
+
+// Session returns the named session.
+func (r *Registry) Session(id string) *Session {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.sessions[id]
+}
+
+// Sessions lists every session.
+func (r *Registry) Sessions() []*Session {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*Session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Live counts the live processes known to be in session s.
+func (r *Registry) Live(s *Session) int {
+	r.mu.RLock()
+	ids := make([]ProcID, 0)
+	for id, m := range r.members {
+		if m.sess == s {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.RUnlock()
+	n := 0
+	for _, id := range ids {
+		if Alive(id) {
+			n++
+		}
+	}
+	return n
+}
+
+// Forget drops everything known about processes that have exited. The
+// daemon calls it periodically and on exit events.
+func (r *Registry) Forget(id ProcID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.procs, id)
+	delete(r.neg, id)
+	if r.byTgid[id.Tgid] == id {
+		delete(r.byTgid, id.Tgid)
+	}
+	if m, ok := r.members[id]; ok {
+		delete(r.members, id)
+		if m.sess.Root == id && r.events != nil {
+			go r.events.SessionEnded(m.sess)
+		}
+	}
+}
+
+// Prune forgets every process that is no longer alive.
+func (r *Registry) Prune() {
+	r.mu.RLock()
+	var ids []ProcID
+	for id := range r.procs {
+		ids = append(ids, id)
+	}
+	for id := range r.members {
+		ids = append(ids, id)
+	}
+	for id := range r.neg {
+		ids = append(ids, id)
+	}
+	r.mu.RUnlock()
+	for _, id := range ids {
+		if !Alive(id) {
+			r.Forget(id)
+		}
+	}
+}
+
+// Fork records that child was started by parent: a session member's child is
+// a member even after it is re-parented to init.
+func (r *Registry) Fork(parentTgid, childTgid int) {
+	r.mu.RLock()
+	pm, found := r.members[r.byTgid[parentTgid]]
+	r.mu.RUnlock()
+	if !found {
+		return
+	}
+	st, err := startTime(childTgid)
+	if err != nil {
+		return
+	}
+	id := ProcID{childTgid, st}
+	r.mu.Lock()
+	r.members[id] = pm
+	r.byTgid[childTgid] = id
+	r.mu.Unlock()
+}
+
+// Exec re-resolves a process that started a new program, so executable
+// rules take effect before it touches the mount.
+func (r *Registry) Exec(tgid int) {
+	p, err := ReadProc(tgid)
+	if err != nil {
+		return
+	}
+	r.mu.RLock()
+	prev := r.procs[p.ID]
+	r.mu.RUnlock()
+	r.resolve(p, prev)
+}
+
+// ValidSessionID reports whether id can name a directory under sessions/.
+func ValidSessionID(id string) bool {
+	if id == "" || len(id) > 64 || id == "." || id == ".." {
+		return false
+	}
+	for _, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newSessionID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "s-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return "s-" + hex.EncodeToString(b[:])
+}
+
+// exited forgets the process with this tgid if it is no longer alive.
+func (r *Registry) exited(tgid int) {
+	r.mu.RLock()
+	id, ok := r.byTgid[tgid]
+	r.mu.RUnlock()
+	if ok && !Alive(id) {
+		r.Forget(id)
+	}
+}
