@@ -1,0 +1,97 @@
+// Package policy is aerfs's trusted decision core: path classes, the policy
+// file, and Decide, the pure function that says whether a subject may
+// perform an operation on a path (DESIGN.md §4). It imports nothing of the
+// file system layer and does no I/O except in Load.
+//
+// # Invariants
+//
+// Decide is a pure function of its arguments and the immutable *Policy:
+// no clock, no OS, no allocation, so the FUSE layer can call it on every
+// request and tests can enumerate its input space. Whatever it returns
+// carries a Rule whose ID and Reason are written to the evidence log.
+//
+//   - Identity files are never mutated through the mount (R1), whoever asks.
+//   - A memory or control mutation is allowed only to an identified, trusted
+//     (USER, SYS), untainted subject, and a rename or link onto such a name
+//     only with content of trusted origin and without blocking taint
+//     (R2, R3, R7, R9).
+//   - A subject in session a never reaches sessions/b/ (R4); a subject
+//     outside every session reaches sessions only if trusted (the owner).
+//   - The shared namespace changes only by the owner's hand: promotion of an
+//     untainted item, or a trusted, untainted owner outside every session
+//     (R5).
+//   - Untrusted principals never open secrets; trusted ones become
+//     SECRET_RISK (R8).
+//   - An allowed read adds at least the label's taint to the reader (R6).
+//   - Monotonicity: more subject taint, a lower principal or a lost
+//     identity never turns a denial into an allowance. Trust only goes down
+//     (Lower, CanGrant).
+//
+// These are checked over the whole finite input space in
+// TestExhaustiveProperties, not only by examples.
+//
+// # Order of the rules
+//
+// Decide checks, and the first refusal decides:
+//
+//  1. R9 unidentified: an unidentified caller (pid 0, a vanished process),
+//     or one with an invalid principal, is refused anything in a session,
+//     anything on a secret, a promotion, and every mutation of a guarded
+//     class, of the shared namespace or of the sessions directory. Plain
+//     requests pass, because the kernel sends some with pid 0.
+//  2. R4 namespace: cross-session access, and access to sessions by an
+//     untrusted process outside every session, are refused for every
+//     operation including lookup. The sessions directory itself may be
+//     listed by anyone identified (the FUSE layer filters its entries) and
+//     changed only by the owner.
+//  3. R5 promotion: OpPromote names the item in its session (the caller
+//     decides the destination name separately); it needs the owner and no
+//     blocking taint on the owner or on the item's label. Any other
+//     mutation in the shared namespace needs the owner, untainted.
+//  4. R1 immutable.
+//  5. R8 secret: untrusted principals may only look a secret up; trusted
+//     reads, writes and executions add SECRET_RISK (reads and executions
+//     also the label's taint).
+//  6. R3, R2, R7 for mutations of memory, control and the shared namespace,
+//     else RA-allowed.
+//  7. R6: an allowed read or exec adds the label's taint.
+//  8. Otherwise R0-plain.
+//
+// # Judgement calls
+//
+// Where DESIGN.md leaves room, the choice is the one that fails closed:
+//
+//   - An invalid Op, Class or Namespace is refused with R9: it is a caller
+//     bug and the monitor cannot reason about it. An invalid principal is
+//     treated as unidentified and untrusted.
+//   - A Target in NSSession without a session id is refused with R4.
+//   - A rename or link into the shared namespace is checked like one onto a
+//     guarded name (R7): otherwise the owner's mv would be a promotion that
+//     skips the taint check.
+//   - Only OpRead and OpExec propagate the label's taint; the FUSE layer
+//     decides an O_RDWR open as a read and a write.
+//   - Anchored patterns also apply from each session directory and from the
+//     shared root: an agent working in sessions/<id>/ has its own skills/
+//     and .claude/, and they are as consequential as the owner's.
+//   - "skills/**" matches the skills directory itself: "**" matches zero or
+//     more components, and the directory holding guarded files is where
+//     they can be renamed or removed all at once.
+//
+// # Threats answered
+//
+// The adversary controls content from untrusted channels and can make the
+// agent perform any file operation. It cannot choose its principal (that is
+// bound to the channel by the principal package) and it cannot lower its
+// taint. The rules are therefore phrased only in terms of principal, taint,
+// session and path class: nothing an adversary writes into a file changes a
+// decision about that file. What aerfs cannot see (pipes, sockets) is made
+// conservative by tainting whole sessions, outside this package.
+//
+// # Policy files
+//
+// Parse is strict: unknown or duplicate keys, values of the wrong type,
+// unknown principal or taint names, bad globs, anchors and aliases and a
+// missing or unsupported version are errors of type *Error, with the line
+// and a hint. Patterns are compiled once; Classify does not parse or
+// allocate. See configs/aerfs.yaml for the format.
+package policy

@@ -1,0 +1,215 @@
+package policy
+
+import (
+	"path"
+	"strconv"
+	"strings"
+)
+
+// segKind says how one path component of a pattern is matched, so that the
+// common shapes (SOUL.md, *.pem, .env*) never reach the general matcher.
+type segKind uint8
+
+const (
+	segLiteral  segKind = iota // exact name
+	segPrefix                  // "id_rsa*": lit is the prefix
+	segSuffix                  // "*.pem": lit is the suffix
+	segAny                     // "*"
+	segGlob                    // anything else with *, ? or [...]: path.Match on lit
+	segStarStar                // "**": zero or more whole components
+)
+
+type segment struct {
+	kind segKind
+	lit  string
+}
+
+func (s *segment) match(name string) bool {
+	switch s.kind {
+	case segLiteral:
+		return name == s.lit
+	case segPrefix:
+		return strings.HasPrefix(name, s.lit)
+	case segSuffix:
+		return strings.HasSuffix(name, s.lit)
+	case segAny:
+		return true
+	case segGlob:
+		ok, _ := path.Match(s.lit, name) // validated when compiled
+		return ok
+	}
+	return false
+}
+
+// pattern is a compiled gitignore-like glob.
+type pattern struct {
+	src      string // as written, for messages
+	anchored bool   // contains a "/": matched from the root, component by component
+	segs     []segment
+}
+
+// compileGlob compiles one pattern. The rules, gitignore-like:
+//   - a pattern without "/" matches the base name at any depth;
+//   - a pattern with "/" is anchored at the root (a leading "/" only anchors);
+//   - "**" as a whole component matches zero or more components, so
+//     "skills/**" matches skills itself and everything below it;
+//   - "*", "?", "[...]" ("[!...]" negates) match within one component.
+//
+// The returned message and hint are empty on success.
+func compileGlob(src string) (p pattern, msg, hint string) {
+	p.src = src
+	s := src
+	if s == "" {
+		return p, "empty pattern", "remove the entry or write a file name such as MEMORY.md"
+	}
+	if strings.HasPrefix(s, "/") {
+		p.anchored = true
+		s = s[1:]
+		if s == "" {
+			return p, `pattern "/" matches nothing`, `write "**" to match every path`
+		}
+	}
+	if strings.HasSuffix(s, "/") {
+		return p, "bad glob " + quote(src) + ": trailing slash", "write " + quote(strings.TrimRight(s, "/")+"/**") + " to match a directory and everything below it"
+	}
+	if strings.Contains(s, "/") {
+		p.anchored = true
+	}
+	for comp := range strings.SplitSeq(s, "/") {
+		switch {
+		case comp == "":
+			return p, "bad glob " + quote(src) + ": empty path component", "remove the doubled slash"
+		case comp == "." || comp == "..":
+			return p, "bad glob " + quote(src) + ": " + quote(comp) + " component", "patterns are workspace-relative paths without . or .. components"
+		case comp == "**":
+			// Consecutive "**" mean the same as one.
+			if n := len(p.segs); n > 0 && p.segs[n-1].kind == segStarStar {
+				continue
+			}
+			p.segs = append(p.segs, segment{kind: segStarStar})
+			continue
+		case strings.Contains(comp, "**"):
+			return p, "bad glob " + quote(src) + `: "**" inside a name`, `"**" must be a whole path component, as in "memory/**/*.md"; use "*" within a name`
+		}
+		seg, ok := compileSegment(comp)
+		if !ok {
+			return p, "bad glob " + quote(src), "check the brackets and backslashes: * ? [a-z] [!a-z] match within one path component"
+		}
+		p.segs = append(p.segs, seg)
+	}
+	if !p.anchored && p.segs[0].kind == segStarStar {
+		// "**" alone: every path at any depth, including the root.
+		p.anchored = true
+	}
+	return p, "", ""
+}
+
+func compileSegment(comp string) (segment, bool) {
+	g := comp
+	if strings.HasPrefix(g, "[!") || strings.Contains(g, "[!") {
+		g = strings.ReplaceAll(g, "[!", "[^")
+	}
+	if _, err := path.Match(g, ""); err != nil {
+		return segment{}, false
+	}
+	if !strings.ContainsAny(g, `*?[\`) {
+		return segment{kind: segLiteral, lit: g}, true
+	}
+	if g == "*" {
+		return segment{kind: segAny}, true
+	}
+	if strings.Count(g, "*") == 1 && !strings.ContainsAny(g, `?[\`) {
+		if strings.HasSuffix(g, "*") {
+			return segment{kind: segPrefix, lit: g[:len(g)-1]}, true
+		}
+		if strings.HasPrefix(g, "*") {
+			return segment{kind: segSuffix, lit: g[1:]}, true
+		}
+	}
+	return segment{kind: segGlob, lit: g}, true
+}
+
+// match reports whether rel (slash-separated, no leading slash, "" for the
+// root) matches p. It does not allocate.
+func (p *pattern) match(rel string) bool {
+	if !p.anchored {
+		if rel == "" {
+			return false
+		}
+		return p.segs[0].match(rel[strings.LastIndexByte(rel, '/')+1:])
+	}
+	return matchSegs(p.segs, rel, rel != "")
+}
+
+// matchSegs matches the components of rest (more says whether any remain:
+// "" with more is one empty component, never produced by callers) against
+// segs. Recursion happens only at "**", so its depth is bounded by the
+// pattern.
+func matchSegs(segs []segment, rest string, more bool) bool {
+	for ; len(segs) > 0; segs = segs[1:] {
+		if segs[0].kind == segStarStar {
+			segs = segs[1:]
+			if len(segs) == 0 {
+				return true
+			}
+			for {
+				if matchSegs(segs, rest, more) {
+					return true
+				}
+				if !more {
+					return false
+				}
+				rest, more = next(rest)
+			}
+		}
+		if !more {
+			return false
+		}
+		var comp string
+		comp, rest, more = split(rest)
+		if !segs[0].match(comp) {
+			return false
+		}
+	}
+	return !more
+}
+
+// split returns the first component of rest, what follows it, and whether
+// anything follows.
+func split(rest string) (comp, tail string, more bool) {
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return rest[:i], rest[i+1:], true
+	}
+	return rest, "", false
+}
+
+func next(rest string) (string, bool) {
+	_, tail, more := split(rest)
+	return tail, more
+}
+
+// canExtend reports whether some path strictly below the directory dir
+// could match p. It over-approximates: a remaining segment is assumed to
+// match some name.
+func (p *pattern) canExtend(dir string) bool {
+	if !p.anchored {
+		return true
+	}
+	segs, rest, more := p.segs, dir, dir != ""
+	for ; len(segs) > 0; segs = segs[1:] {
+		if segs[0].kind == segStarStar {
+			return true
+		}
+		if !more {
+			return true
+		}
+		var comp string
+		comp, rest, more = split(rest)
+		if !segs[0].match(comp) {
+			return false
+		}
+	}
+	return false
+}
+
+func quote(s string) string { return strconv.Quote(s) }

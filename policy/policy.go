@@ -1,0 +1,207 @@
+package policy
+
+import (
+	"strings"
+	"time"
+)
+
+// Policy is a compiled policy file. It is immutable after Parse and safe
+// for concurrent use.
+type Policy struct {
+	name string
+
+	// literal holds the unanchored patterns without wildcards (SOUL.md,
+	// MEMORY.md, …), keyed by base name, with the strongest class.
+	literal map[string]Class
+	// byRank holds the other patterns of each class, strongest class first
+	// (see classRank).
+	byRank [numRanks][]pattern
+	// guardedFloating is true when some Identity, Memory or Control
+	// pattern matches a base name at any depth.
+	guardedFloating bool
+
+	sessions, shared string // namespace roots, slash-separated, no leading slash
+
+	blocking    Taint
+	executables []execRule
+	uids        map[uint32]Principal
+	burstN      int
+	burstWindow time.Duration
+	review      map[string]bool
+
+	classPatterns [numClasses][]string // as written, for Patterns
+}
+
+type execRule struct {
+	pat       pattern
+	principal Principal
+}
+
+// Class precedence when several patterns match one path:
+// Identity > Control > Memory > Secret > Plain.
+const (
+	rankIdentity = iota
+	rankControl
+	rankMemory
+	rankSecret
+	numRanks
+)
+
+var rankClass = [numRanks]Class{Identity, Control, Memory, Secret}
+
+func classRank(c Class) int {
+	switch c {
+	case Identity:
+		return rankIdentity
+	case Control:
+		return rankControl
+	case Memory:
+		return rankMemory
+	case Secret:
+		return rankSecret
+	}
+	return numRanks
+}
+
+// Name is the file name the policy was parsed from.
+func (p *Policy) Name() string { return p.name }
+
+// Classify returns the class of the workspace-relative path rel
+// (slash-separated, no leading slash, "" for the root), its namespace, and
+// the session id when the namespace is NSSession (a substring of rel).
+//
+// Anchored patterns ("skills/**", ".claude/**") are matched from the
+// workspace root and also from the root of each session directory and of
+// the shared namespace, since an agent working in sessions/<id>/ treats it
+// as its workspace. Classify does not allocate.
+func (p *Policy) Classify(rel string) (Class, Namespace, string) {
+	ns, id, sub, hasSub := p.namespace(rel)
+	best := numRanks
+	if rel != "" {
+		if c, ok := p.literal[rel[strings.LastIndexByte(rel, '/')+1:]]; ok {
+			best = classRank(c)
+		}
+	}
+	for r := 0; r < best; r++ {
+		for i := range p.byRank[r] {
+			pt := &p.byRank[r][i]
+			if pt.match(rel) || (hasSub && pt.anchored && pt.match(sub)) {
+				best = r
+				break
+			}
+		}
+	}
+	if best == numRanks {
+		return Plain, ns, id
+	}
+	return rankClass[best], ns, id
+}
+
+// namespace splits rel by namespace. sub is the path below the session
+// directory or the shared root, reported when hasSub.
+func (p *Policy) namespace(rel string) (ns Namespace, id, sub string, hasSub bool) {
+	if rest, ok := under(rel, p.sessions); ok {
+		if rel == p.sessions {
+			return NSSessionsRoot, "", "", false
+		}
+		id, sub, _ = split(rest)
+		return NSSession, id, sub, true
+	}
+	if rest, ok := under(rel, p.shared); ok {
+		return NSShared, "", rest, true
+	}
+	return NSNone, "", "", false
+}
+
+// under reports whether rel is root or below it, and what follows root.
+func under(rel, root string) (string, bool) {
+	if rel == root {
+		return "", true
+	}
+	if len(rel) > len(root) && rel[len(root)] == '/' && rel[:len(root)] == root {
+		return rel[len(root)+1:], true
+	}
+	return "", false
+}
+
+// MayContainGuarded reports whether some Identity, Memory or Control
+// pattern could match a path strictly below the directory relDir. It
+// over-approximates (true when unsure), and it is true for every directory
+// as soon as a guarded pattern matches at any depth, as the default
+// MEMORY.md does: the caller then looks at what the directory holds before
+// an rmdir or a rename of it.
+func (p *Policy) MayContainGuarded(relDir string) bool {
+	if p.guardedFloating {
+		return true
+	}
+	ns, _, sub, hasSub := p.namespace(relDir)
+	// A directory above a namespace root, or the sessions root itself,
+	// holds whole workspaces, whose anchored patterns apply.
+	aboveRoot := relDir == "" || ns == NSSessionsRoot ||
+		strings.HasPrefix(p.sessions, relDir+"/") || strings.HasPrefix(p.shared, relDir+"/")
+	for _, r := range [...]int{rankIdentity, rankControl, rankMemory} {
+		for i := range p.byRank[r] {
+			pt := &p.byRank[r][i]
+			if aboveRoot || pt.canExtend(relDir) || (hasSub && pt.canExtend(sub)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Patterns returns the patterns of class c as written in the policy.
+func (p *Policy) Patterns(c Class) []string {
+	if c >= numClasses {
+		return nil
+	}
+	return append([]string(nil), p.classPatterns[c]...)
+}
+
+// ExecPrincipal returns the principal the policy assigns to the executable
+// exe (an absolute path as found in /proc/<pid>/exe), and whether any rule
+// matched. A bare-name rule matches the base name; an absolute rule matches
+// the whole path. When several match, the least trusted wins. The caller
+// applies the result with Lower: executable rules only lower trust.
+func (p *Policy) ExecPrincipal(exe string) (Principal, bool) {
+	var (
+		best  Principal
+		found bool
+	)
+	abs := strings.HasPrefix(exe, "/")
+	for i := range p.executables {
+		e := &p.executables[i]
+		var ok bool
+		if e.pat.anchored {
+			ok = abs && e.pat.match(exe[1:])
+		} else {
+			ok = e.pat.match(exe)
+		}
+		if ok && (!found || e.principal.Level() < best.Level()) {
+			best, found = e.principal, true
+		}
+	}
+	return best, found
+}
+
+// UIDPrincipal returns the principal the policy maps uid to, if any.
+func (p *Policy) UIDPrincipal(uid uint32) (Principal, bool) {
+	pr, ok := p.uids[uid]
+	return pr, ok
+}
+
+// Blocking is the set of taint flags that block memory and control
+// mutations (rule 2) and promotions.
+func (p *Policy) Blocking() Taint { return p.blocking }
+
+// Burst is the number of denials within window after which a session is
+// quarantined.
+func (p *Policy) Burst() (n int, window time.Duration) { return p.burstN, p.burstWindow }
+
+// ReviewSession reports whether guarded writes of session id go to owner
+// review.
+func (p *Policy) ReviewSession(id string) bool { return p.review[id] }
+
+// Namespaces returns the workspace-relative roots of the session and shared
+// namespaces.
+func (p *Policy) Namespaces() (sessions, shared string) { return p.sessions, p.shared }

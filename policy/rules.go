@@ -1,0 +1,89 @@
+package policy
+
+// The rules of DESIGN.md §4, plus the few ids that say why something was
+// allowed. The zero Rule is RuleUnset so that a zero Verdict denies and
+// says that nothing decided it.
+const (
+	RuleUnset        Rule = iota // no rule decided (a zero Verdict); never returned by Decide
+	RulePlain                    // R0-plain: allowed, nothing guarded
+	RuleImmutable                // R1-immutable: identity files never change through the mount
+	RuleTaint                    // R2-taint: a blocking taint prevents memory/control mutations
+	RulePrincipal                // R3-principal: a principal below USER cannot mutate memory/control
+	RuleNamespace                // R4-namespace: sessions do not see each other
+	RulePromotion                // R5-promotion: the shared namespace is entered only by promotion
+	RulePropagate                // R6-propagate: an allowed read adds the file's taint
+	RuleAuthority                // R7-authority: untrusted or tainted content cannot take a guarded name
+	RuleSecret                   // R8-secret: secrets are for trusted readers, who become SECRET_RISK
+	RuleUnidentified             // R9-unidentified: a caller that cannot be identified is refused
+	RuleGrant                    // RG-grant: trust is only lowered when a principal is handed out
+	RuleAllowed                  // RA-allowed: a guarded mutation by a trusted, untainted subject
+	numRules
+)
+
+var ruleIDs = [numRules]string{
+	RuleUnset:        "R-unset",
+	RulePlain:        "R0-plain",
+	RuleImmutable:    "R1-immutable",
+	RuleTaint:        "R2-taint",
+	RulePrincipal:    "R3-principal",
+	RuleNamespace:    "R4-namespace",
+	RulePromotion:    "R5-promotion",
+	RulePropagate:    "R6-propagate",
+	RuleAuthority:    "R7-authority",
+	RuleSecret:       "R8-secret",
+	RuleUnidentified: "R9-unidentified",
+	RuleGrant:        "RG-grant",
+	RuleAllowed:      "RA-allowed",
+}
+
+var ruleReasons = [numRules]string{
+	RuleUnset:        "no rule decided",
+	RulePlain:        "nothing guarded",
+	RuleImmutable:    "identity files are immutable through the mount",
+	RuleTaint:        "a tainted subject cannot change memory or control files",
+	RulePrincipal:    "a principal below USER cannot change memory or control files",
+	RuleNamespace:    "a session cannot see another session's files",
+	RulePromotion:    "the shared namespace is entered only by promotion",
+	RulePropagate:    "reading a file adds its taint to the session",
+	RuleAuthority:    "content from an untrusted or tainted origin cannot take a guarded name",
+	RuleSecret:       "secrets are opened only by trusted principals, who become SECRET_RISK",
+	RuleUnidentified: "the caller could not be identified",
+	RuleGrant:        "trust is only lowered, never raised",
+	RuleAllowed:      "trusted, untainted subject",
+}
+
+// ID is the stable identifier of the rule, as written to the evidence log.
+func (r Rule) ID() string {
+	if r < numRules {
+		return ruleIDs[r]
+	}
+	return "R-invalid"
+}
+
+// Reason is a short human explanation: lowercase, no trailing period.
+func (r Rule) Reason() string {
+	if r < numRules {
+		return ruleReasons[r]
+	}
+	return "invalid rule"
+}
+
+// String is the rule's ID.
+func (r Rule) String() string { return r.ID() }
+
+// Deny reports whether the verdict refuses the operation.
+func (v Verdict) Deny() bool { return !v.Allow }
+
+// String renders the verdict for logs: "allow R0-plain", "deny R1-immutable",
+// with "+TAINT" when the operation adds taint.
+func (v Verdict) String() string {
+	s := "deny "
+	if v.Allow {
+		s = "allow "
+	}
+	s += v.Rule.ID()
+	if v.AddTaint != 0 {
+		s += " +" + v.AddTaint.String()
+	}
+	return s
+}
