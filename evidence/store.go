@@ -261,4 +261,3 @@ func readEntry(index io.ReaderAt, i int64) (start, end int64, id [32]byte, err e
 }
 
 func notExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
