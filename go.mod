@@ -3,16 +3,15 @@ module github.com/aerfs/aerfs
 go 1.26.8
 
 require (
-	github.com/fsnotify/fsnotify v1.10.1 // indirect
-	github.com/gowebpki/jcs v1.0.2 // indirect
-	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/gowebpki/jcs v1.0.2
+	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/rs/zerolog v1.35.1
+	golang.org/x/mod v0.42.0
+	golang.org/x/sys v0.49.0
+)
+
+require (
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
-	github.com/rs/zerolog v1.35.1 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
 	go.yaml.in/yaml/v3 v3.0.6
-	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 )

@@ -3,6 +3,9 @@ package evidence
 // Record is one entry of the evidence log. Its id is the SHA-256 of its
 // canonical JSON (RFC 8785).
 type Record struct {
+	// Version is the record format version (RecordVersion). Append fills
+	// it when zero; verifiers reject any other value.
+	Version   int      `json:"v"`
 	Type      string   `json:"type"`
 	Principal string   `json:"principal"`
 	Taint     []string `json:"taint"`
@@ -10,6 +13,10 @@ type Record struct {
 	Meta      Meta     `json:"meta"`
 	Payload   *Payload `json:"payload,omitempty"`
 }
+
+// RecordVersion is the only record format version this package writes and
+// reads. A record with another "v" is rejected, never guessed at.
+const RecordVersion = 1
 
 // Record types.
 const (
@@ -25,6 +32,14 @@ const (
 	TypeMount        = "mount"
 	TypeUnmount      = "unmount"
 	TypeRecovery     = "recovery"
+	TypeSnapshot     = "snapshot"
+	TypeRestore      = "restore"
+	TypeDrift        = "drift"
+	TypeQuarantine   = "quarantine"
+	TypeApprove      = "approve"
+	TypeReject       = "reject"
+	TypeDeclassify   = "declassify"
+	TypeElevate      = "elevate"
 )
 
 // Meta says when, where and by whom.

@@ -1,0 +1,93 @@
+package evidence
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Blobs are stored once under evidence/blobs/<first two hex>/<other 62>,
+// named by the SHA-256 of their content.
+
+func blobPath(dir, hash string) string {
+	return filepath.Join(dir, blobsName, hash[:2], hash[2:])
+}
+
+func (l *Log) blobPath(hash string) string { return blobPath(l.dir, hash) }
+
+// PutBlob stores data and returns its hex SHA-256. Storing the same
+// content twice is a no-op.
+func (l *Log) PutBlob(data []byte) (string, error) {
+	return putBlob(l.dir, bytes.NewReader(data))
+}
+
+// PutBlobFile stores the content of the file at path, streaming it.
+func (l *Log) PutBlobFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	defer f.Close()
+	return putBlob(l.dir, f)
+}
+
+// putBlob writes to a temp file in the blob tree while hashing, syncs it,
+// and renames it to its hash: a crash leaves either no blob or a whole one.
+func putBlob(dir string, r io.Reader) (string, error) {
+	root := filepath.Join(dir, blobsName)
+	tmp, err := os.CreateTemp(root, ".tmp-blob-*")
+	if err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	dst := blobPath(dir, sum)
+	if _, err := os.Stat(dst); err == nil {
+		return sum, nil
+	}
+	if err := tmp.Chmod(0o400); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := syncDir(filepath.Dir(dst)); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	return sum, nil
+}
+
+// Blob returns a stored blob, checking its hash.
+func (l *Log) Blob(hash string) ([]byte, error) { return readBlob(l.dir, hash) }
+
+// ReadBlob reads a blob from stateDir without opening the log.
+func ReadBlob(stateDir, hash string) ([]byte, error) { return readBlob(evDir(stateDir), hash) }
+
+func readBlob(dir, hash string) ([]byte, error) {
+	if !IsHash(hash) {
+		return nil, fmt.Errorf("evidence: blob %q: not a lowercase hex SHA-256", hash)
+	}
+	b, err := os.ReadFile(blobPath(dir, hash))
+	if err != nil {
+		return nil, fmt.Errorf("evidence: blob %s: %w", hash, err)
+	}
+	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != hash {
+		return nil, &VerifyError{Kind: KindIntegrity, What: fmt.Sprintf("blob %s: hash mismatch", hash)}
+	}
+	return b, nil
+}

@@ -1,0 +1,375 @@
+package evidence
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("evidence: log is closed")
+
+// maxBatch bounds one group commit, so a flood of appends still gets
+// checkpoints and bounded latency.
+const maxBatch = 4096
+
+// Log is the append side of the evidence log. One process holds it at a
+// time (flock on evidence/lock); any number of readers may run beside it.
+type Log struct {
+	dir    string
+	lock   *os.File
+	logf   *os.File
+	idxf   *os.File
+	hashf  *os.File
+	signer note.Signer
+	vkey   string
+	origin string
+
+	sendMu sync.RWMutex // held for reading while sending to reqs
+	closed bool
+	reqs   chan *appendReq
+	done   chan struct{}
+
+	mu     sync.Mutex // guards the fields below; written by the committer
+	n      int64      // records durable and checkpointed
+	logEnd int64
+	hashes hashFile
+	ids    map[[32]byte]int64
+	cp     []byte
+	broken error // set when a write failed: the files need Open's recovery
+}
+
+type appendReq struct {
+	canon []byte
+	id    [32]byte
+	rec   *Record
+	err   chan error
+}
+
+// Open opens stateDir's evidence log for appending. It takes the
+// exclusive lock, checks that everything the signed checkpoint covers is
+// still there, cuts a torn tail (records past the checkpoint that are
+// partial or whose stored hash does not match) and records the cut.
+func Open(stateDir string) (*Log, error) {
+	dir := evDir(stateDir)
+	l := &Log{dir: dir}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("evidence: log %s is in use by another process (is an aerfs daemon already running?)", dir)
+		}
+		return nil, fmt.Errorf("evidence: lock %s: %w", dir, err)
+	}
+	l.lock = lock
+	ok := false
+	defer func() {
+		if !ok {
+			l.closeFiles()
+		}
+	}()
+	skey, err := os.ReadFile(filepath.Join(dir, keyName))
+	if err != nil {
+		return nil, fmt.Errorf("evidence: open: %w", err)
+	}
+	if l.signer, err = note.NewSigner(strings.TrimSpace(string(skey))); err != nil {
+		return nil, fmt.Errorf("evidence: %s: %w", keyName, err)
+	}
+	if l.vkey, err = PublicKey(stateDir); err != nil {
+		return nil, err
+	}
+	l.origin = l.signer.Name()
+	for _, p := range []struct {
+		f    **os.File
+		name string
+	}{{&l.logf, logName}, {&l.idxf, indexName}, {&l.hashf, hashesName}} {
+		if *p.f, err = os.OpenFile(filepath.Join(dir, p.name), os.O_RDWR, 0); err != nil {
+			return nil, fmt.Errorf("evidence: open: %w", err)
+		}
+	}
+	l.cp, err = os.ReadFile(filepath.Join(dir, checkpointName))
+	if err != nil {
+		return nil, fmt.Errorf("evidence: open: %w", err)
+	}
+	cp, err := OpenCheckpoint(l.cp, l.vkey)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: open: %w", err)
+	}
+	cut, err := l.recover(cp)
+	if err != nil {
+		return nil, err
+	}
+	l.reqs = make(chan *appendReq, maxBatch)
+	l.done = make(chan struct{})
+	go l.committer()
+	ok = true
+	if cut != nil {
+		r := &Record{
+			Type: TypeRecovery, Principal: "SYS",
+			Meta: Meta{Op: "open", UID: uint32(os.Getuid()), Pid: os.Getpid(),
+				Reason: "torn tail cut at open"},
+			Payload: &Payload{Detail: cut.String()},
+		}
+		if _, err := l.Append(r); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("evidence: record recovery: %w", err)
+		}
+	} else if l.n > cp.Size {
+		// Valid records past a stale checkpoint: sign what is there.
+		if err := l.writeCheckpoint(); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// Append adds r to the log and returns its id once the record is durable
+// and covered by a signed checkpoint. It fills Version, Meta.Time (now,
+// UTC, nanoseconds) and empty Taint/Parents arrays when unset. Parents
+// must already be in the log and payload hashes must name stored blobs.
+// Concurrent callers share fsyncs (group commit).
+func (l *Log) Append(r *Record) (string, error) {
+	if r.Version == 0 {
+		r.Version = RecordVersion
+	}
+	if r.Meta.Time == "" {
+		r.Meta.Time = FormatTime(time.Now())
+	}
+	if r.Taint == nil {
+		r.Taint = []string{}
+	}
+	if r.Parents == nil {
+		r.Parents = []string{}
+	}
+	canon, err := r.Canonical()
+	if err != nil {
+		return "", fmt.Errorf("evidence: append: %w", err)
+	}
+	if p := r.Payload; p != nil {
+		for _, h := range []string{p.OldHash, p.NewHash} {
+			if h != "" {
+				if _, err := os.Stat(l.blobPath(h)); err != nil {
+					return "", fmt.Errorf("evidence: append: payload names blob %s, which is not stored (PutBlob first)", h)
+				}
+			}
+		}
+	}
+	req := &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1)}
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return "", ErrClosed
+	}
+	l.reqs <- req
+	l.sendMu.RUnlock()
+	if err := <-req.err; err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(req.id[:]), nil
+}
+
+// committer owns all writes. It takes whatever is queued, writes it as one
+// batch, syncs once per file, signs one checkpoint and answers everyone.
+func (l *Log) committer() {
+	defer close(l.done)
+	for first := range l.reqs {
+		batch := []*appendReq{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r, ok := <-l.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		l.commit(batch)
+	}
+}
+
+func (l *Log) commit(batch []*appendReq) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken != nil {
+		for _, r := range batch {
+			r.err <- l.broken
+		}
+		return
+	}
+	var logBuf, idxBuf []byte
+	var accepted []*appendReq
+	local := map[[32]byte]bool{}
+	end := l.logEnd
+	n := l.n
+	l.hashes.pending = l.hashes.pending[:0]
+	for _, r := range batch {
+		if err := l.admit(r, local); err != nil {
+			r.err <- err
+			continue
+		}
+		hs, err := tlog.StoredHashesForRecordHash(n, leafHash(r.id), &l.hashes)
+		if err != nil {
+			r.err <- fmt.Errorf("evidence: append: %w", err)
+			continue
+		}
+		l.hashes.pending = append(l.hashes.pending, hs...)
+		local[r.id] = true
+		logBuf = append(append(logBuf, r.canon...), '\n')
+		end += int64(len(r.canon)) + 1
+		var e [indexEntrySize]byte
+		binary.BigEndian.PutUint64(e[:8], uint64(end))
+		copy(e[8:], r.id[:])
+		idxBuf = append(idxBuf, e[:]...)
+		accepted = append(accepted, r)
+		n++
+	}
+	if len(accepted) == 0 {
+		return
+	}
+	var hashBuf []byte
+	for _, h := range l.hashes.pending {
+		hashBuf = append(hashBuf, h[:]...)
+	}
+	err := l.writeBatch(logBuf, idxBuf, hashBuf)
+	if err == nil {
+		for i, r := range accepted {
+			l.ids[r.id] = l.n + int64(i)
+		}
+		l.n = n
+		l.logEnd = end
+		l.hashes.n += int64(len(l.hashes.pending))
+		l.hashes.pending = l.hashes.pending[:0]
+		err = l.writeCheckpointLocked()
+	} else {
+		l.hashes.pending = l.hashes.pending[:0]
+		l.broken = fmt.Errorf("evidence: log write failed, reopen to recover: %w", err)
+		err = l.broken
+	}
+	for _, r := range accepted {
+		r.err <- err
+	}
+}
+
+// admit applies the checks that depend on the log's state: no duplicate
+// ids, and parents that are already recorded (earlier in this batch
+// counts), so the provenance DAG only ever points backwards.
+func (l *Log) admit(r *appendReq, local map[[32]byte]bool) error {
+	if _, dup := l.ids[r.id]; dup || local[r.id] {
+		return fmt.Errorf("evidence: append: record %x is already in the log", r.id)
+	}
+	for _, p := range r.rec.Parents {
+		var pid [32]byte
+		hex.Decode(pid[:], []byte(p))
+		if _, ok := l.ids[pid]; !ok && !local[pid] {
+			return fmt.Errorf("evidence: append: parent %s is not in the log", p)
+		}
+	}
+	return nil
+}
+
+func (l *Log) writeBatch(logBuf, idxBuf, hashBuf []byte) error {
+	if _, err := l.logf.WriteAt(logBuf, l.logEnd); err != nil {
+		return err
+	}
+	if _, err := l.idxf.WriteAt(idxBuf, l.n*indexEntrySize); err != nil {
+		return err
+	}
+	if _, err := l.hashf.WriteAt(hashBuf, l.hashes.n*tlog.HashSize); err != nil {
+		return err
+	}
+	for _, f := range []*os.File{l.logf, l.idxf, l.hashf} {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) writeCheckpoint() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writeCheckpointLocked()
+}
+
+func (l *Log) writeCheckpointLocked() error {
+	root, err := tlog.TreeHash(l.n, &l.hashes)
+	if err != nil {
+		return fmt.Errorf("evidence: checkpoint: %w", err)
+	}
+	cp, err := signCheckpoint(Checkpoint{Origin: l.origin, Size: l.n, Root: root}, l.signer)
+	if err != nil {
+		return fmt.Errorf("evidence: checkpoint: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(l.dir, checkpointName), cp, 0o644); err != nil {
+		return fmt.Errorf("evidence: checkpoint: %w", err)
+	}
+	l.cp = cp
+	return nil
+}
+
+// Size is the number of records durable and covered by the checkpoint.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// Checkpoint returns the latest signed checkpoint note.
+func (l *Log) Checkpoint() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken != nil {
+		return nil, l.broken
+	}
+	return append([]byte(nil), l.cp...), nil
+}
+
+// PublicKey is the verifier key of this log's checkpoints.
+func (l *Log) PublicKey() string { return l.vkey }
+
+// Close waits for queued appends to commit, then releases the files and
+// the lock.
+func (l *Log) Close() error {
+	l.sendMu.Lock()
+	if l.closed {
+		l.sendMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.reqs)
+	l.sendMu.Unlock()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closeFiles()
+}
+
+func (l *Log) closeFiles() error {
+	var first error
+	for _, f := range []*os.File{l.logf, l.idxf, l.hashf, l.lock} {
+		if f != nil {
+			if err := f.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}

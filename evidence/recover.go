@@ -1,0 +1,220 @@
+package evidence
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// tailCut says what Open removed from a torn tail.
+type tailCut struct {
+	LogBytes     int64 // bytes cut from the end of the log
+	IndexEntries int64 // index entries dropped (a partial one counts)
+	HashBytes    int64 // bytes cut from the hashes file
+	Good         int64 // records kept
+	LastID       string
+	Checkpointed int64
+}
+
+func (c *tailCut) String() string {
+	last := "none"
+	if c.Good > 0 {
+		last = fmt.Sprintf("%d (id %s)", c.Good-1, c.LastID)
+	}
+	return fmt.Sprintf("torn tail: cut %d log bytes, %d index entries, %d hash bytes; last good record %s; checkpoint covered %d",
+		c.LogBytes, c.IndexEntries, c.HashBytes, last, c.Checkpointed)
+}
+
+// recover brings the three log files back to one consistent length.
+//
+// Everything the signed checkpoint covers was acknowledged to a caller, so
+// a hole there is damage, not a crash: Open refuses and `aerfs verify`
+// says what is wrong. Past the checkpoint, a record survives only if its
+// line is complete and canonical, its index entry and stored leaf hash
+// are on disk and agree with it; the first one that fails ends the log.
+// Interior hashes past the checkpoint are recomputed rather than trusted.
+func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
+	damaged := func(format string, args ...any) error {
+		return fmt.Errorf("evidence: log damaged below its signed checkpoint (%d records): %s; this is not a crash tail, run aerfs verify",
+			cp.Size, fmt.Sprintf(format, args...))
+	}
+	if cp.Origin != l.origin {
+		return nil, damaged("checkpoint origin %q is not the key's %q", cp.Origin, l.origin)
+	}
+	sizes := make([]int64, 3)
+	for i, f := range []*os.File{l.logf, l.idxf, l.hashf} {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("evidence: open: %w", err)
+		}
+		sizes[i] = fi.Size()
+	}
+	logSize, idxSize, hashSize := sizes[0], sizes[1], sizes[2]
+	ni := idxSize / indexEntrySize
+	nh := hashSize / tlog.HashSize
+	N := cp.Size
+	if ni < N {
+		return nil, damaged("index has %d entries", ni)
+	}
+	if nh < tlog.StoredHashCount(N) {
+		return nil, damaged("hashes file has %d hashes, needs %d", nh, tlog.StoredHashCount(N))
+	}
+	hr := &hashFile{f: l.hashf, n: tlog.StoredHashCount(N)}
+	root, err := tlog.TreeHash(N, hr)
+	if err != nil {
+		return nil, damaged("%v", err)
+	}
+	if root != cp.Root {
+		return nil, damaged("stored hashes give root %x, checkpoint says %x", root, cp.Root)
+	}
+
+	// Load the index: ids for duplicate/parent checks, ends for spans.
+	raw := make([]byte, ni*indexEntrySize)
+	if _, err := l.idxf.ReadAt(raw, 0); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("evidence: open: read index: %w", err)
+	}
+	l.ids = make(map[[32]byte]int64, ni)
+	var prevEnd int64
+	for i := int64(0); i < N; i++ {
+		e := raw[i*indexEntrySize:]
+		end := int64(binary.BigEndian.Uint64(e[:8]))
+		if end <= prevEnd {
+			return nil, damaged("index entry %d: bad offset %d", i, end)
+		}
+		var id [32]byte
+		copy(id[:], e[8:indexEntrySize])
+		l.ids[id] = i
+		prevEnd = end
+	}
+	if prevEnd > logSize {
+		return nil, damaged("log is %d bytes, record %d ends at byte %d", logSize, N-1, prevEnd)
+	}
+	if N > 0 {
+		// Spot-check the newest committed record against its leaf.
+		if err := l.checkLine(raw, N-1, hr); err != nil {
+			return nil, damaged("record %d: %v", N-1, err)
+		}
+	}
+
+	good := N
+	for i := N; i < ni; i++ {
+		e := raw[i*indexEntrySize:]
+		end := int64(binary.BigEndian.Uint64(e[:8]))
+		if end <= prevEnd || end > logSize || end-prevEnd > MaxRecordSize+1 {
+			break
+		}
+		if tlog.StoredHashCount(i+1) > nh {
+			break
+		}
+		if l.checkLine(raw, i, &hashFile{f: l.hashf, n: nh}) != nil {
+			break
+		}
+		var id [32]byte
+		copy(id[:], e[8:indexEntrySize])
+		if _, dup := l.ids[id]; dup {
+			break
+		}
+		l.ids[id] = i
+		prevEnd = end
+		good = i + 1
+	}
+
+	cut := &tailCut{
+		LogBytes:     logSize - prevEnd,
+		IndexEntries: (idxSize - good*indexEntrySize + indexEntrySize - 1) / indexEntrySize,
+		HashBytes:    hashSize - tlog.StoredHashCount(good)*tlog.HashSize,
+		Good:         good,
+		Checkpointed: N,
+	}
+	if good > 0 {
+		id := raw[(good-1)*indexEntrySize+8 : good*indexEntrySize]
+		cut.LastID = hex.EncodeToString(id)
+	}
+	// Rebuild the stored hashes past the checkpoint from the leaves.
+	hr = &hashFile{f: l.hashf, n: tlog.StoredHashCount(N)}
+	for i := N; i < good; i++ {
+		var id [32]byte
+		copy(id[:], raw[i*indexEntrySize+8:(i+1)*indexEntrySize])
+		hs, err := tlog.StoredHashesForRecordHash(i, leafHash(id), hr)
+		if err != nil {
+			return nil, fmt.Errorf("evidence: open: %w", err)
+		}
+		hr.pending = append(hr.pending, hs...)
+	}
+	var buf []byte
+	for _, h := range hr.pending {
+		buf = append(buf, h[:]...)
+	}
+	if len(buf) > 0 {
+		if _, err := l.hashf.WriteAt(buf, hr.n*tlog.HashSize); err != nil {
+			return nil, fmt.Errorf("evidence: open: %w", err)
+		}
+	}
+	torn := cut.LogBytes > 0 || cut.IndexEntries > 0 || cut.HashBytes > 0
+	if torn {
+		if err := l.logf.Truncate(prevEnd); err != nil {
+			return nil, fmt.Errorf("evidence: open: cut log: %w", err)
+		}
+		if err := l.idxf.Truncate(good * indexEntrySize); err != nil {
+			return nil, fmt.Errorf("evidence: open: cut index: %w", err)
+		}
+		if err := l.hashf.Truncate(tlog.StoredHashCount(good) * tlog.HashSize); err != nil {
+			return nil, fmt.Errorf("evidence: open: cut hashes: %w", err)
+		}
+	}
+	if torn || len(buf) > 0 {
+		for _, f := range []*os.File{l.logf, l.idxf, l.hashf} {
+			if err := f.Sync(); err != nil {
+				return nil, fmt.Errorf("evidence: open: %w", err)
+			}
+		}
+	}
+	l.n = good
+	l.logEnd = prevEnd
+	l.hashes = hashFile{f: l.hashf, n: tlog.StoredHashCount(good)}
+	if !torn {
+		return nil, nil
+	}
+	return cut, nil
+}
+
+// checkLine reads record i's line and checks it against the index entry
+// and the stored leaf hash.
+func (l *Log) checkLine(rawIndex []byte, i int64, hr *hashFile) error {
+	var start int64
+	if i > 0 {
+		start = int64(binary.BigEndian.Uint64(rawIndex[(i-1)*indexEntrySize:]))
+	}
+	end := int64(binary.BigEndian.Uint64(rawIndex[i*indexEntrySize:]))
+	if end <= start || end-start > MaxRecordSize+1 {
+		return fmt.Errorf("bad span [%d, %d)", start, end)
+	}
+	line := make([]byte, end-start)
+	if _, err := l.logf.ReadAt(line, start); err != nil {
+		return fmt.Errorf("truncated: %w", err)
+	}
+	if line[len(line)-1] != '\n' {
+		return fmt.Errorf("line does not end in a newline")
+	}
+	body := line[:len(line)-1]
+	if _, err := ParseRecord(body); err != nil {
+		return err
+	}
+	id := sha256.Sum256(body)
+	if string(id[:]) != string(rawIndex[i*indexEntrySize+8:(i+1)*indexEntrySize]) {
+		return fmt.Errorf("id does not match the index")
+	}
+	leaf, err := hr.ReadHashes([]int64{tlog.StoredHashIndex(0, i)})
+	if err != nil {
+		return err
+	}
+	if leaf[0] != leafHash(id) {
+		return fmt.Errorf("stored hash does not match")
+	}
+	return nil
+}
