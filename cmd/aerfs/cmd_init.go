@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/configs"
+	"github.com/aerfs/aerfs/daemon"
+	"github.com/aerfs/aerfs/evidence"
+)
+
+func newInitCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "init WORKSPACE",
+		Short: "Create the state directory of a workspace: default policy, evidence key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runInit(args[0], gopts.state, cmd.OutOrStdout())
+		},
+	}
+}
+
+func runInit(wsArg, state string, out interface{ Write([]byte) (int, error) }) error {
+	ws, err := absClean(wsArg)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return fail(exitNoWorkspace, "create it first, or check the path", "workspace %s does not exist or is not a directory", wsArg)
+	}
+	if state == "" {
+		state = defaultStateDir(ws)
+	}
+	state, err = filepath.Abs(state)
+	if err != nil {
+		return err
+	}
+	if within(state, ws) {
+		return fail(exitUsage, "choose a --state directory outside the workspace", "the state directory %s is inside the workspace: agents could reach it", state)
+	}
+	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err == nil {
+		return fail(exitError, "it is ready: aerfs mount "+ws, "%s is already initialised", state)
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(state, daemon.PolicyName), configs.DefaultPolicy, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(state, "workspace"), []byte(ws+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := evidence.Init(state, "aerfs/"+filepath.Base(ws)); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "initialised %s\nstate:  %s\npolicy: %s\n", ws, state, filepath.Join(state, daemon.PolicyName))
+	return nil
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/evidence"
+)
+
+type logOptions struct {
+	asJSON  bool
+	follow  bool
+	path    string
+	session string
+	since   string
+	typ     string
+}
+
+func newLogCommand() *cobra.Command {
+	var o logOptions
+	c := &cobra.Command{
+		Use:   "log",
+		Short: "Print the evidence log: every verdict, write, session and taint",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLog(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	c.Flags().BoolVar(&o.asJSON, "json", false, "one JSON object per line: {idx, id, record}")
+	c.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep printing new records")
+	c.Flags().StringVar(&o.path, "path", "", "only records about this workspace path (or below it)")
+	c.Flags().StringVar(&o.session, "session", "", "only records of this session")
+	c.Flags().StringVar(&o.since, "since", "", "only records at or after this time (RFC 3339) or this long ago (e.g. 10m)")
+	c.Flags().StringVar(&o.typ, "type", "", "only records of this type (verdict, write, rename, delete, session_start, taint, …)")
+	return c
+}
+
+func parseSince(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fail(exitUsage, "use RFC 3339 (2026-11-22T10:00:00Z) or a duration (10m)", "bad --since %q", s)
+	}
+	return t, nil
+}
+
+func runLog(ctx context.Context, out io.Writer, o logOptions) error {
+	t, err := findTarget(false)
+	if err != nil {
+		return err
+	}
+	since, err := parseSince(o.since)
+	if err != nil {
+		return err
+	}
+	f := evidence.Filter{Since: since, Session: o.session, Path: strings.TrimPrefix(o.path, "./"), Type: o.typ}
+	print := func(idx int64, id string, r *evidence.Record) error {
+		if !f.Match(r) {
+			return nil
+		}
+		if o.asJSON {
+			b, err := json.Marshal(struct {
+				Idx    int64            `json:"idx"`
+				ID     string           `json:"id"`
+				Record *evidence.Record `json:"record"`
+			}{idx, id, r})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(out, string(b))
+			return err
+		}
+		_, err := fmt.Fprintln(out, formatRecord(idx, r))
+		return err
+	}
+	if !o.follow {
+		return evidence.ReadAll(t.stateDir, print)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	err = evidence.Follow(ctx, t.stateDir, 0, print)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// formatRecord is the one-line human form of a record.
+func formatRecord(idx int64, r *evidence.Record) string {
+	m := r.Meta
+	var b strings.Builder
+	ts := m.Time
+	if t, err := time.Parse(time.RFC3339Nano, m.Time); err == nil {
+		ts = t.Format("2006-01-02T15:04:05.000Z")
+	}
+	fmt.Fprintf(&b, "%6d %s %-13s", idx, ts, r.Type)
+	if m.Verdict != "" {
+		fmt.Fprintf(&b, " %-5s", m.Verdict)
+	}
+	if m.Rule != "" {
+		fmt.Fprintf(&b, " %-16s", m.Rule)
+	}
+	fmt.Fprintf(&b, " %-11s", r.Principal)
+	if m.Session != "" {
+		fmt.Fprintf(&b, " session=%s", m.Session)
+	}
+	if m.Op != "" {
+		fmt.Fprintf(&b, " %s", m.Op)
+	}
+	if m.Path != "" {
+		fmt.Fprintf(&b, " %s", m.Path)
+	}
+	if len(r.Taint) > 0 {
+		fmt.Fprintf(&b, " taint=%s", strings.Join(r.Taint, "|"))
+	}
+	if m.Pid != 0 {
+		fmt.Fprintf(&b, " (pid %d %s)", m.Pid, m.Exe)
+	}
+	if p := r.Payload; p != nil {
+		if p.From != "" || p.To != "" {
+			fmt.Fprintf(&b, " %s -> %s", p.From, p.To)
+		}
+		if p.NewHash != "" {
+			fmt.Fprintf(&b, " new=%.12s", p.NewHash)
+		}
+		if p.Detail != "" {
+			fmt.Fprintf(&b, " [%s]", p.Detail)
+		}
+	}
+	if m.Verdict == "deny" && m.Reason != "" {
+		fmt.Fprintf(&b, " — %s", m.Reason)
+	}
+	return b.String()
+}

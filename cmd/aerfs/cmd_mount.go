@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/daemon"
+	"github.com/aerfs/aerfs/policy"
+)
+
+type mountOptions struct {
+	foreground bool
+	readyFd    int
+	debug      bool
+}
+
+func newMountCommand() *cobra.Command {
+	var o mountOptions
+	c := &cobra.Command{
+		Use:   "mount WORKSPACE",
+		Short: "Mount aerfs over the workspace (returns once the mount serves)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMount(cmd.Context(), o, args[0])
+		},
+	}
+	c.Flags().BoolVar(&o.foreground, "foreground", false, "serve in the foreground instead of starting a daemon")
+	c.Flags().IntVar(&o.readyFd, "ready-fd", 0, "file descriptor to report readiness on (used by the background start)")
+	c.Flags().BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	c.Flags().MarkHidden("ready-fd")
+	return c
+}
+
+func runMount(ctx context.Context, o mountOptions, wsArg string) error {
+	ws, err := filepath.Abs(wsArg)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(ws); err != nil && !errors.Is(err, syscall.ENOTCONN) || err == nil && !fi.IsDir() {
+		return fail(exitNoWorkspace, "check the path, or create the directory and run aerfs init", "workspace %s does not exist or is not a directory", wsArg)
+	}
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = r
+	}
+	state := gopts.state
+	if state == "" {
+		state = defaultStateDir(ws)
+	}
+	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err != nil {
+		return fail(exitNotMounted, "run: aerfs init "+ws, "%s is not initialised (no policy in %s)", ws, state)
+	}
+	// Check the policy here too, so a bad one is reported to the user
+	// and not only in the daemon's log.
+	if _, err := policy.Load(filepath.Join(state, daemon.PolicyName)); err != nil {
+		return err
+	}
+	if !o.foreground {
+		return startDaemon(ws, state, o)
+	}
+	logf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	var w io.Writer = logf
+	if o.readyFd == 0 {
+		w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+	}
+	log := zerolog.New(w).With().Timestamp().Logger()
+	var ready func(error)
+	if o.readyFd > 0 {
+		f := os.NewFile(uintptr(o.readyFd), "ready")
+		ready = func(err error) {
+			if err != nil {
+				fmt.Fprintf(f, "error %s\n", err)
+			} else {
+				fmt.Fprintln(f, "ready")
+			}
+			f.Close()
+		}
+	} else {
+		ready = func(err error) {
+			if err == nil {
+				fmt.Fprintf(os.Stderr, "aerfs: serving %s (state %s); Ctrl-C unmounts\n", ws, state)
+			}
+		}
+	}
+	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, Log: log, Ready: ready,
+		Warn: func(s string) {
+			log.Warn().Msg(s)
+			fmt.Fprintf(os.Stderr, "aerfs: warning: %s (it bypasses the mount)\n", s)
+		}})
+	if errors.Is(err, daemon.ErrNoWorkspace) {
+		return fail(exitNoWorkspace, "check the path", "%v", err)
+	}
+	return err
+}
+
+// startDaemon starts `aerfs mount --foreground` in the background and waits
+// until it serves or fails.
+func startDaemon(ws, state string, o mountOptions) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := []string{"mount", "--foreground", "--ready-fd", "3", "--state", state, ws}
+	if o.debug {
+		args = append(args, "--debug")
+	}
+	cmd := exec.Command(self, args...)
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stdin = nil
+	cmd.Dir = "/"
+	errf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer errf.Close()
+	cmd.Stdout, cmd.Stderr = errf, errf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	w.Close()
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	line = strings.TrimSpace(line)
+	if line == "ready" {
+		cmd.Process.Release()
+		fmt.Fprintf(os.Stderr, "aerfs: mounted %s (daemon pid %d, state %s)\n", ws, cmd.Process.Pid, state)
+		return nil
+	}
+	cmd.Wait()
+	if msg, ok := strings.CutPrefix(line, "error "); ok {
+		return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "mount failed: %s", msg)
+	}
+	return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "the aerfs daemon exited before the mount was ready")
+}

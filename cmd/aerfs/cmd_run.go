@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/daemon"
+	"github.com/aerfs/aerfs/policy"
+)
+
+type runOptions struct {
+	principal string
+	session   string
+}
+
+func newRunCommand() *cobra.Command {
+	var o runOptions
+	c := &cobra.Command{
+		Use:   "run [--principal P] [--session S] -- CMD [ARGS...]",
+		Short: "Run a command in a session under a principal",
+		Long: `run registers this process with the daemon over the control socket and then
+executes CMD in its place (same pid). CMD and everything it starts belong to
+the session. The daemon authenticates the request by the kernel's peer
+credentials and grants only principals at or below the caller's own.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRun(o, args)
+		},
+	}
+	c.Flags().StringVar(&o.principal, "principal", "", "SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL or EXTERNAL (default: your own)")
+	c.Flags().StringVar(&o.session, "session", "", "session name (default: a new session)")
+	return c
+}
+
+func runRun(o runOptions, args []string) error {
+	if o.principal != "" {
+		if _, err := policy.ParsePrincipal(o.principal); err != nil {
+			return fail(exitUsage, "principals are SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL, EXTERNAL", "unknown principal %q", o.principal)
+		}
+	}
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		return fail(exitUsage, "check the command name and PATH", "%v", err)
+	}
+	t, err := findTarget(true)
+	if err != nil {
+		return err
+	}
+	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session})
+	if err != nil {
+		return err
+	}
+	var reg struct{ Session, Principal string }
+	json.Unmarshal(resp.Data, &reg)
+	env := append(os.Environ(), "AERFS_SESSION="+reg.Session, "AERFS_PRINCIPAL="+reg.Principal)
+	// Same pid: the registration names this process as the session root.
+	return syscall.Exec(path, args, env)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/daemon"
+)
+
+func newUnmountCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "unmount WORKSPACE",
+		Short: "Unmount aerfs from the workspace; the daemon records it and exits",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runUnmount(args[0])
+		},
+	}
+}
+
+func runUnmount(wsArg string) error {
+	ws, err := filepath.Abs(wsArg)
+	if err != nil {
+		return err
+	}
+	m := daemon.FindMount(ws)
+	if m == nil || m.Mountpoint != ws {
+		return fail(exitNotMounted, "aerfs status lists what is mounted", "%s is not an aerfs mount", ws)
+	}
+	pid := 0
+	if resp, err := daemon.Call(m.StateDir, daemon.Request{Op: "status"}); err == nil && resp.OK {
+		var st daemon.Status
+		if json.Unmarshal(resp.Data, &st) == nil {
+			pid = st.PID
+		}
+	}
+	var last error
+	for i := 0; i < 50; i++ {
+		if last = syscall.Unmount(ws, 0); last == nil {
+			break
+		}
+		if last != syscall.EBUSY {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if last != nil {
+		return fail(exitError, "a process still uses the workspace (fuser -m "+ws+")", "unmount %s: %v", ws, last)
+	}
+	// Wait for the daemon to record the unmount and release its log.
+	for i := 0; pid > 0 && i < 200; i++ {
+		if syscall.Kill(pid, 0) != nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	fmt.Fprintf(os.Stderr, "aerfs: unmounted %s\n", ws)
+	return nil
+}

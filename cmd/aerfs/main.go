@@ -1,0 +1,106 @@
+// Command aerfs guards an AI agent's workspace: it mounts a FUSE filesystem
+// over the workspace and decides every write to the agent's memory,
+// identity and configuration files from who writes and what they have read.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
+)
+
+// Exit codes. They are part of the interface: scripts rely on them.
+const (
+	exitOK          = 0
+	exitError       = 1  // anything not listed below
+	exitUsage       = 2  // bad flags or arguments
+	exitPolicy      = 3  // the policy file is invalid
+	exitRefused     = 4  // the request was refused by the policy
+	exitNotMounted  = 5  // no aerfs mount or daemon for the workspace
+	exitNoWorkspace = 6  // the workspace does not exist or is not a directory
+	exitIntegrity   = 10 // verify: records, blobs or proofs do not match
+	exitSchema      = 11 // verify: a file does not follow the format
+	exitSignature   = 12 // verify: the checkpoint signature does not verify
+	exitIO          = 13 // verify: the bundle or log cannot be read
+)
+
+// cliError is an error with an exit code and an optional hint for the user.
+type cliError struct {
+	code int
+	msg  string
+	hint string
+}
+
+func (e *cliError) Error() string { return e.msg }
+
+func fail(code int, hint, format string, args ...any) error {
+	return &cliError{code: code, msg: fmt.Sprintf(format, args...), hint: hint}
+}
+
+type globalOptions struct {
+	workspace string
+	state     string
+}
+
+var gopts globalOptions
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "aerfs",
+		Short: "Guard an AI agent's memory files with a FUSE mount over its workspace",
+		Long: `aerfs mounts over an agent's workspace and decides every change to its
+identity, memory and control files (SOUL.md, MEMORY.md, CLAUDE.md, skills …)
+from which process writes and what it has read, never from the bytes.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentFlags().StringVar(&gopts.workspace, "workspace", "", "the workspace (default: the aerfs mount containing the current directory)")
+	root.PersistentFlags().StringVar(&gopts.state, "state", "", "the state directory (default: found from the workspace)")
+	root.AddCommand(
+		newInitCommand(), newMountCommand(), newUnmountCommand(), newRunCommand(),
+		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
+		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
+	)
+	return root
+}
+
+func main() {
+	root := newRootCommand()
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &cliError{code: exitUsage, msg: err.Error(), hint: "see '" + c.CommandPath() + " --help'"}
+	})
+	err := root.Execute()
+	os.Exit(report(err))
+}
+
+// report prints err in the one voice users see and returns the exit code.
+func report(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	code, hint := exitError, ""
+	var ce *cliError
+	var pe *policy.Error
+	switch {
+	case errors.As(err, &ce):
+		code, hint = ce.code, ce.hint
+	case errors.As(err, &pe):
+		code, hint = exitPolicy, pe.Hint
+	default:
+		if k := evidence.KindOf(err); k != 0 {
+			code = verifyExit(k)
+		} else if isUsage(err) {
+			code = exitUsage
+		}
+	}
+	fmt.Fprintf(os.Stderr, "aerfs: %v\n", err)
+	if hint != "" {
+		fmt.Fprintf(os.Stderr, "hint: %s\n", hint)
+	}
+	return code
+}

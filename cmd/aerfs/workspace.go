@@ -1,0 +1,112 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aerfs/aerfs/daemon"
+)
+
+// defaultStateDir is where `aerfs init` keeps the state of ws: outside the
+// workspace, under $XDG_STATE_HOME/aerfs/<name>-<hash of the path>.
+func defaultStateDir(ws string) string {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil || home == "" {
+			home = "/root"
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	sum := sha256.Sum256([]byte(ws))
+	return filepath.Join(base, "aerfs", filepath.Base(ws)+"-"+hex.EncodeToString(sum[:4]))
+}
+
+func absClean(p string) (string, error) {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		a = r
+	}
+	return a, nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// target is the workspace and state directory a command works on.
+type target struct {
+	workspace string
+	stateDir  string
+	mounted   bool
+}
+
+// findTarget locates the workspace from --workspace or the current
+// directory, and its state directory from --state, the mount table, or the
+// default location.
+func findTarget(needMount bool) (*target, error) {
+	ws := gopts.workspace
+	if ws == "" {
+		cwd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		if m := daemon.FindMount(cwd); m != nil {
+			ws = m.Mountpoint
+		} else if gopts.state == "" {
+			return nil, fail(exitNotMounted, "run it inside a mounted workspace, or pass --workspace DIR",
+				"%s is not inside an aerfs mount", cwd)
+		}
+	}
+	t := &target{stateDir: gopts.state}
+	if ws != "" {
+		a, err := absClean(ws)
+		if err != nil {
+			return nil, err
+		}
+		t.workspace = a
+		if m := daemon.FindMount(a); m != nil && m.Mountpoint == a {
+			t.mounted = true
+			if t.stateDir == "" {
+				t.stateDir = m.StateDir
+			}
+		}
+		if t.stateDir == "" {
+			t.stateDir = defaultStateDir(a)
+		}
+	}
+	if needMount && !t.mounted {
+		if t.workspace == "" {
+			return nil, fail(exitNotMounted, "pass --workspace DIR", "no workspace given")
+		}
+		return nil, fail(exitNotMounted, "mount it first: aerfs mount "+t.workspace, "%s is not mounted", t.workspace)
+	}
+	if _, err := os.Stat(t.stateDir); errors.Is(err, os.ErrNotExist) {
+		return nil, fail(exitNotMounted, "run: aerfs init "+t.workspace, "no state directory at %s", t.stateDir)
+	}
+	return t, nil
+}
+
+// call sends a control request and turns refusals and failures into
+// errors with exit codes.
+func call(t *target, req daemon.Request) (*daemon.Response, error) {
+	resp, err := daemon.Call(t.stateDir, req)
+	if err != nil {
+		return nil, fail(exitNotMounted, "is the workspace mounted? aerfs status --workspace "+t.workspace, "%v", err)
+	}
+	if resp.Refused {
+		return nil, fail(exitRefused, resp.Hint, "%s (rule %s)", resp.Error, resp.Rule)
+	}
+	if !resp.OK {
+		return nil, fail(exitError, resp.Hint, "%s", resp.Error)
+	}
+	return resp, nil
+}

@@ -1,0 +1,295 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+
+	"github.com/aerfs/aerfs/evidence"
+	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// PolicyName is the policy file inside the state directory.
+const PolicyName = "aerfs.yaml"
+
+// Options configure Run.
+type Options struct {
+	Workspace string
+	StateDir  string
+	Debug     bool
+	Log       zerolog.Logger
+	// Ready is called once: with nil when the mount serves, or with the
+	// error that stopped it.
+	Ready func(error)
+	// Warn receives notices for the user (processes that bypass the mount).
+	Warn func(string)
+}
+
+// ErrNoWorkspace is returned when the workspace is missing or not a
+// directory.
+var ErrNoWorkspace = errors.New("workspace is not a directory")
+
+// Run mounts and serves until the mount is unmounted or ctx is done.
+func Run(ctx context.Context, o Options) (err error) {
+	ready := o.Ready
+	if ready == nil {
+		ready = func(error) {}
+	}
+	defer func() {
+		if err != nil && ready != nil {
+			ready(err)
+		}
+	}()
+	syscall.Umask(0) // the kernel has already applied the caller's umask
+
+	ws, err := filepath.Abs(o.Workspace)
+	if err != nil {
+		return err
+	}
+	if err := clearStaleMount(ws); err != nil {
+		return err
+	}
+	fi, err := os.Stat(ws)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("%w: %s", ErrNoWorkspace, ws)
+	}
+	if m := FindMount(ws); m != nil && m.Mountpoint == ws {
+		return fmt.Errorf("%s is already mounted (state %s)", ws, m.StateDir)
+	}
+	pol, err := policy.Load(filepath.Join(o.StateDir, PolicyName))
+	if err != nil {
+		return err
+	}
+	if o.Warn != nil {
+		for _, p := range bypassingProcesses(ws) {
+			o.Warn(p)
+		}
+	}
+	rootFd, err := syscall.Open(ws, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(rootFd)
+
+	elog, err := evidence.Open(o.StateDir)
+	if err != nil {
+		return err
+	}
+	defer elog.Close()
+	labels, err := aerfs.OpenLabels(filepath.Join(o.StateDir, "labels.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer labels.Close()
+
+	ev := &events{}
+	var mon *aerfs.Monitor
+	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
+	mon, err = aerfs.NewMonitor(aerfs.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
+		Registry: reg, Labels: labels, Recorder: elog, Log: o.Log})
+	if err != nil {
+		return err
+	}
+	ev.m = mon
+
+	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug})
+	if err != nil {
+		return err
+	}
+	started := time.Now().UTC()
+	mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
+		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounted over " + ws}})
+	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
+		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	procEvents := principal.FollowProcessEvents(ctx, reg) == nil
+	if !procEvents {
+		o.Log.Warn().Msg("process events connector unavailable: sessions are followed by ancestry at each request")
+	}
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				reg.Prune()
+			}
+		}
+	}()
+
+	srv := &controlServer{m: mon, reg: reg, log: o.Log, status: func() Status {
+		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
+			PID: os.Getpid(), Started: started, ProcEvents: procEvents,
+			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0}
+	}}
+	if err := srv.listen(filepath.Join(o.StateDir, SocketName)); err != nil {
+		server.Unmount()
+		return err
+	}
+	defer srv.close()
+	go srv.serve()
+
+	if err := server.WaitMount(); err != nil {
+		return err
+	}
+	ready(nil)
+	ready = nil
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	go func() {
+		select {
+		case <-sig:
+		case <-ctx.Done():
+		}
+		for i := 0; i < 20; i++ {
+			if server.Unmount() == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		o.Log.Error().Msg("unmount failed: the mount is busy")
+	}()
+	server.Wait()
+	mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
+		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted"}})
+	return nil
+}
+
+// events records what the registry learns.
+type events struct{ m *aerfs.Monitor }
+
+func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why string, p principal.Proc) {
+	e.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: added.Names(),
+		Meta: evidence.Meta{Session: s.ID, Pid: p.ID.Tgid, Exe: p.Exe, UID: p.UID, Reason: why}})
+}
+
+func (e *events) SessionEnded(s *principal.Session) {
+	e.m.Record(&evidence.Record{Type: evidence.TypeSessionEnd, Principal: s.Principal.String(), Taint: s.Taint().Names(),
+		Meta: evidence.Meta{Session: s.ID, Reason: "session root exited"}})
+}
+
+// clearStaleMount unmounts a dead FUSE mount ("transport endpoint is not
+// connected") left at ws by a daemon that died.
+func clearStaleMount(ws string) error {
+	_, err := os.Stat(ws)
+	if err == nil || !errors.Is(err, syscall.ENOTCONN) {
+		return nil
+	}
+	if err := syscall.Unmount(ws, syscall.MNT_DETACH); err != nil {
+		return fmt.Errorf("stale mount at %s: %w", ws, err)
+	}
+	return nil
+}
+
+// bypassingProcesses lists processes whose working directory or open files
+// are inside ws before the mount covers it: they keep seeing the backing
+// directory and are not guarded.
+func bypassingProcesses(ws string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		base := "/proc/" + e.Name()
+		inside := func(p string) bool { return p == ws || strings.HasPrefix(p, ws+"/") }
+		if cwd, err := os.Readlink(base + "/cwd"); err == nil && inside(cwd) {
+			out = append(out, fmt.Sprintf("pid %d (%s) has its working directory in %s", pid, comm(base), cwd))
+			continue
+		}
+		fds, _ := os.ReadDir(base + "/fd")
+		for _, fd := range fds {
+			if t, err := os.Readlink(base + "/fd/" + fd.Name()); err == nil && inside(t) {
+				out = append(out, fmt.Sprintf("pid %d (%s) has %s open", pid, comm(base), t))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func comm(base string) string {
+	b, _ := os.ReadFile(base + "/comm")
+	return strings.TrimSpace(string(b))
+}
+
+// MountInfo is an aerfs mount found in the mount table.
+type MountInfo struct {
+	Mountpoint string
+	StateDir   string
+}
+
+// FindMount returns the aerfs mount that contains path (the innermost), or
+// nil. The state directory is the mount's source field.
+func FindMount(p string) *MountInfo {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var best *MountInfo
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, x := range fields {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || len(fields) < sep+3 || len(fields) < 5 {
+			continue
+		}
+		if fields[sep+1] != "fuse.aerfs" {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/") {
+			if best == nil || len(mp) > len(best.Mountpoint) {
+				best = &MountInfo{Mountpoint: mp, StateDir: unescapeMount(fields[sep+2])}
+			}
+		}
+	}
+	return best
+}
+
+// unescapeMount undoes the octal escapes of /proc/self/mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,94 @@
+// Package daemon runs an aerfs mount: it opens the backing directory, loads
+// the policy, mounts the guarded loopback over the workspace and serves the
+// control socket.
+//
+// # Control socket
+//
+// A Unix stream socket in the state directory (mode 0666: any local process
+// may ask, and each request is authorised by the peer credentials the
+// kernel attaches to the connection, SO_PEERCRED, never by anything in the
+// request). Requests and answers are one JSON object per line.
+package daemon
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+)
+
+// SocketName is the control socket inside the state directory.
+const SocketName = "control.sock"
+
+// Request is one control request.
+type Request struct {
+	Op        string   `json:"op"` // register, taint, status, promote, ping
+	Principal string   `json:"principal,omitempty"`
+	Session   string   `json:"session,omitempty"`
+	Flags     []string `json:"flags,omitempty"`
+	Path      string   `json:"path,omitempty"`
+}
+
+// Response answers a Request.
+type Response struct {
+	OK      bool            `json:"ok"`
+	Error   string          `json:"error,omitempty"`
+	Hint    string          `json:"hint,omitempty"`
+	Refused bool            `json:"refused,omitempty"` // a policy refusal, not a failure
+	Rule    string          `json:"rule,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// Status is what `aerfs status` prints.
+type Status struct {
+	Workspace   string          `json:"workspace"`
+	StateDir    string          `json:"state_dir"`
+	Policy      string          `json:"policy"`
+	PID         int             `json:"pid"`
+	Started     time.Time       `json:"started"`
+	ProcEvents  bool            `json:"process_events"`
+	Passthrough bool            `json:"passthrough"`
+	Labels      int             `json:"labels"`
+	Allowed     int64           `json:"allowed"`
+	Denied      int64           `json:"denied"`
+	Committed   int64           `json:"committed"`
+	Quarantined int64           `json:"quarantined"`
+	Sessions    []SessionStatus `json:"sessions"`
+}
+
+// SessionStatus describes one session.
+type SessionStatus struct {
+	ID        string    `json:"id"`
+	Principal string    `json:"principal"`
+	Taint     []string  `json:"taint"`
+	Started   time.Time `json:"started"`
+	Live      int       `json:"live_processes"`
+}
+
+// Call sends one request to the daemon serving stateDir.
+func Call(stateDir string, req Request) (*Response, error) {
+	c, err := net.DialTimeout("unix", filepath.Join(stateDir, SocketName), 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the aerfs daemon: %w", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return nil, err
+	}
+	var resp Response
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	if !sc.Scan() {
+		if sc.Err() != nil {
+			return nil, sc.Err()
+		}
+		return nil, fmt.Errorf("the aerfs daemon closed the connection")
+	}
+	if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}

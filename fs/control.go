@@ -1,0 +1,95 @@
+package fs
+
+import (
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Promote moves the item at rel (under sessions/<id>/) into the shared
+// namespace on behalf of res, if the policy allows it. It returns the new
+// path.
+func (m *Monitor) Promote(res *principal.Resolved, rel string) (string, policy.Verdict, error) {
+	pol := m.Policy()
+	st, err := m.lstatRel(rel)
+	if err != nil {
+		return "", policy.Verdict{}, err
+	}
+	t, l := m.target(rel, st)
+	subj := res.Subject()
+	v := pol.Decide(subj, policy.OpPromote, t)
+	r := m.verdictRecord(res, subj, policy.OpPromote, rel, v)
+	if l != nil && l.Record != "" {
+		r.Parents = []string{l.Record}
+	}
+	if !v.Allow {
+		m.Stats.Denied.Add(1)
+		m.record(r)
+		return "", v, nil
+	}
+	sessions, shared := pol.Namespaces()
+	rest := strings.TrimPrefix(rel, sessions+"/"+t.Session+"/")
+	if rest == rel || rest == "" {
+		return "", v, &os.PathError{Op: "promote", Path: rel, Err: syscall.EINVAL}
+	}
+	dst := joinRel(shared, rest)
+	if _, err := m.lstatRel(dst); err == nil {
+		return "", v, &os.PathError{Op: "promote", Path: dst, Err: syscall.EEXIST}
+	}
+	dir := path.Dir(dst)
+	if err := m.mkdirAll(dir); err != nil {
+		return "", v, err
+	}
+	sfd, err := m.openDir(path.Dir(rel))
+	if err != nil {
+		return "", v, err
+	}
+	defer unix.Close(sfd)
+	dfd, err := m.openDir(dir)
+	if err != nil {
+		return "", v, err
+	}
+	defer unix.Close(dfd)
+	if err := unix.Renameat2(sfd, path.Base(rel), dfd, path.Base(dst), unix.RENAME_NOREPLACE); err != nil {
+		return "", v, &os.PathError{Op: "promote", Path: rel, Err: err}
+	}
+	unix.Fsync(dfd)
+	r.Type = evidence.TypePromote
+	r.Payload = &evidence.Payload{From: rel, To: dst}
+	if _, err := m.mustRecord(r); err != nil {
+		return dst, v, err
+	}
+	m.Stats.Allowed.Add(1)
+	return dst, v, nil
+}
+
+func (m *Monitor) mkdirAll(rel string) error {
+	if rel == "" || rel == "." {
+		return nil
+	}
+	if _, err := m.lstatRel(rel); err == nil {
+		return nil
+	}
+	if err := m.mkdirAll(path.Dir(rel)); err != nil {
+		return err
+	}
+	fd, err := m.openDir(path.Dir(rel))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Mkdirat(fd, path.Base(rel), 0o755); err != nil && err != unix.EEXIST {
+		return err
+	}
+	return nil
+}
+
+// Resolve identifies a process for the control socket.
+func (m *Monitor) Resolve(pid int) *principal.Resolved { return m.Reg.Resolve(pid) }
