@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -267,7 +268,10 @@ func jsonErrText(err error) string {
 	if errors.As(err, &te) {
 		return fmt.Sprintf("field %s: wrong type (%s, want %s)", te.Field, te.Value, te.Type)
 	}
-	return err.Error()
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown field " + f
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
 // scanStrict walks the token stream once: the standard decoder silently

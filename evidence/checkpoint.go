@@ -76,7 +76,8 @@ func OpenCheckpoint(msg []byte, vkey string) (Checkpoint, error) {
 		case errors.As(err, &invalid):
 			return Checkpoint{}, verr(KindSignature, "checkpoint: invalid signature by %s+%08x", invalid.Name, invalid.Hash)
 		default:
-			return Checkpoint{}, verr(KindSchema, "checkpoint: %v", err)
+			// The signature block could not be read: nothing vouches for the body.
+			return Checkpoint{}, verr(KindSignature, "checkpoint: %v", err)
 		}
 	}
 	if len(n.Sigs) != 1 || len(n.UnverifiedSigs) != 0 {
