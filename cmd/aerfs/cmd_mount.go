@@ -142,8 +142,8 @@ func startDaemon(ws, state string, o mountOptions) error {
 	r.Close()
 	line = strings.TrimSpace(line)
 	if line == "ready" {
-		cmd.Process.Release()
 		fmt.Fprintf(os.Stderr, "aerfs: mounted %s (daemon pid %d, state %s)\n", ws, cmd.Process.Pid, state)
+		cmd.Process.Release()
 		return nil
 	}
 	cmd.Wait()
