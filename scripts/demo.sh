@@ -21,7 +21,7 @@ bold() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 show() { printf '  $ %s\n' "$*"; }
 attempt() { # attempt PRINCIPAL SESSION 'script' — prints whether it went through
   local p=$1 s=$2 script=$3
-  show "aerfs run --principal $p --session $s -- sh -c '$script'"
+  show "aerfs run --principal $p --session $s -- sh -c \"$script\""
   if out=$("$AERFS" run --principal "$p" --session "$s" -- sh -c "$script" 2>&1); then
     printf '    \033[32mallowed\033[0m %s\n' "${out:+($out)}"
   else
