@@ -219,6 +219,9 @@ classes:
 		{"shared/src", false},
 		{"shared/notes", true},
 	}
+	if n := testing.AllocsPerRun(100, func() { p.MayContainGuarded("sessions/s1/a/q/hooks") }); n != 0 {
+		t.Errorf("MayContainGuarded allocates %v times per run", n)
+	}
 	for _, tc := range tests {
 		if got := p.MayContainGuarded(tc.dir); got != tc.want {
 			t.Errorf("MayContainGuarded(%q) = %v, want %v", tc.dir, got, tc.want)
