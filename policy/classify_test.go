@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"strings"
 	"testing"
+	"time"
 )
 
 func mustParse(t testing.TB, src string) *Policy {
@@ -330,5 +332,25 @@ func BenchmarkClassify(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		p.Classify(paths[i&3])
+	}
+}
+
+// TestMatchDeepPaths bounds the matcher's work: patterns with several
+// "**" against a path as deep as PATH_MAX allows must not backtrack
+// exponentially, or an agent could stall every Classify with one mkdir -p.
+func TestMatchDeepPaths(t *testing.T) {
+	deep := strings.Repeat("x/", 2047) + "z"
+	for _, pat := range []string{"**/x/**/x/**/x/**/y", "x/**/x/**/x/**/x/**/x/**/y/**/q", "**/x/**/z/w"} {
+		pt, msg, _ := compileGlob(pat)
+		if msg != "" {
+			t.Fatal(msg)
+		}
+		start := time.Now()
+		if pt.match(deep) {
+			t.Errorf("%q matches", pat)
+		}
+		if d := time.Since(start); d > 200*time.Millisecond {
+			t.Errorf("%q took %v on a deep path", pat, d)
+		}
 	}
 }
