@@ -85,8 +85,11 @@ func defaults() (*spec, error) {
 
 // Default returns the embedded default policy. It panics if the embedded
 // file is broken, which a test rules out.
-func Default() *Policy {
-	p, err := parseWith("aerfs.yaml (embedded default)", configs.DefaultPolicy, nil)
+// It parses the file on each call; callers keep the result.
+func Default() *Policy { return mustDefault(configs.DefaultPolicy) }
+
+func mustDefault(data []byte) *Policy {
+	p, err := parseWith("aerfs.yaml (embedded default)", data, nil)
 	if err != nil {
 		panic("aerfs: embedded default policy: " + err.Error())
 	}

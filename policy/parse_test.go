@@ -236,10 +236,7 @@ func TestDefaultMustSetEveryKey(t *testing.T) {
 			t.Error("Default did not panic on a broken embedded file")
 		}
 	}()
-	saved := configs.DefaultPolicy
-	configs.DefaultPolicy = []byte("version: 1\n")
-	defer func() { configs.DefaultPolicy = saved }()
-	Default()
+	mustDefault([]byte("version: 1\n"))
 }
 
 func TestLoad(t *testing.T) {
