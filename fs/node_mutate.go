@@ -239,6 +239,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		return 0
 	}
 	subj := res.Subject()
+	isDir := sst.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	if c, _, _ := n.m.Policy().Classify(src); c.Guarded() || isDir {
+		// A guarded name (or a directory that may hold some) is gone from
+		// its place.
+		n.m.recordChange(res, evidence.TypeRename, src, &evidence.Payload{From: src, To: dst})
+	}
 	if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		// The content under a guarded name changed: that is a write.
 		newHash, _ := n.m.putBlobRel(dst)
@@ -247,7 +253,6 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		return n.m.recordWrite(res, subj, dst, oldHash, newHash, nst, v)
 	}
 	_ = guardedDst
-	n.m.recordChange(res, evidence.TypeRename, src, &evidence.Payload{From: src, To: dst, OldHash: oldHash})
 	return 0
 }
 
