@@ -296,7 +296,9 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 			return syscall.EIO
 		}
 	}
+	m.expect(rel, newHash)
 	if errno := m.replace(rel, staged, st); errno != 0 {
+		m.expect(rel, oldHash)
 		return errno
 	}
 	m.Stats.Committed.Add(1)

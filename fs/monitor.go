@@ -53,6 +53,7 @@ type Recorder interface {
 	Append(r *evidence.Record) (string, error)
 	PutBlob(data []byte) (string, error)
 	PutBlobFile(path string) (string, error)
+	Blob(hash string) ([]byte, error)
 }
 
 // reservedPrefix names aerfs's own temporary files in the backing
@@ -71,11 +72,12 @@ type Monitor struct {
 	rec      Recorder
 	log      zerolog.Logger
 
-	mu      sync.Mutex
-	guarded map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
-	lastRec map[string]string   // path → id of the record of its current version
-	reads   map[string][]string // session (or process) → records of labelled files it read
-	writers map[fileKey]int     // inodes open for writing through the mount
+	mu       sync.Mutex
+	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
+	lastRec  map[string]string   // path → id of the record of its current version
+	reads    map[string][]string // session (or process) → records of labelled files it read
+	writers  map[fileKey]int     // inodes open for writing through the mount
+	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
 
 	Stats Stats
 }

@@ -176,7 +176,13 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 			return errno
 		}
 	}
+	if t.Class.Guarded() {
+		n.m.expect(rel, "")
+	}
 	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
+		if t.Class.Guarded() {
+			n.m.expect(rel, oldHash)
+		}
 		return errno
 	}
 	if st.Nlink <= 1 {
@@ -230,6 +236,20 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 			if oldHash, errno = n.m.keepVersion(dst); errno != 0 {
 				return errno
 			}
+		}
+	}
+	// The drift watcher sees this rename in the backing directory: say
+	// beforehand what the names will hold.
+	if c, _, _ := n.m.Policy().Classify(src); c.Guarded() {
+		if flags&unix.RENAME_EXCHANGE != 0 {
+			n.m.expect(src, oldHash)
+		} else {
+			n.m.expect(src, "")
+		}
+	}
+	if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if h, err := n.m.putBlobRel(src); err == nil {
+			n.m.expect(dst, h)
 		}
 	}
 	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
