@@ -139,7 +139,7 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := f.Chmod(mode); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		return err
 	}
 	if err := f.Close(); err != nil {
