@@ -263,6 +263,31 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
+// requireKeys checks that the JSON object data has every listed member;
+// path "a.b" looks inside member a. Go's decoder leaves absent members at
+// their zero value, which must not pass for a present one.
+func requireKeys(data []byte, keys ...string) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return schemaErr("%v", err)
+	}
+	for _, k := range keys {
+		obj := top
+		name := k
+		if a, b, ok := strings.Cut(k, "."); ok {
+			var sub map[string]json.RawMessage
+			if json.Unmarshal(obj[a], &sub) != nil {
+				return schemaErr("missing required field %s", a)
+			}
+			obj, name = sub, b
+		}
+		if _, ok := obj[name]; !ok {
+			return schemaErr("missing required field %s", k)
+		}
+	}
+	return nil
+}
+
 func jsonErrText(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {

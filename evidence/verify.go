@@ -59,6 +59,11 @@ func parseManifest(b []byte) (*Manifest, error) {
 	if err := strictUnmarshal(b, &m); err != nil {
 		return nil, prefix("manifest", err)
 	}
+	if err := requireKeys(b, "format", "version", "created", "origin", "tree_size", "root_hash",
+		"key_id", "public_key", "complete", "filter", "record_count", "ref_count", "blob_count",
+		"filter.since", "filter.session", "filter.path", "filter.type"); err != nil {
+		return nil, prefix("manifest", err)
+	}
 	if m.Format != BundleFormat {
 		return nil, schemaErr("manifest: format %q is not %q", m.Format, BundleFormat)
 	}
@@ -114,8 +119,8 @@ func parseIndexLine(what string, b []byte) (*indexLine, error) {
 	if err := strictUnmarshal(b, &il); err != nil {
 		return nil, prefix(what, err)
 	}
-	if il.Proof == nil {
-		return nil, schemaErr("%s: missing field proof", what)
+	if err := requireKeys(b, "idx", "id", "proof"); err != nil {
+		return nil, prefix(what, err)
 	}
 	if !IsHash(il.ID) {
 		return nil, schemaErr("%s: id is not lowercase hex SHA-256", what)
