@@ -44,6 +44,10 @@ func FuzzCanonicalRoundTrip(f *testing.F) {
 		if err != nil {
 			return // e.g. over MaxRecordSize
 		}
+		ref, err := canonicalJCS(&r)
+		if err != nil || !bytes.Equal(ref, c) {
+			t.Fatalf("encoder differs from the jcs reference:\n got %s\nwant %s", c, ref)
+		}
 		again, err := jcs.Transform(c)
 		if err != nil || !bytes.Equal(again, c) {
 			t.Fatalf("canonical form is not a fixed point: %v", err)
@@ -101,6 +105,24 @@ func FuzzZipReader(f *testing.F) {
 		}
 		verifyBundleFiles(files, "") // must not panic
 	})
+}
+
+func TestCanonicalMatchesJCS(t *testing.T) {
+	rs := append(vectorRecords(), sampleRecordFixed())
+	weird := sampleRecordFixed()
+	weird.Meta.Reason = "\x00\x01\b\t\n\f\r\x1f\x7f \"\\ / <>& \u2028\u2029 \U0001F600 é"
+	weird.Payload = &Payload{}
+	rs = append(rs, weird)
+	for i, r := range rs {
+		c, err := r.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := canonicalJCS(r)
+		if err != nil || !bytes.Equal(c, ref) {
+			t.Fatalf("record %d:\n got %s\nwant %s", i, c, ref)
+		}
+	}
 }
 
 func sampleRecordFixed() *Record {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -116,11 +117,22 @@ func jsonLines(name string, b []byte) ([][]byte, error) {
 
 func parseIndexLine(what string, b []byte) (*indexLine, error) {
 	var il indexLine
-	if err := strictUnmarshal(b, &il); err != nil {
-		return nil, prefix(what, err)
+	// Fast path: lines as aerfs writes them (compact, members in order).
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	fast := dec.Decode(&il) == nil && dec.InputOffset() == int64(len(b)) && il.Proof != nil
+	if fast {
+		again, _ := json.Marshal(&il)
+		fast = bytes.Equal(again, b)
 	}
-	if err := requireKeys(b, "idx", "id", "proof"); err != nil {
-		return nil, prefix(what, err)
+	if !fast {
+		il = indexLine{}
+		if err := strictUnmarshal(b, &il); err != nil {
+			return nil, prefix(what, err)
+		}
+		if err := requireKeys(b, "idx", "id", "proof"); err != nil {
+			return nil, prefix(what, err)
+		}
 	}
 	if !IsHash(il.ID) {
 		return nil, schemaErr("%s: id is not lowercase hex SHA-256", what)
