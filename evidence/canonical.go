@@ -155,6 +155,19 @@ func (r *Record) Validate() error {
 				return schemaErr("%s is not valid UTF-8", name)
 			}
 		}
+		if p.Files != nil && len(p.Files) == 0 {
+			return schemaErr("payload.files is empty (omit it)")
+		}
+		for i, f := range p.Files {
+			if f.Path == "" || !utf8.ValidString(f.Path) {
+				return schemaErr("payload.files[%d].path is empty or not valid UTF-8", i)
+			}
+			for name, h := range map[string]string{"hash": f.Hash, "old_hash": f.OldHash} {
+				if h != "" && !IsHash(h) {
+					return schemaErr("payload.files[%d].%s %q is not a lowercase hex SHA-256", i, name, h)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -113,6 +113,14 @@ func TestCanonicalMatchesJCS(t *testing.T) {
 	weird.Meta.Reason = "\x00\x01\b\t\n\f\r\x1f\x7f \"\\ / <>& \u2028\u2029 \U0001F600 é"
 	weird.Payload = &Payload{}
 	rs = append(rs, weird)
+	snap := sampleRecordFixed()
+	snap.Type = TypeRestore
+	snap.Payload = &Payload{Detail: "to snapshot", Files: []FileState{
+		{Path: "MEMORY.md", OldHash: snap.Parents[0], Hash: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"},
+		{Path: "memory/é \"x\".md"},
+		{Path: "skills/a/SKILL.md", Hash: snap.Parents[0]},
+	}}
+	rs = append(rs, snap)
 	for i, r := range rs {
 		c, err := r.Canonical()
 		if err != nil {

@@ -53,6 +53,34 @@ func appendCanonical(b []byte, r *Record) []byte {
 		b = append(b, `,"payload":{`...)
 		first = true
 		str("detail", p.Detail)
+		if len(p.Files) > 0 {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, `"files":[`...)
+			for i := range p.Files {
+				f := &p.Files[i]
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, '{')
+				if f.Hash != "" {
+					b = append(b, `"hash":`...)
+					b = appendJCSString(b, f.Hash)
+					b = append(b, ',')
+				}
+				if f.OldHash != "" {
+					b = append(b, `"old_hash":`...)
+					b = appendJCSString(b, f.OldHash)
+					b = append(b, ',')
+				}
+				b = append(b, `"path":`...)
+				b = appendJCSString(b, f.Path)
+				b = append(b, '}')
+			}
+			b = append(b, ']')
+		}
 		str("from", p.From)
 		str("new_hash", p.NewHash)
 		str("old_hash", p.OldHash)

@@ -161,7 +161,7 @@ func (l *Log) Append(r *Record) (string, error) {
 		return "", fmt.Errorf("evidence: append: %w", err)
 	}
 	if p := r.Payload; p != nil {
-		for _, h := range []string{p.OldHash, p.NewHash} {
+		for _, h := range p.BlobRefs() {
 			if h != "" {
 				if _, err := os.Stat(l.blobPath(h)); err != nil {
 					return "", fmt.Errorf("evidence: append: payload names blob %s, which is not stored (PutBlob first)", h)

@@ -271,7 +271,7 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 		}
 		checks = append(checks, pending{il.Idx, r.Parents})
 		if r.Payload != nil {
-			for _, h := range []string{r.Payload.OldHash, r.Payload.NewHash} {
+			for _, h := range r.Payload.BlobRefs() {
 				if _, seen := blobsWanted[h]; h != "" && !seen {
 					blobsWanted[h] = il.Idx
 				}
@@ -471,7 +471,7 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 		rb.add(leaf)
 		rep.Bytes += int64(len(line))
 		if r.Payload != nil {
-			for _, h := range []string{r.Payload.OldHash, r.Payload.NewHash} {
+			for _, h := range r.Payload.BlobRefs() {
 				if h == "" || blobs[h] {
 					continue
 				}

@@ -319,8 +319,10 @@ func (m *Monitor) verdictRecord(res *principal.Resolved, subj policy.Subject, op
 		},
 	}
 	if !res.Identified {
-		r.Principal = "UNIDENTIFIED"
-		r.Meta.Reason += ": " + res.Reason
+		// An unidentified caller is the least trusted principal; the
+		// reason says why it could not be identified.
+		r.Principal = policy.External.String()
+		r.Meta.Reason += ": unidentified caller: " + res.Reason
 	}
 	return r
 }
