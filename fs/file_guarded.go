@@ -227,7 +227,7 @@ func (m *Monitor) commitCheck(res *principal.Resolved, rel string, staged *os.Fi
 	st, _ := m.lstatRel(rel)
 	t, _ := m.target(rel, st)
 	subj := res.Subject()
-	v := m.Policy().Decide(subj, policy.OpWrite, t)
+	v := m.decideCommit(res, subj, t)
 	if v.Allow {
 		return 0
 	}
@@ -242,7 +242,20 @@ func (m *Monitor) quarantine(res *principal.Resolved, subj policy.Subject, rel s
 		return syscall.EIO
 	}
 	r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
+	if res.Session.Quarantined() {
+		r.Meta.Rule, r.Meta.Reason = RuleBurst, "the session is quarantined after a burst of refusals"
+	}
+	m.noteDenial(res)
 	return m.keepInQuarantine(r, rel, newHash)
+}
+
+// decideCommit is the decision at commit: the policy's, unless the session
+// has been quarantined since the file was opened.
+func (m *Monitor) decideCommit(res *principal.Resolved, subj policy.Subject, t policy.Target) policy.Verdict {
+	if res.Session.Quarantined() {
+		return policy.Verdict{}
+	}
+	return m.Policy().Decide(subj, policy.OpWrite, t)
 }
 
 // keepInQuarantine records refused content with the hash of the file it
@@ -275,7 +288,7 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 	st, _ := m.lstatRel(rel)
 	t, _ := m.target(rel, st)
 	subj := res.Subject()
-	v := m.Policy().Decide(subj, policy.OpWrite, t)
+	v := m.decideCommit(res, subj, t)
 	if !v.Allow {
 		return m.quarantine(res, subj, rel, staged, v)
 	}

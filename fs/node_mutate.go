@@ -35,10 +35,13 @@ func (m *Monitor) decideAll(ctx context.Context, checks []check) (*principal.Res
 	for _, c := range checks {
 		all = all && c.trivial()
 	}
-	if all {
+	if all && !m.anyHeld.Load() {
 		return nil, 0
 	}
 	res := m.caller(ctx)
+	if all && !res.Session.Quarantined() {
+		return res, 0
+	}
 	for _, c := range checks {
 		if _, errno := m.gate(ctx, res, c.op, c.rel, c.t, c.l); errno != 0 {
 			return res, errno

@@ -90,7 +90,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		op = policy.OpWrite
 	}
 	res := n.m.caller(ctx)
-	if t.Class != policy.Plain || t.Namespace != policy.NSNone || l != nil || !res.Subject().Principal.Trusted() || res.Subject().Taint != 0 {
+	if t.Class != policy.Plain || t.Namespace != policy.NSNone || l != nil || !res.Subject().Principal.Trusted() || res.Subject().Taint != 0 || res.Session.Quarantined() {
 		if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
 			return nil, nil, 0, errno
 		}

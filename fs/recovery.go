@@ -203,3 +203,13 @@ func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
 // BackingPath is a path through which the backing directory can be watched
 // (the mount covers the workspace path itself).
 func (m *Monitor) BackingPath() string { return m.rootPath }
+
+// Stat describes a backing path without following symlinks.
+func (m *Monitor) Stat(rel string) (os.FileInfo, error) {
+	f, err := m.openFileRel(rel, unix.O_PATH)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
+}
