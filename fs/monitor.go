@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -195,17 +194,16 @@ func (m *Monitor) openDir(rel string) (int, error) {
 	})
 }
 
-// lstatRel stats a backing path without following a final symlink.
+// lstatRel stats a backing path without following a final symlink. The
+// path of a node never crosses a symlink: the kernel resolves symlinks
+// itself, so a node's parents are real directories of the backing tree.
 func (m *Monitor) lstatRel(rel string) (*syscall.Stat_t, error) {
-	dir, name := path.Split(rel)
-	fd, err := m.openDir(strings.TrimSuffix(dir, "/"))
-	if err != nil {
-		return nil, err
+	if rel == "" {
+		rel = "."
 	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
-	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
+	if err := unix.Fstatat(m.rootFd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, &os.PathError{Op: "lstat", Path: rel, Err: err}
 	}
 	return (*syscall.Stat_t)(unsafe.Pointer(&st)), nil
 }
