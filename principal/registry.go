@@ -168,7 +168,7 @@ func (r *Registry) Resolve(tid int) *Resolved {
 		e, ok := r.threads[tid]
 		r.mu.RUnlock()
 		if ok && e.start == start {
-			if exe, _ := os.Readlink(procRoot + "/" + strconv.Itoa(tid) + "/exe"); exe == e.exe {
+			if exePath(tid) == e.exe {
 				return e.res
 			}
 		}
