@@ -83,10 +83,10 @@ type snap struct {
 }
 
 type quarantine struct {
-	rec           int32
-	hash, base    string
-	rule          string
-	decided       bool
+	rec        int32
+	hash, base string
+	rule       string
+	decided    bool
 }
 
 type approval struct {
@@ -106,7 +106,7 @@ type Index struct {
 	events  []int32 // records that are versions or snapshots, log order
 	cur     State
 	quar    []quarantine
-	quarBy  map[int32]int32    // record position → quar position
+	quarBy  map[int32]int32     // record position → quar position
 	approve map[string]approval // path → approved content awaiting its write
 }
 

@@ -71,10 +71,10 @@ func TestHistory(t *testing.T) {
 func TestStateAt(t *testing.T) {
 	tl := newTestLog(t)
 	pre, m1, m2, s1 := tl.blob("before aerfs\n"), tl.blob("m1\n"), tl.blob("m2\n"), tl.blob("s1\n")
-	tl.write("MEMORY.md", "USER", "", pre, m1)                                             // 0
-	tl.write("skills/x.md", "USER", "", "", s1)                                            // 1
+	tl.write("MEMORY.md", "USER", "", pre, m1)                                                   // 0
+	tl.write("skills/x.md", "USER", "", "", s1)                                                  // 1
 	tl.add(&evidence.Record{Type: evidence.TypeSessionStart, Meta: evidence.Meta{Session: "a"}}) // 2, not a version
-	tl.write("MEMORY.md", "USER", "", m1, m2)                                              // 3
+	tl.write("MEMORY.md", "USER", "", m1, m2)                                                    // 3
 	tl.add(&evidence.Record{Type: evidence.TypeSnapshot, Payload: &evidence.Payload{Detail: "only memory",
 		Files: []evidence.FileState{{Path: "MEMORY.md", Hash: m2}, {Path: "USER.md", Hash: pre}}}}) // 4
 	tl.add(&evidence.Record{Type: evidence.TypeDelete, Meta: evidence.Meta{Path: "MEMORY.md"}, Payload: &evidence.Payload{OldHash: m2}}) // 5
