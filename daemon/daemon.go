@@ -117,6 +117,9 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := watchPolicy(ctx, mon, o.Log, filepath.Join(o.StateDir, PolicyName)); err != nil {
+		o.Log.Warn().Err(err).Msg("the policy file is not watched: edits take effect at the next mount")
+	}
 	procEvents := principal.FollowProcessEvents(ctx, reg) == nil
 	if !procEvents {
 		o.Log.Warn().Msg("process events connector unavailable: sessions are followed by ancestry at each request")

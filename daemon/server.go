@@ -118,6 +118,8 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.taint(pid, req)
 	case "promote":
 		return s.promote(pid, req)
+	case "snapshot":
+		return s.takeSnapshot(pid, req)
 	case "status":
 		st := s.status()
 		st.Labels = s.m.Labels.Len()

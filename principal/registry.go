@@ -22,6 +22,17 @@ type Session struct {
 	Root      ProcID
 	parent    *Session // session the registering process was in, if any
 	taint     atomic.Uint32
+	held      atomic.Bool // quarantined after a burst of refusals
+}
+
+// Quarantine marks the session so that every further mutation from it is
+// refused. It reports whether the session was not quarantined before.
+func (s *Session) Quarantine() bool { return s.held.CompareAndSwap(false, true) }
+
+// Quarantined reports whether the session (or the one it was started from)
+// is quarantined.
+func (s *Session) Quarantined() bool {
+	return s != nil && (s.held.Load() || s.parent.Quarantined())
 }
 
 // Taint is the session's own taint together with that of the session it was
