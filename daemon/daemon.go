@@ -105,22 +105,27 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	ev.m = mon
 
+	// Before the mount serves: finish a restore a crash interrupted, and
+	// compare the guarded files with the log (drift while unmounted).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
+		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounting over " + ws}})
+	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
+		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
+	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
+		return err
+	}
+	mon.OnBurst = func(s *principal.Session) { rollbackSession(mon, o.StateDir, o.Log, s) }
+	if err := checkDriftAtMount(ctx, mon, o); err != nil {
+		return err
+	}
+
 	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug})
 	if err != nil {
 		return err
 	}
 	started := time.Now().UTC()
-	mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
-		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounted over " + ws}})
-	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
-		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := checkDriftAtMount(ctx, mon, o); err != nil {
-		server.Unmount()
-		return err
-	}
 	if err := watchPolicy(ctx, mon, o.Log, filepath.Join(o.StateDir, PolicyName)); err != nil {
 		o.Log.Warn().Err(err).Msg("the policy file is not watched: edits take effect at the next mount")
 	}
@@ -141,7 +146,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 
-	srv := &controlServer{m: mon, reg: reg, log: o.Log, status: func() Status {
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents,
 			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0}

@@ -17,14 +17,12 @@ func newSnapshotCommand() *cobra.Command {
 		Use:   "snapshot",
 		Short: "Record the state of every guarded file; list snapshots",
 		Args:  cobra.NoArgs,
-		RunE:  snapshotTakeUnavailable,
 	}
+	var label string
+	c.Flags().StringVar(&label, "label", "", "a name for the snapshot")
+	c.RunE = func(cmd *cobra.Command, args []string) error { return runSnapshotTake(cmd.OutOrStdout(), label) }
 	c.AddCommand(newSnapshotListCommand())
 	return c
-}
-
-func snapshotTakeUnavailable(cmd *cobra.Command, args []string) error {
-	return fail(exitUsage, "list the snapshots with: aerfs snapshot list", "taking a snapshot is not available in this build")
 }
 
 type snapshotListOptions struct {

@@ -66,6 +66,7 @@ from which process writes and what it has read, never from the bytes.`,
 		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
+		newRestoreCommand(), newApproveCommand(), newRejectCommand(),
 	)
 	return root
 }
