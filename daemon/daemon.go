@@ -203,7 +203,7 @@ func (e *events) SessionEnded(s *principal.Session) {
 // connected") left at ws by a daemon that died.
 func clearStaleMount(ws string) error {
 	_, err := os.Stat(ws)
-	if err == nil || !errors.Is(err, syscall.ENOTCONN) {
+	if err == nil || !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
 		return nil
 	}
 	if err := syscall.Unmount(ws, syscall.MNT_DETACH); err != nil {

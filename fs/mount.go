@@ -48,6 +48,11 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 			// Extended attributes pass through: security.capability
 			// must reach the backing directory for plain files.
 			DisableXAttrs: false,
+			// O_TRUNC arrives with the open that asked for it. Without
+			// this the kernel first sends a separate truncate, which for
+			// a guarded file would commit an empty version before the
+			// writer has written anything.
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
 		},
 		NullPermissions: true,
 	}

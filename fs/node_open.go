@@ -116,7 +116,6 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		if errno != 0 {
 			return nil, nil, 0, errno
 		}
-		g.dirty = true
 		g.key = keyOf(nst)
 		n.m.writeOpened(g.key)
 		return ch, g, fuse.FOPEN_DIRECT_IO, 0
