@@ -221,6 +221,9 @@ func run(o options) error {
 			// none is always measured first.
 			for i := range targets {
 				t := targets[(i+rep)%len(targets)]
+				// Start each measurement with no dirty data of the
+				// previous one still being written back.
+				syscall.Sync()
 				if err := w.fn(t, rep); err != nil {
 					return fmt.Errorf("%s on %s: %w", w.name, t.Name, err)
 				}
