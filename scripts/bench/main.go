@@ -240,6 +240,7 @@ func run(o options) error {
 		}
 	}
 
+	mach.LoadEnd = loadavg()
 	rows := b.res.finish()
 	rep := &Report{
 		Date: time.Now().UTC().Format(time.RFC3339), Machine: mach, Quick: o.quick, Runs: runs,

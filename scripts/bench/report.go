@@ -49,6 +49,19 @@ type Machine struct {
 	Filesystem string `json:"filesystem"`
 	Go         string `json:"go"`
 	Fio        string `json:"fio"`
+	// The load average before and after the run: other work on the
+	// machine shows up as noise in every column.
+	LoadStart string `json:"loadavg_start"`
+	LoadEnd   string `json:"loadavg_end"`
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func machineInfo(dir string) Machine {
@@ -72,6 +85,7 @@ func machineInfo(dir string) Machine {
 		}
 	}
 	m.Filesystem = fsOf(dir)
+	m.LoadStart = loadavg()
 	if out, err := exec.Command("fio", "--version").Output(); err == nil {
 		m.Fio = strings.TrimSpace(string(out))
 	}
@@ -278,6 +292,7 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "\naerfs benchmark, %s — %s\n", r.Date, map[bool]string{true: "QUICK (sizes reduced; not a measurement)", false: "full"}[r.Quick])
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (%s), %d MiB RAM, Linux %s, backing fs %s, %s, %s\n",
 		m.Host, m.NProc, m.CPU, m.MemMiB, m.Kernel, m.Filesystem, m.Go, m.Fio)
+	fmt.Fprintf(&b, "load average (1/5/15 min): %s at start, %s at end\n", m.LoadStart, m.LoadEnd)
 	fmt.Fprintf(&b, "sizes: fio file %s, %d small files, %d-entry tree, %d ops per latency run, source tree %s; %d runs each\n\n",
 		r.Sizes.FioFile, r.Sizes.MetaFiles, r.Sizes.TreeEntries, r.Sizes.LatencyOps, filepath.Base(r.Sizes.SourceTree), r.Runs)
 	b.WriteString("Cells: median (min–max). Ratio columns are speed: above 1× means the first target is faster.\n")
