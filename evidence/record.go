@@ -63,4 +63,35 @@ type Payload struct {
 	From    string `json:"from,omitempty"`
 	To      string `json:"to,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	// Files lists guarded files and their content: the whole guarded state
+	// for a snapshot, what changed for a restore.
+	Files []FileState `json:"files,omitempty"`
+}
+
+// FileState is one file of a snapshot or a restore.
+type FileState struct {
+	Path    string `json:"path"`
+	OldHash string `json:"old_hash,omitempty"` // content before (restore)
+	Hash    string `json:"hash,omitempty"`     // content after; "" = absent
+}
+
+// BlobRefs lists every content hash the payload refers to: each must be a
+// stored blob, and a bundle carries them all.
+func (p *Payload) BlobRefs() []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	add := func(h string) {
+		if h != "" {
+			out = append(out, h)
+		}
+	}
+	add(p.OldHash)
+	add(p.NewHash)
+	for _, f := range p.Files {
+		add(f.OldHash)
+		add(f.Hash)
+	}
+	return out
 }

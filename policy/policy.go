@@ -28,6 +28,7 @@ type Policy struct {
 	burstN      int
 	burstWindow time.Duration
 	review      map[string]bool
+	onDrift     DriftAction
 
 	classPatterns [numClasses][]string // as written, for Patterns
 }
@@ -134,11 +135,12 @@ func (p *Policy) MayContainGuarded(relDir string) bool {
 	if p.guardedFloating {
 		return true
 	}
-	ns, _, sub, hasSub := p.namespace(relDir)
+	_, _, sub, hasSub := p.namespace(relDir)
 	// A directory above a namespace root, or the sessions root itself,
 	// holds whole workspaces, whose anchored patterns apply.
-	aboveRoot := relDir == "" || ns == NSSessionsRoot ||
-		strings.HasPrefix(p.sessions, relDir+"/") || strings.HasPrefix(p.shared, relDir+"/")
+	_, aboveSessions := under(p.sessions, relDir)
+	_, aboveShared := under(p.shared, relDir)
+	aboveRoot := relDir == "" || aboveSessions || aboveShared
 	for _, r := range [...]int{rankIdentity, rankControl, rankMemory} {
 		for i := range p.byRank[r] {
 			pt := &p.byRank[r][i]
@@ -205,3 +207,17 @@ func (p *Policy) ReviewSession(id string) bool { return p.review[id] }
 // Namespaces returns the workspace-relative roots of the session and shared
 // namespaces.
 func (p *Policy) Namespaces() (sessions, shared string) { return p.sessions, p.shared }
+
+// DriftAction says what aerfs does when a guarded file changed behind its
+// back (in the backing directory, not through the mount).
+type DriftAction uint8
+
+const (
+	// DriftRecord records the drift and labels the file EXTERNAL.
+	DriftRecord DriftAction = iota
+	// DriftRestore also puts back the last version aerfs committed.
+	DriftRestore
+)
+
+// OnDrift is the policy's drift action.
+func (p *Policy) OnDrift() DriftAction { return p.onDrift }
