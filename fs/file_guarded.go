@@ -42,7 +42,7 @@ type guardedFile struct {
 	// flush would publish a version nobody meant. The truncation alone is
 	// committed at release, if nothing was written by then.
 	truncated bool
-	closed  bool
+	closed    bool
 	// writers are the processes other than the opener that wrote through
 	// this handle (a descriptor inherited or passed over a socket). Each
 	// of them must be allowed at commit too.
@@ -191,7 +191,9 @@ func (g *guardedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse
 
 func (g *guardedFile) Flush(ctx context.Context) syscall.Errno { return g.commit(ctx, false) }
 
-func (g *guardedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno { return g.commit(ctx, false) }
+func (g *guardedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return g.commit(ctx, false)
+}
 
 func (g *guardedFile) Release(ctx context.Context) syscall.Errno {
 	errno := g.commit(ctx, true)
