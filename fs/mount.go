@@ -52,7 +52,7 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 			// this the kernel first sends a separate truncate, which for
 			// a guarded file would commit an empty version before the
 			// writer has written anything.
-			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | killprivV2,
 		},
 		NullPermissions: true,
 	}

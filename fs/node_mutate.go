@@ -360,7 +360,13 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	if errno != 0 {
 		return errno
 	}
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+		// A truncate or chown by an unprivileged caller (the kernel asks,
+		// having left set-ID clearing to the filesystem).
+		n.m.killSUIDGID(ctx, rel, st)
+	}
 	rest := *in
+	rest.Valid &^= fuse.FATTR_KILL_SUIDGID
 	if sizeSet && (staged || t.Class.Guarded()) {
 		if staged {
 			if errno := g.Setattr(ctx, &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: sz}}, out); errno != 0 {

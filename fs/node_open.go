@@ -73,6 +73,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if errno != 0 || op != policy.OpWrite {
 		return fh, fl, errno
 	}
+	n.m.killSUIDGID(ctx, rel, st)
 	return n.m.plainWriter(res, rel, fh, st, l, flags&syscall.O_TRUNC != 0), fl, 0
 }
 
@@ -120,6 +121,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		n.m.writeOpened(g.key)
 		return ch, g, fuse.FOPEN_DIRECT_IO, 0
 	}
+	n.m.killSUIDGID(ctx, rel, st)
 	return ch, n.m.plainWriter(res, rel, fh, nst, l, true), fl, 0
 }
 
