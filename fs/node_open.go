@@ -100,10 +100,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	if isSensitive(t.Class, t.Namespace) {
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
-	}
+	setEntryTimeouts(out, t.Class, t.Namespace)
 	nst, err := n.m.lstatRel(rel)
 	if err != nil {
 		fh.(gofs.FileReleaser).Release(ctx)
