@@ -161,6 +161,7 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 	}
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
+	s.m.FlushLog()
 	x, err := snapshot.Load(s.stateDir)
 	if err != nil {
 		return &Response{Error: "cannot read the log: " + err.Error()}
@@ -275,6 +276,7 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	}
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
+	s.m.FlushLog()
 	x, err := snapshot.Load(s.stateDir)
 	if err != nil {
 		return &Response{Error: "cannot read the log: " + err.Error()}
@@ -338,6 +340,7 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess *principal.Session) {
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
+	m.FlushLog()
 	x, err := snapshot.Load(stateDir)
 	if err != nil {
 		log.Error().Err(err).Msg("burst rollback: cannot read the log")

@@ -113,6 +113,13 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 	switch req.Op {
 	case "ping":
 		return &Response{OK: true}
+	case "sync":
+		// Readers of the log (aerfs log, pending, history …) ask first,
+		// so that they see the verdicts queued for the next group commit.
+		if err := s.m.FlushLog(); err != nil {
+			return &Response{Error: err.Error()}
+		}
+		return &Response{OK: true}
 	case "register":
 		return s.register(pid, req)
 	case "taint":

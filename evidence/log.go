@@ -55,6 +55,24 @@ type appendReq struct {
 	id    [32]byte
 	rec   *Record
 	err   chan error
+	// barrier requests carry no record: they are answered once everything
+	// queued before them is durable and checkpointed.
+	barrier bool
+}
+
+// Flush returns once every record queued before the call (AppendAsync
+// included) is durable and covered by the checkpoint, so that readers see
+// it.
+func (l *Log) Flush() error {
+	req := &appendReq{barrier: true, err: make(chan error, 1)}
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return ErrClosed
+	}
+	l.reqs <- req
+	l.sendMu.RUnlock()
+	return <-req.err
 }
 
 // Open opens stateDir's evidence log for appending. It takes the
@@ -144,6 +162,46 @@ func Open(stateDir string) (*Log, error) {
 // must already be in the log and payload hashes must name stored blobs.
 // Concurrent callers share fsyncs (group commit).
 func (l *Log) Append(r *Record) (string, error) {
+	req, err := l.enqueue(r)
+	if err != nil {
+		return "", err
+	}
+	if err := <-req.err; err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(req.id[:]), nil
+}
+
+// AppendAsync queues r like Append and returns its id at once, without
+// waiting for the record to be durable: it is written and synced with the
+// next group commit, in order with every other record, typically within
+// a millisecond. It is for records whose syscall must not wait for a disk
+// flush (a refused open); a crash in that window can lose such a record,
+// never one written with Append. An error found at commit is passed to
+// onErr (which may be nil).
+func (l *Log) AppendAsync(r *Record, onErr func(error)) (string, error) {
+	req, err := l.enqueue(r)
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		if err := <-req.err; err != nil && onErr != nil {
+			onErr(err)
+		}
+	}()
+	return hex.EncodeToString(req.id[:]), nil
+}
+
+// HasBlob reports whether content with this hash is stored.
+func (l *Log) HasBlob(hash string) bool {
+	if !IsHash(hash) {
+		return false
+	}
+	_, err := os.Stat(l.blobPath(hash))
+	return err == nil
+}
+
+func (l *Log) enqueue(r *Record) (*appendReq, error) {
 	if r.Version == 0 {
 		r.Version = RecordVersion
 	}
@@ -158,13 +216,13 @@ func (l *Log) Append(r *Record) (string, error) {
 	}
 	canon, err := r.Canonical()
 	if err != nil {
-		return "", fmt.Errorf("evidence: append: %w", err)
+		return nil, fmt.Errorf("evidence: append: %w", err)
 	}
 	if p := r.Payload; p != nil {
 		for _, h := range p.BlobRefs() {
 			if h != "" {
 				if _, err := os.Stat(l.blobPath(h)); err != nil {
-					return "", fmt.Errorf("evidence: append: payload names blob %s, which is not stored (PutBlob first)", h)
+					return nil, fmt.Errorf("evidence: append: payload names blob %s, which is not stored (PutBlob first)", h)
 				}
 			}
 		}
@@ -173,14 +231,11 @@ func (l *Log) Append(r *Record) (string, error) {
 	l.sendMu.RLock()
 	if l.closed {
 		l.sendMu.RUnlock()
-		return "", ErrClosed
+		return nil, ErrClosed
 	}
 	l.reqs <- req
 	l.sendMu.RUnlock()
-	if err := <-req.err; err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(req.id[:]), nil
+	return req, nil
 }
 
 // committer owns all writes. It takes whatever is queued, writes it as one
@@ -220,7 +275,19 @@ func (l *Log) commit(batch []*appendReq) {
 	end := l.logEnd
 	n := l.n
 	l.hashes.pending = l.hashes.pending[:0]
+	var barriers []*appendReq
+	defer func() {
+		// Everything before a barrier was in this batch or an earlier one,
+		// and those are done when commit returns.
+		for _, b := range barriers {
+			b.err <- l.broken
+		}
+	}()
 	for _, r := range batch {
+		if r.barrier {
+			barriers = append(barriers, r)
+			continue
+		}
 		if err := l.admit(r, local); err != nil {
 			r.err <- err
 			continue
@@ -257,14 +324,19 @@ func (l *Log) commit(batch []*appendReq) {
 		l.logEnd = end
 		l.hashes.n += int64(len(l.hashes.pending))
 		l.hashes.pending = l.hashes.pending[:0]
+		// Readers (aerfs log, the daemon's own index) see what the
+		// checkpoint covers: sign it before answering, so that whoever
+		// appended reads its own record.
 		err = l.writeCheckpointLocked()
-	} else {
-		l.hashes.pending = l.hashes.pending[:0]
-		l.broken = fmt.Errorf("evidence: log write failed, reopen to recover: %w", err)
-		err = l.broken
+		for _, r := range accepted {
+			r.err <- err
+		}
+		return
 	}
+	l.hashes.pending = l.hashes.pending[:0]
+	l.broken = fmt.Errorf("evidence: log write failed, reopen to recover: %w", err)
 	for _, r := range accepted {
-		r.err <- err
+		r.err <- l.broken
 	}
 }
 

@@ -294,34 +294,67 @@ func (m *Monitor) keepInQuarantine(r *evidence.Record, rel, newHash string) sysc
 // the previous version, replace atomically, record durably.
 func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel string, staged *os.File) syscall.Errno {
 	st, _ := m.lstatRel(rel)
-	t, _ := m.target(rel, st)
+	t, l := m.target(rel, st)
 	subj := res.Subject()
 	v := m.decideCommit(res, subj, t)
 	if !v.Allow {
 		return m.quarantine(res, subj, rel, staged, v)
 	}
-	newHash, err := m.rec.PutBlobFile(fdPath(staged))
-	if err != nil {
-		m.log.Error().Err(err).Msg("cannot store staged content")
-		return syscall.EIO
-	}
+	var err error
 	if subj.Session != "" && m.Policy().ReviewSession(subj.Session) {
 		// The policy wants the owner to see this session's changes first.
+		newHash, err := m.rec.PutBlobFile(fdPath(staged))
+		if err != nil {
+			return syscall.EIO
+		}
 		r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
 		r.Meta.Rule, r.Meta.Reason = "RR-review", "the policy sends this session's changes to the owner for review"
 		return m.keepInQuarantine(r, rel, newHash)
 	}
+	// The previous version: usually stored already (it was the new
+	// content of the last commit, and the label still binds it).
 	oldHash := ""
 	if st != nil {
-		if oldHash, err = m.rec.PutBlobFile(m.rootPath + "/" + rel); err != nil {
+		if l != nil && l.Hash != "" && l.fingerprintMatches(st) && m.rec.HasBlob(l.Hash) {
+			oldHash = l.Hash
+		} else if oldHash, err = m.putBlobRel(rel); err != nil {
 			return syscall.EIO
 		}
 	}
+	// Store the new content as a blob while the replacement is written
+	// next to the file: the two flushes overlap.
+	type blobResult struct {
+		hash string
+		err  error
+	}
+	blobc := make(chan blobResult, 1)
+	go func() {
+		h, err := m.rec.PutBlobFile(fdPath(staged))
+		blobc <- blobResult{h, err}
+	}()
+	newHash := ""
+	if h, err := hashReader(staged); err == nil {
+		newHash = h
+	}
 	m.expect(rel, newHash)
-	if errno := m.replace(rel, staged, st); errno != 0 {
+	errno := m.replace(rel, staged, st)
+	b := <-blobc
+	if b.err != nil {
+		m.log.Error().Err(b.err).Msg("cannot store staged content")
+		if errno == 0 {
+			// Nothing changes without its record: put the previous
+			// version back.
+			if _, err := m.SetContent(rel, oldHash); err != nil {
+				m.log.Error().Err(err).Str("path", rel).Msg("cannot put the previous version back")
+			}
+			errno = syscall.EIO
+		}
+	}
+	if errno != 0 {
 		m.expect(rel, oldHash)
 		return errno
 	}
+	newHash = b.hash
 	m.Stats.Committed.Add(1)
 	nst, _ := m.lstatRel(rel)
 	return m.recordWrite(res, subj, rel, oldHash, newHash, nst, v)
@@ -419,6 +452,15 @@ func hashFile(p string) (string, error) {
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashReader hashes f from its start with pread, leaving its offset alone.
+func hashReader(f *os.File) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

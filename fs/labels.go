@@ -173,8 +173,9 @@ func (s *LabelStore) Set(k fileKey, l *Label) error {
 	b = append(b, '\n')
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	prev := s.m[k]
 	if l == nil {
-		if _, ok := s.m[k]; !ok {
+		if prev == nil {
 			return nil
 		}
 		delete(s.m, k)
@@ -188,6 +189,13 @@ func (s *LabelStore) Set(k fileKey, l *Label) error {
 	s.dirty++
 	if s.dirty > 4*len(s.m)+1024 {
 		return s.compact()
+	}
+	// A label that carries taint (or removes one that did) must survive a
+	// crash: losing it would clean a file nobody cleaned. A clean label
+	// (a trusted writer's guarded file) only saves work; it is synced with
+	// the next tainted one, or at close.
+	if l.Clean() && prev.Clean() {
+		return nil
 	}
 	return s.f.Sync()
 }

@@ -53,7 +53,13 @@ type Recorder interface {
 	PutBlob(data []byte) (string, error)
 	PutBlobFile(path string) (string, error)
 	Blob(hash string) ([]byte, error)
+	AppendAsync(r *evidence.Record, onErr func(error)) (string, error)
+	HasBlob(hash string) bool
+	Flush() error
 }
+
+// FlushLog makes every record queued so far durable and visible to readers.
+func (m *Monitor) FlushLog() error { return m.rec.Flush() }
 
 // reservedPrefix names aerfs's own temporary files in the backing
 // directory during a commit; they cannot be looked up or created through
@@ -343,17 +349,21 @@ func taintNames(t policy.Taint) []string {
 	return n
 }
 
-// record appends r; a failure to record is logged loudly. Callers that must
-// not proceed without a durable record use mustRecord.
+// record queues r for the next group commit without waiting for it to be
+// durable: verdicts and taint notes, which must not add a disk flush to the
+// syscall that caused them. Changes to guarded files use mustRecord.
 func (m *Monitor) record(r *evidence.Record) string {
-	id, err := m.mustRecord(r)
+	m.fillRecord(r)
+	id, err := m.rec.AppendAsync(r, func(err error) {
+		m.log.Error().Err(err).Str("type", r.Type).Msg("evidence append failed")
+	})
 	if err != nil {
 		m.log.Error().Err(err).Str("type", r.Type).Msg("evidence append failed")
 	}
 	return id
 }
 
-func (m *Monitor) mustRecord(r *evidence.Record) (string, error) {
+func (m *Monitor) fillRecord(r *evidence.Record) {
 	if r.Parents == nil {
 		r.Parents = []string{}
 	}
@@ -363,6 +373,11 @@ func (m *Monitor) mustRecord(r *evidence.Record) (string, error) {
 	if r.Meta.Time == "" {
 		r.Meta.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	}
+}
+
+// mustRecord appends r and returns once it is durable.
+func (m *Monitor) mustRecord(r *evidence.Record) (string, error) {
+	m.fillRecord(r)
 	return m.rec.Append(r)
 }
 

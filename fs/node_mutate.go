@@ -524,7 +524,10 @@ func (m *Monitor) recordChange(res *principal.Resolved, typ, rel string, p *evid
 		Parents: m.parentsFor(res, rel),
 		Meta: evidence.Meta{Path: rel, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
 			Session: subj.Session}, Payload: p}
-	id := m.record(r)
+	id, err := m.mustRecord(r)
+	if err != nil {
+		m.log.Error().Err(err).Str("type", typ).Msg("evidence append failed")
+	}
 	m.mu.Lock()
 	if typ == evidence.TypeRename && p != nil {
 		delete(m.lastRec, p.From)

@@ -173,13 +173,11 @@ func (m *Monitor) plainWriter(res *principal.Resolved, rel string, fh gofs.FileH
 		if labelForWriter(subj) != nil {
 			// The provenance DAG reaches plain files through this record:
 			// whoever reads the file later names it as a parent.
-			id, err := m.mustRecord(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+			id := m.record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
 				Taint: taintNames(nl.Taint), Parents: m.parentsFor(res, rel),
 				Meta: evidence.Meta{Path: rel, Op: "open", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 					UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "written by a labelled writer"}})
-			if err == nil {
-				nl.Record = id
-			}
+			nl.Record = id
 		}
 	}
 	if err := m.Labels.Set(k, nl); err != nil {

@@ -68,6 +68,7 @@ func newExportCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			syncLog(t.stateDir)
 			m, err := evidence.Export(t.stateDir, evidence.Filter{Since: since, Session: o.session, Path: o.path}, out)
 			if err != nil {
 				return err
@@ -124,6 +125,7 @@ func runVerify(out io.Writer, args []string, key string) error {
 		if ferr != nil {
 			return ferr
 		}
+		syncLog(t.stateDir)
 		rep, err = evidence.VerifyState(t.stateDir, key)
 	}
 	if err != nil {

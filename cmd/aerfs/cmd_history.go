@@ -100,6 +100,7 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 
 // recoveryIndex reads the whole evidence log into a snapshot index.
 func recoveryIndex(stateDir string) (*snapshot.Index, error) {
+	syncLog(stateDir)
 	x, err := snapshot.Load(stateDir)
 	if err != nil {
 		return nil, fail(exitError, "check it with: aerfs verify --state "+stateDir,

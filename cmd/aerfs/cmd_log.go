@@ -86,6 +86,7 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 		_, err := fmt.Fprintln(out, formatRecord(idx, r))
 		return err
 	}
+	syncLog(t.stateDir)
 	if !o.follow {
 		return evidence.ReadAll(t.stateDir, print)
 	}

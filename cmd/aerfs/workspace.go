@@ -110,3 +110,10 @@ func call(t *target, req daemon.Request) (*daemon.Response, error) {
 	}
 	return resp, nil
 }
+
+// syncLog asks the daemon, if one serves this state directory, to make the
+// records it has queued durable, so that a reader sees the verdicts of
+// operations that just returned. Without a daemon the log is complete.
+func syncLog(stateDir string) {
+	daemon.Call(stateDir, daemon.Request{Op: "sync"})
+}
