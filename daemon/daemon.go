@@ -84,7 +84,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	defer syscall.Close(rootFd)
 
+	// A daemon that was just killed may still hold the log's lock for a
+	// moment while the kernel tears it down.
 	elog, err := evidence.Open(o.StateDir)
+	for i := 0; err != nil && strings.Contains(err.Error(), "in use") && i < 30; i++ {
+		time.Sleep(100 * time.Millisecond)
+		elog, err = evidence.Open(o.StateDir)
+	}
 	if err != nil {
 		return err
 	}
@@ -317,9 +323,26 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	if err != nil {
 		return fmt.Errorf("cannot read the guarded files: %w", err)
 	}
-	prev, err := lastKnownState(o.StateDir)
+	prev, before, err := lastKnownState(o.StateDir)
 	if err != nil {
 		return err
+	}
+	// A write recorded but not applied (the daemon died between its
+	// record and its rename) is completed: the log says it happened.
+	for p, h := range prev {
+		if old, ok := before[p]; ok && cur[p] == old && h != old {
+			if _, err := m.SetContent(p, h); err != nil {
+				return fmt.Errorf("completing the recorded write of %s: %w", p, err)
+			}
+			cur[p] = h
+			if _, err := m.Record(&evidence.Record{Type: evidence.TypeRecovery, Principal: policy.Sys.String(),
+				Meta: evidence.Meta{Path: p, Op: "complete-write", Verdict: "allow", UID: uint32(os.Getuid()),
+					Reason: "a write was recorded but not applied before a crash: completed at mount"},
+				Payload: &evidence.Payload{OldHash: old, NewHash: h}}); err != nil {
+				return err
+			}
+			o.Log.Warn().Str("path", p).Msg("completed a recorded write interrupted by a crash")
+		}
 	}
 	// A file the log never saw predates aerfs (or this log): believe it.
 	union := map[string]string{}

@@ -4,15 +4,23 @@ import (
 	"github.com/aerfs/aerfs/evidence"
 )
 
-// lastKnownState is what the log says the guarded files held last.
-func lastKnownState(stateDir string) (map[string]string, error) {
+// lastKnownState is what the log says the guarded files held last, and,
+// for a path whose last record is a write, the content it replaced: a
+// crash between a write's record and its rename leaves the file at that
+// older content, and the next mount completes the write.
+func lastKnownState(stateDir string) (map[string]string, map[string]string, error) {
 	st := map[string]string{}
+	before := map[string]string{}
 	err := evidence.ReadAll(stateDir, func(_ int64, _ string, r *evidence.Record) error {
 		p := r.Payload
 		switch r.Type {
 		case evidence.TypeWrite, evidence.TypeDrift:
 			if p != nil && p.NewHash != "" {
 				st[r.Meta.Path] = p.NewHash
+				if r.Type == evidence.TypeWrite {
+					before[r.Meta.Path] = p.OldHash
+					return nil
+				}
 			}
 		case evidence.TypeDelete:
 			st[r.Meta.Path] = ""
@@ -38,7 +46,16 @@ func lastKnownState(stateDir string) (map[string]string, error) {
 				}
 			}
 		}
+		delete(before, r.Meta.Path)
+		if p != nil {
+			for _, f := range p.Files {
+				delete(before, f.Path)
+			}
+			if p.From != "" {
+				delete(before, p.From)
+			}
+		}
 		return nil
 	})
-	return st, err
+	return st, before, err
 }

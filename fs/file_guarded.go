@@ -293,6 +293,7 @@ func (m *Monitor) keepInQuarantine(r *evidence.Record, rel, newHash string) sysc
 // commitFrom is the one place where guarded content changes: decide, keep
 // the previous version, replace atomically, record durably.
 func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel string, staged *os.File) syscall.Errno {
+	defer m.changing(rel)()
 	st, _ := m.lstatRel(rel)
 	t, l := m.target(rel, st)
 	subj := res.Subject()
@@ -337,32 +338,39 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 		newHash = h
 	}
 	m.expect(rel, newHash)
-	errno := m.replace(rel, staged, st)
-	b := <-blobc
-	if b.err != nil {
-		m.log.Error().Err(b.err).Msg("cannot store staged content")
-		if errno == 0 {
-			// Nothing changes without its record: put the previous
-			// version back.
-			if _, err := m.SetContent(rel, oldHash); err != nil {
-				m.log.Error().Err(err).Str("path", rel).Msg("cannot put the previous version back")
-			}
-			errno = syscall.EIO
+	var id string
+	errno := m.replaceThen(rel, staged, st, func() syscall.Errno {
+		b := <-blobc
+		if b.err != nil {
+			m.log.Error().Err(b.err).Msg("cannot store staged content")
+			return syscall.EIO
 		}
-	}
+		newHash = b.hash
+		var errno syscall.Errno
+		id, errno = m.appendWrite(res, subj, rel, oldHash, newHash, v)
+		return errno
+	})
 	if errno != 0 {
 		m.expect(rel, oldHash)
 		return errno
 	}
-	newHash = b.hash
 	m.Stats.Committed.Add(1)
 	nst, _ := m.lstatRel(rel)
-	return m.recordWrite(res, subj, rel, oldHash, newHash, nst, v)
+	return m.bindWrite(subj, rel, newHash, id, nst)
 }
 
-// recordWrite appends the write record (durable before the syscall returns)
-// and binds the file's new label to it.
+// recordWrite records a write that has already happened (a rename onto a
+// guarded name) and binds the file's new label to it.
 func (m *Monitor) recordWrite(res *principal.Resolved, subj policy.Subject, rel, oldHash, newHash string, nst *syscall.Stat_t, v policy.Verdict) syscall.Errno {
+	id, errno := m.appendWrite(res, subj, rel, oldHash, newHash, v)
+	if errno != 0 {
+		return errno
+	}
+	return m.bindWrite(subj, rel, newHash, id, nst)
+}
+
+// appendWrite makes the write record durable.
+func (m *Monitor) appendWrite(res *principal.Resolved, subj policy.Subject, rel, oldHash, newHash string, v policy.Verdict) (string, syscall.Errno) {
 	r := &evidence.Record{
 		Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
 		Parents: m.parentsFor(res, rel),
@@ -373,8 +381,14 @@ func (m *Monitor) recordWrite(res *principal.Resolved, subj policy.Subject, rel,
 	id, err := m.mustRecord(r)
 	if err != nil {
 		m.log.Error().Err(err).Msg("write record not durable")
-		return syscall.EIO
+		return "", syscall.EIO
 	}
+	return id, 0
+}
+
+// bindWrite points the path at its new version's record and binds the
+// file's label to the new content.
+func (m *Monitor) bindWrite(subj policy.Subject, rel, newHash, id string, nst *syscall.Stat_t) syscall.Errno {
 	m.mu.Lock()
 	m.lastRec[rel] = id
 	if nst != nil {
@@ -399,6 +413,14 @@ func (m *Monitor) recordWrite(res *principal.Resolved, subj policy.Subject, rel,
 // backing directory, gives it the old file's mode and owner, fsyncs it and
 // renames it over rel, then fsyncs the directory.
 func (m *Monitor) replace(rel string, staged *os.File, old *syscall.Stat_t) syscall.Errno {
+	return m.replaceThen(rel, staged, old, nil)
+}
+
+// replaceThen is replace with a step between the temporary file being
+// durable and the rename that publishes it: a commit makes its record
+// durable there, so that no file ever holds content the log has not
+// recorded. A step that fails aborts the replacement.
+func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, beforeRename func() syscall.Errno) syscall.Errno {
 	dir, name := path.Split(rel)
 	dfd, err := m.openDir(strings.TrimSuffix(dir, "/"))
 	if err != nil {
@@ -435,7 +457,14 @@ func (m *Monitor) replace(rel string, staged *os.File, old *syscall.Stat_t) sysc
 	if err := out.Sync(); err != nil {
 		return gofs.ToErrno(err)
 	}
+	if beforeRename != nil {
+		if errno := beforeRename(); errno != 0 {
+			return errno
+		}
+	}
 	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		// Recorded but not applied: the next mount completes it.
+		m.log.Error().Err(err).Str("path", rel).Msg("recorded write not applied; it is completed at the next mount")
 		return gofs.ToErrno(err)
 	}
 	ok = true

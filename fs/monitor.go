@@ -83,6 +83,7 @@ type Monitor struct {
 	reads    map[string][]string // session (or process) → records of labelled files it read
 	writers  map[fileKey]int     // inodes open for writing through the mount
 	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
+	inflight map[string]int      // guarded paths aerfs is changing right now
 
 	Stats Stats
 

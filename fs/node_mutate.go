@@ -176,6 +176,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		}
 	}
 	if t.Class.Guarded() {
+		defer n.m.changing(rel)()
 		n.m.expect(rel, "")
 	}
 	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
@@ -239,6 +240,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	// The drift watcher sees this rename in the backing directory: say
 	// beforehand what the names will hold.
+	defer n.m.changing(src)()
+	defer n.m.changing(dst)()
 	if c, _, _ := n.m.Policy().Classify(src); c.Guarded() {
 		if flags&unix.RENAME_EXCHANGE != 0 {
 			n.m.expect(src, oldHash)

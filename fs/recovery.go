@@ -31,6 +31,26 @@ func (m *Monitor) expect(rel, hash string) {
 	m.mu.Unlock()
 }
 
+// changing marks rel as being changed by aerfs until the returned func is
+// called: the drift watcher must not compare a file with its expected
+// content in the middle of aerfs's own change (the rename that publishes
+// it will wake the watcher again).
+func (m *Monitor) changing(rel string) func() {
+	m.mu.Lock()
+	if m.inflight == nil {
+		m.inflight = map[string]int{}
+	}
+	m.inflight[rel]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.inflight[rel]--; m.inflight[rel] <= 0 {
+			delete(m.inflight, rel)
+		}
+		m.mu.Unlock()
+	}
+}
+
 // Expected returns the content aerfs last gave rel, and whether it knows.
 func (m *Monitor) Expected(rel string) (string, bool) {
 	m.mu.Lock()
@@ -105,6 +125,7 @@ func (m *Monitor) SetContent(rel, h string) (string, error) {
 	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
 		return "", fmt.Errorf("bad path %q", rel)
 	}
+	defer m.changing(rel)()
 	old, err := m.HashRel(rel)
 	if err != nil {
 		return "", err
@@ -179,6 +200,12 @@ type Drift struct {
 // CheckDrift compares rel with what aerfs last gave it. A drifted file's
 // label becomes EXTERNAL: whoever reads it inherits UNTRUSTED.
 func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
+	m.mu.Lock()
+	busy := m.inflight[rel] > 0
+	m.mu.Unlock()
+	if busy {
+		return nil, nil
+	}
 	want, known := m.Expected(rel)
 	if !known {
 		return nil, nil
