@@ -47,6 +47,10 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 			// a guarded file would commit an empty version before the
 			// writer has written anything.
 			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | killprivV2,
+			// The kernel enforces POSIX ACLs of the backing files (with
+			// default_permissions, mode bits alone otherwise) and caches
+			// them per inode: one round trip per file, not one per ls -l.
+			EnableAcl: true,
 		},
 		NullPermissions: true,
 	}

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,7 +18,15 @@ import (
 type Node struct {
 	*gofs.LoopbackNode
 	m *Monitor
+
+	xattrs atomic.Int32 // xattrUnknown, xattrNone or xattrSome
 }
+
+const (
+	xattrUnknown = iota
+	xattrNone
+	xattrSome
+)
 
 // Every interface Node implements, in one place: a missing override would
 // silently fall through to the unguarded loopback.
@@ -137,7 +146,15 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 		}
 	}
 	fh, fl, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
-	if errno != 0 || ns != policy.NSSessionsRoot {
+	if errno != 0 {
+		return fh, fl, errno
+	}
+	if ns == policy.NSNone && c == policy.Plain {
+		// The kernel may keep a plain directory's listing: it changes only
+		// through this mount, and the kernel drops the cache when it does.
+		return fh, fl | fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	}
+	if ns != policy.NSSessionsRoot {
 		return fh, fl, errno
 	}
 	subj := n.m.caller(ctx).Subject()

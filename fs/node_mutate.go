@@ -433,6 +433,7 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if errno := n.xattrCheck(ctx); errno != 0 {
 		return errno
 	}
+	n.xattrs.Store(xattrUnknown)
 	errno := n.LoopbackNode.Setxattr(ctx, attr, data, flags)
 	n.m.rebind(n.rel())
 	return errno
@@ -442,6 +443,7 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if errno := n.xattrCheck(ctx); errno != 0 {
 		return errno
 	}
+	n.xattrs.Store(xattrUnknown)
 	errno := n.LoopbackNode.Removexattr(ctx, attr)
 	n.m.rebind(n.rel())
 	return errno
@@ -455,7 +457,26 @@ func (n *Node) xattrCheck(ctx context.Context) syscall.Errno {
 	return errno
 }
 
+// Getxattr answers "no such attribute" from memory for a file known to
+// have no extended attributes at all. `ls -l` asks for two per entry
+// (security.selinux, system.posix_acl_access) and the kernel caches none of
+// the answers; the first one lists the file's attributes once, later ones
+// cost no system call. Setting or removing an attribute through the mount
+// forgets what was learned.
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	switch n.xattrs.Load() {
+	case xattrNone:
+		return 0, syscall.ENODATA
+	case xattrUnknown:
+		sz, errno := n.LoopbackNode.Listxattr(ctx, nil)
+		switch {
+		case errno == 0 && sz == 0:
+			n.xattrs.Store(xattrNone)
+			return 0, syscall.ENODATA
+		case errno == 0:
+			n.xattrs.Store(xattrSome)
+		}
+	}
 	return n.LoopbackNode.Getxattr(ctx, attr, dest)
 }
 
