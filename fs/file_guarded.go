@@ -427,6 +427,12 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 		return gofs.ToErrno(err)
 	}
 	defer unix.Close(dfd)
+	if old != nil && old.Nlink > 1 {
+		// The file has several names: a rename would split them. Write in
+		// place instead (still staged and decided first, but not atomic
+		// against a crash mid-write).
+		return m.rewriteInPlace(dfd, name, rel, staged, beforeRename)
+	}
 	mode := uint32(0o644)
 	if old != nil {
 		mode = old.Mode & 0o7777
@@ -453,6 +459,7 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 	if old != nil {
 		unix.Fchown(fd, int(old.Uid), int(old.Gid))
 		unix.Fchmod(fd, mode)
+		copyXattrs(dfd, name, fd)
 	}
 	if err := out.Sync(); err != nil {
 		return gofs.ToErrno(err)
@@ -468,7 +475,70 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 		return gofs.ToErrno(err)
 	}
 	ok = true
+	if old != nil {
+		// The replaced inode is gone: its label must not greet the next
+		// file that gets its number.
+		m.forgetInode(keyOf(old))
+	}
 	return gofs.ToErrno(unix.Fsync(dfd))
+}
+
+// rewriteInPlace gives the existing inode the staged content.
+func (m *Monitor) rewriteInPlace(dfd int, name, rel string, staged *os.File, beforeRename func() syscall.Errno) syscall.Errno {
+	if beforeRename != nil {
+		if errno := beforeRename(); errno != 0 {
+			return errno
+		}
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	out := os.NewFile(uintptr(fd), rel)
+	defer out.Close()
+	if _, err := staged.Seek(0, io.SeekStart); err != nil {
+		return gofs.ToErrno(err)
+	}
+	n, err := io.Copy(out, staged)
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	if err := out.Truncate(n); err != nil {
+		return gofs.ToErrno(err)
+	}
+	return gofs.ToErrno(out.Sync())
+}
+
+// copyXattrs gives the new file (fd) the extended attributes of the file
+// it replaces (name in dfd): a commit changes content, not attributes.
+func copyXattrs(dfd int, name string, fd int) {
+	src, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(src)
+	sz, err := unix.Flistxattr(src, nil)
+	if err != nil || sz <= 0 {
+		return
+	}
+	names := make([]byte, sz)
+	if sz, err = unix.Flistxattr(src, names); err != nil {
+		return
+	}
+	for _, attr := range strings.Split(strings.TrimRight(string(names[:sz]), "\x00"), "\x00") {
+		if attr == "" {
+			continue
+		}
+		vsz, err := unix.Fgetxattr(src, attr, nil)
+		if err != nil {
+			continue
+		}
+		val := make([]byte, vsz)
+		if vsz, err = unix.Fgetxattr(src, attr, val); err != nil {
+			continue
+		}
+		unix.Fsetxattr(fd, attr, val[:vsz], 0)
+	}
 }
 
 func fdPath(f *os.File) string { return fmt.Sprintf("/proc/self/fd/%d", f.Fd()) }

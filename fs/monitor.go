@@ -238,8 +238,15 @@ func (m *Monitor) effectiveLabel(st *syscall.Stat_t, rel string) *Label {
 	if l.fingerprintMatches(st) || m.openForWrite(k) {
 		return l
 	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		// Labels are for regular files: this one belongs to an earlier
+		// file whose inode number was reused. Never open a FIFO or a
+		// device to hash it.
+		m.Labels.Set(k, nil)
+		return nil
+	}
 	if l.Hash != "" {
-		if h, err := hashFile(m.rootPath + "/" + rel); err == nil && h == l.Hash {
+		if h, err := m.hashRel(rel); err == nil && h == l.Hash {
 			l.bindFingerprint(st)
 			_ = m.Labels.Set(k, l)
 			return l
@@ -537,4 +544,18 @@ func (m *Monitor) noteDenial(res *principal.Resolved) {
 			go m.OnBurst(res.Session)
 		}
 	}
+}
+
+// hashRel hashes a regular backing file without following symlinks and
+// without blocking on anything that is not a regular file.
+func (m *Monitor) hashRel(rel string) (string, error) {
+	f, err := m.openFileRel(rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", rel)
+	}
+	return hashReader(f)
 }

@@ -257,6 +257,10 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
 		return errno
 	}
+	if dstSt != nil && dstSt.Nlink <= 1 && flags&unix.RENAME_EXCHANGE == 0 && dstSt.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		// The file renamed over is gone; its inode number will be reused.
+		n.m.forgetInode(keyOf(dstSt))
+	}
 	if res == nil {
 		return 0
 	}
