@@ -42,6 +42,9 @@ type guardedFile struct {
 	// flush would publish a version nobody meant. The truncation alone is
 	// committed at release, if nothing was written by then.
 	truncated bool
+	// created: the file did not exist before this handle created it
+	// (empty, as a placeholder); its first commit has no previous version.
+	created bool
 	closed    bool
 	// writers are the processes other than the opener that wrote through
 	// this handle (a descriptor inherited or passed over a socket). Each
@@ -226,7 +229,9 @@ func (g *guardedFile) commit(ctx context.Context, last bool) syscall.Errno {
 			return errno
 		}
 	}
-	return g.m.commitFrom(ctx, g.res, rel, g.staging)
+	created := g.created
+	g.created = false
+	return g.m.commitAs(ctx, g.res, rel, g.staging, created)
 }
 
 // commitCheck decides the commit for one writer and quarantines the staged
@@ -293,6 +298,12 @@ func (m *Monitor) keepInQuarantine(r *evidence.Record, rel, newHash string) sysc
 // commitFrom is the one place where guarded content changes: decide, keep
 // the previous version, replace atomically, record durably.
 func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel string, staged *os.File) syscall.Errno {
+	return m.commitAs(ctx, res, rel, staged, false)
+}
+
+// commitAs is commitFrom for a file that the committing handle itself
+// created (created): the empty placeholder is not a previous version.
+func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel string, staged *os.File, created bool) syscall.Errno {
 	defer m.changing(rel)()
 	st, _ := m.lstatRel(rel)
 	t, l := m.target(rel, st)
@@ -315,7 +326,7 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 	// The previous version: usually stored already (it was the new
 	// content of the last commit, and the label still binds it).
 	oldHash := ""
-	if st != nil {
+	if st != nil && !created {
 		if l != nil && l.Hash != "" && l.fingerprintMatches(st) && m.rec.HasBlob(l.Hash) {
 			oldHash = l.Hash
 		} else if oldHash, err = m.putBlobRel(rel); err != nil {

@@ -115,6 +115,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, errno
 		}
 		g.key = keyOf(nst)
+		g.created = st == nil
 		n.m.writeOpened(g.key)
 		return ch, g, fuse.FOPEN_DIRECT_IO, 0
 	}

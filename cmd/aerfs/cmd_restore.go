@@ -128,7 +128,7 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 		if o.dryRun {
 			a := blobOrEmpty(t.stateDir, st.From)
 			b := blobOrEmpty(t.stateDir, st.To)
-			fmt.Fprint(out, snapshot.Diff("a/"+st.Path, "b/"+st.Path, a, b))
+			fmt.Fprint(out, snapshot.Diff(st.Path, st.Path, a, b))
 		}
 	}
 	return nil
