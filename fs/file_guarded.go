@@ -45,7 +45,7 @@ type guardedFile struct {
 	// created: the file did not exist before this handle created it
 	// (empty, as a placeholder); its first commit has no previous version.
 	created bool
-	closed    bool
+	closed  bool
 	// writers are the processes other than the opener that wrote through
 	// this handle (a descriptor inherited or passed over a socket). Each
 	// of them must be allowed at commit too.
