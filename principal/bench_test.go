@@ -1,6 +1,7 @@
 package principal
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -46,5 +47,27 @@ func BenchmarkSubject(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		_ = res.Subject()
+	}
+}
+
+// BenchmarkResolveSessions resolves a cached caller with 1 and 1,000 live
+// sessions registered: the cost must not grow with the number of sessions.
+func BenchmarkResolveSessions(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			pol := policy.Default()
+			r := NewRegistry(uint32(os.Getuid()), func() *policy.Policy { return pol }, nil)
+			for i := 0; i < n; i++ {
+				r.sessions[fmt.Sprint("s", i)] = &Session{ID: fmt.Sprint("s", i)}
+				r.members[ProcID{Tgid: 1<<22 + i, Start: 1}] = member{sess: r.sessions[fmt.Sprint("s", i)]}
+			}
+			pid := os.Getpid()
+			r.Resolve(pid)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r.Resolve(pid)
+			}
+		})
 	}
 }

@@ -147,7 +147,7 @@ func runMicro(runs int, quick bool) ([]*Micro, error) {
 		args = append(args, "-benchtime", "200ms")
 	}
 	var pkgs []string
-	for _, p := range []string{"./policy/", "./principal/", "./evidence/"} {
+	for _, p := range []string{"./policy/", "./principal/", "./evidence/", "./fs/"} {
 		if _, err := os.Stat(p); err == nil {
 			pkgs = append(pkgs, p)
 		}
