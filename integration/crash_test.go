@@ -51,7 +51,12 @@ for n in range(100000):
 			}
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Kill once the sessions are in full swing (a slow machine or a race
+	// build needs longer than a fast one).
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.records("write", "")) < 4*sessions && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
