@@ -28,6 +28,11 @@ if ! grep -q '^ok' /tmp/aerfs-integration.log; then
   echo "integration tests failed:"; tail -n 80 /tmp/aerfs-integration.log; exit 1
 fi
 
+step "integration tests with a race-enabled daemon (a selection)"
+AERFS_RACE=1 $GO test -count=1 -timeout 8m \
+  -run 'TestUserCommitsWebRefused|TestCrashDuringGuardedWrites|TestQuarantineApproveReject|TestBurstRollsBackOnlyTheBurstingSession|TestDriftWhileMountedRecordedAndLabelledExternal|TestNamespaceNotServedFromKernelCache|TestPosix' \
+  ./integration/
+
 step "leftover mounts"
 if grep -q 'fuse.aerfs' /proc/self/mountinfo; then
   echo "aerfs mounts left behind:"; grep 'fuse.aerfs' /proc/self/mountinfo; exit 1
