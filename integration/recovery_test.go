@@ -394,3 +394,39 @@ func TestRestoreSurvivesSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+// A session the policy sends to review writes nothing directly: its
+// content waits in quarantine until the owner approves exactly it.
+func TestReviewSession(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "base\n"})
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, _ := os.ReadFile(pol)
+	edited := strings.Replace(string(b), "review_sessions: []", "review_sessions: [rev]", 1)
+	if edited == string(b) {
+		t.Fatal("cannot find review_sessions in the default policy")
+	}
+	os.WriteFile(pol, []byte(edited), 0o600)
+	e.Mount()
+	// python3 checks close(), where the commit is decided.
+	r := e.Run("USER", "rev", "python3", "-c", "f = open('MEMORY.md', 'w'); f.write('reviewed change\\n'); f.close()")
+	expectFail(t, "a review session's write is not committed", r)
+	if !strings.Contains(r.Stderr, "Permission denied") {
+		t.Fatalf("close did not report the refusal: %s", r)
+	}
+	if got := e.Read("MEMORY.md"); got != "base\n" {
+		t.Fatalf("MEMORY.md = %q before review", got)
+	}
+	expectOK(t, "another session writes directly", e.Sh("USER", "direct", "printf 'base\\n' > MEMORY.md"))
+	var items []struct {
+		ID   string `json:"id"`
+		Rule string `json:"rule"`
+	}
+	pj := e.Aerfs("pending", "--json")
+	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil || len(items) != 1 || items[0].Rule != "RR-review" {
+		t.Fatalf("pending: %v %s", err, pj.Stdout)
+	}
+	expectOK(t, "approve", e.Aerfs("approve", items[0].ID))
+	if got := e.Read("MEMORY.md"); got != "reviewed change\n" {
+		t.Fatalf("MEMORY.md = %q after approval", got)
+	}
+}
