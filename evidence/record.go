@@ -63,4 +63,14 @@ type Payload struct {
 	From    string `json:"from,omitempty"`
 	To      string `json:"to,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	// Files lists guarded files and their content: the whole guarded state
+	// for a snapshot, what changed for a restore.
+	Files []FileState `json:"files,omitempty"`
+}
+
+// FileState is one file of a snapshot or a restore.
+type FileState struct {
+	Path    string `json:"path"`
+	OldHash string `json:"old_hash,omitempty"` // content before (restore)
+	Hash    string `json:"hash,omitempty"`     // content after; "" = absent
 }

@@ -37,6 +37,29 @@ type guardedFile struct {
 	append  bool
 	dirty   bool
 	closed  bool
+	// writers are the processes other than the opener that wrote through
+	// this handle (a descriptor inherited or passed over a socket). Each
+	// of them must be allowed at commit too.
+	writers map[principal.ProcID]*principal.Resolved
+}
+
+// noteWriter remembers who wrote through the handle. Called with g.mu held.
+func (g *guardedFile) noteWriter(ctx context.Context) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok || c.Pid == 0 {
+		return
+	}
+	if g.res.Identified && int(c.Pid) == g.res.Proc.ID.Tgid {
+		return
+	}
+	res := g.m.Reg.Resolve(int(c.Pid))
+	if res.Identified && res.Proc.ID == g.res.Proc.ID {
+		return
+	}
+	if g.writers == nil {
+		g.writers = map[principal.ProcID]*principal.Resolved{}
+	}
+	g.writers[res.Proc.ID] = res
 }
 
 var (
@@ -107,6 +130,7 @@ func (g *guardedFile) Write(ctx context.Context, data []byte, off int64) (uint32
 		}
 		off = st.Size()
 	}
+	g.noteWriter(ctx)
 	n, err := g.staging.WriteAt(data, off)
 	g.dirty = true
 	return uint32(n), gofs.ToErrno(err)
@@ -122,6 +146,7 @@ func (g *guardedFile) Lseek(ctx context.Context, off uint64, whence uint32) (uin
 func (g *guardedFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.noteWriter(ctx)
 	g.dirty = true
 	return gofs.ToErrno(unix.Fallocate(int(g.staging.Fd()), mode, int64(off), int64(size)))
 }
@@ -147,6 +172,7 @@ func (g *guardedFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Er
 func (g *guardedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if sz, ok := in.GetSize(); ok {
 		g.mu.Lock()
+		g.noteWriter(ctx)
 		err := g.staging.Truncate(int64(sz))
 		g.dirty = true
 		g.mu.Unlock()
@@ -184,7 +210,47 @@ func (g *guardedFile) commit(ctx context.Context) syscall.Errno {
 	}
 	g.dirty = false
 	rel := g.node.rel()
+	for _, w := range g.writers {
+		// Every process that wrote through the handle must be allowed to
+		// write the file: a descriptor handed to a WEB process does not
+		// carry its opener's authority.
+		if errno := g.m.commitCheck(w, rel, g.staging); errno != 0 {
+			return errno
+		}
+	}
 	return g.m.commitFrom(ctx, g.res, rel, g.staging)
+}
+
+// commitCheck decides the commit for one writer and quarantines the staged
+// content when refused.
+func (m *Monitor) commitCheck(res *principal.Resolved, rel string, staged *os.File) syscall.Errno {
+	st, _ := m.lstatRel(rel)
+	t, _ := m.target(rel, st)
+	subj := res.Subject()
+	v := m.Policy().Decide(subj, policy.OpWrite, t)
+	if v.Allow {
+		return 0
+	}
+	return m.quarantine(res, subj, rel, staged, v)
+}
+
+// quarantine keeps refused content as a blob and records the refusal.
+func (m *Monitor) quarantine(res *principal.Resolved, subj policy.Subject, rel string, staged *os.File, v policy.Verdict) syscall.Errno {
+	newHash, err := m.rec.PutBlobFile(fdPath(staged))
+	if err != nil {
+		m.log.Error().Err(err).Msg("cannot store staged content")
+		return syscall.EIO
+	}
+	m.Stats.Denied.Add(1)
+	m.Stats.Quarantined.Add(1)
+	r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
+	r.Meta.Op = "commit"
+	r.Payload = &evidence.Payload{NewHash: newHash, Detail: "quarantined"}
+	if _, err := m.mustRecord(r); err != nil {
+		return syscall.EIO
+	}
+	m.log.Info().Str("path", rel).Str("rule", v.Rule.ID()).Str("blob", newHash).Msg("refused at commit; content quarantined")
+	return syscall.EACCES
 }
 
 // commitFrom is the one place where guarded content changes: decide, keep
@@ -194,22 +260,13 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 	t, _ := m.target(rel, st)
 	subj := res.Subject()
 	v := m.Policy().Decide(subj, policy.OpWrite, t)
+	if !v.Allow {
+		return m.quarantine(res, subj, rel, staged, v)
+	}
 	newHash, err := m.rec.PutBlobFile(fdPath(staged))
 	if err != nil {
 		m.log.Error().Err(err).Msg("cannot store staged content")
 		return syscall.EIO
-	}
-	if !v.Allow {
-		m.Stats.Denied.Add(1)
-		m.Stats.Quarantined.Add(1)
-		r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
-		r.Meta.Op = "commit"
-		r.Payload = &evidence.Payload{NewHash: newHash, Detail: "quarantined"}
-		if _, err := m.mustRecord(r); err != nil {
-			return syscall.EIO
-		}
-		m.log.Info().Str("path", rel).Str("rule", v.Rule.ID()).Str("blob", newHash).Msg("refused at commit; content quarantined")
-		return syscall.EACCES
 	}
 	oldHash := ""
 	if st != nil {

@@ -72,10 +72,10 @@ type Monitor struct {
 	log      zerolog.Logger
 
 	mu      sync.Mutex
-	guarded map[fileKey]string // inodes of guarded files, so a hard link is guarded too
-	lastRec map[string]string  // path → id of the record of its current version
+	guarded map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
+	lastRec map[string]string   // path → id of the record of its current version
 	reads   map[string][]string // session (or process) → records of labelled files it read
-	writers map[fileKey]int      // inodes open for writing through the mount
+	writers map[fileKey]int     // inodes open for writing through the mount
 
 	Stats Stats
 }

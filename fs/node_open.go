@@ -42,6 +42,13 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return n.LoopbackNode.Open(ctx, flags)
 	}
 	res := n.m.caller(ctx)
+	if op == policy.OpWrite && flags&syscall.O_ACCMODE == syscall.O_RDWR {
+		// A read-write open reads too: the file's taint reaches the
+		// caller before anything it writes is decided.
+		if _, errno := n.m.gate(ctx, res, policy.OpRead, rel, t, l); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
 		return nil, 0, errno
 	}

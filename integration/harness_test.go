@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,13 +79,21 @@ func fuseUnavailable() string {
 	return ""
 }
 
-// leftoverMounts lists aerfs mounts made by this test binary's workspaces.
+var (
+	envsMu sync.Mutex
+	envs   = map[string]bool{} // every workspace this test binary created
+)
+
+// leftoverMounts lists FUSE mounts still at a workspace this test binary
+// created.
 func leftoverMounts() []string {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
+	envsMu.Lock()
+	defer envsMu.Unlock()
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, "fuse.aerfs") && strings.Contains(line, "aerfs-it-") {
-			f := strings.Fields(line)
+		f := strings.Fields(line)
+		if len(f) > 4 && envs[f[4]] && strings.Contains(line, "fuse") {
 			out = append(out, f[4])
 		}
 	}
@@ -119,6 +128,9 @@ func newEnv(t testing.TB, files map[string]string) *Env {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
 	e := &Env{t: t, WS: ws, State: state}
 	e.mustAerfs("init", "--state", state, ws)
 	return e

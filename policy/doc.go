@@ -64,18 +64,43 @@
 //   - An invalid Op, Class or Namespace is refused with R9: it is a caller
 //     bug and the monitor cannot reason about it. An invalid principal is
 //     treated as unidentified and untrusted.
+//
 //   - A Target in NSSession without a session id is refused with R4.
+//
 //   - A rename or link into the shared namespace is checked like one onto a
 //     guarded name (R7): otherwise the owner's mv would be a promotion that
 //     skips the taint check.
+//
 //   - Only OpRead and OpExec propagate the label's taint; the FUSE layer
 //     decides an O_RDWR open as a read and a write.
+//
 //   - Anchored patterns also apply from each session directory and from the
 //     shared root: an agent working in sessions/<id>/ has its own skills/
 //     and .claude/, and they are as consequential as the owner's.
+//
 //   - "skills/**" matches the skills directory itself: "**" matches zero or
 //     more components, and the directory holding guarded files is where
 //     they can be renamed or removed all at once.
+//
+//   - A policy file that leaves a key out keeps the default for it, and a
+//     class it does not list keeps its default patterns: forgetting a line
+//     must not unguard SOUL.md. An explicit [] empties a list on purpose.
+//
+//   - MayContainGuarded over-approximates: with a pattern that matches at
+//     any depth (the default MEMORY.md) every directory may contain a
+//     guarded file, and the caller must look inside before an rmdir or a
+//     rename of a directory.
+//
+//   - Lower keeps the new principal on equal levels (SKILL lowered to WEB
+//     is WEB), so OriginTaint names the channel the data came through.
+//
+// # Cost
+//
+// Patterns are compiled once by Parse. Classify looks wildcard-free names
+// up in a map and matches the rest component by component without
+// allocating; "**" is matched without backtracking beyond the most recent
+// "**", so the work is bounded by pattern length times path depth, and an
+// agent cannot stall the monitor with a deep directory tree.
 //
 // # Threats answered
 //

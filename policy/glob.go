@@ -141,37 +141,43 @@ func (p *pattern) match(rel string) bool {
 	return matchSegs(p.segs, rel, rel != "")
 }
 
-// matchSegs matches the components of rest (more says whether any remain:
-// "" with more is one empty component, never produced by callers) against
-// segs. Recursion happens only at "**", so its depth is bounded by the
-// pattern.
+// matchSegs matches the components of rest (more says whether any remain)
+// against segs. It is the classic wildcard algorithm lifted to path
+// components: each segment other than "**" consumes exactly one component,
+// so on a mismatch it is enough to let the most recent "**" absorb one more
+// component. That bounds the work by len(segs) × the path's depth, whatever
+// the patterns and however deep the paths an adversary creates.
 func matchSegs(segs []segment, rest string, more bool) bool {
-	for ; len(segs) > 0; segs = segs[1:] {
-		if segs[0].kind == segStarStar {
-			segs = segs[1:]
-			if len(segs) == 0 {
+	si := 0
+	star := -1 // index after the last "**" seen, or -1
+	var (
+		starRest string
+		starMore bool
+	)
+	for {
+		if si < len(segs) && segs[si].kind == segStarStar {
+			si++
+			if si == len(segs) {
 				return true
 			}
-			for {
-				if matchSegs(segs, rest, more) {
-					return true
-				}
-				if !more {
-					return false
-				}
-				rest, more = next(rest)
+			star, starRest, starMore = si, rest, more
+			continue
+		}
+		if si < len(segs) && more {
+			comp, tail, tailMore := split(rest)
+			if segs[si].match(comp) {
+				si, rest, more = si+1, tail, tailMore
+				continue
 			}
+		} else if si == len(segs) && !more {
+			return true
 		}
-		if !more {
+		if star < 0 || !starMore {
 			return false
 		}
-		var comp string
-		comp, rest, more = split(rest)
-		if !segs[0].match(comp) {
-			return false
-		}
+		starRest, starMore = next(starRest)
+		si, rest, more = star, starRest, starMore
 	}
-	return !more
 }
 
 // split returns the first component of rest, what follows it, and whether

@@ -134,11 +134,12 @@ func (p *Policy) MayContainGuarded(relDir string) bool {
 	if p.guardedFloating {
 		return true
 	}
-	ns, _, sub, hasSub := p.namespace(relDir)
+	_, _, sub, hasSub := p.namespace(relDir)
 	// A directory above a namespace root, or the sessions root itself,
 	// holds whole workspaces, whose anchored patterns apply.
-	aboveRoot := relDir == "" || ns == NSSessionsRoot ||
-		strings.HasPrefix(p.sessions, relDir+"/") || strings.HasPrefix(p.shared, relDir+"/")
+	_, aboveSessions := under(p.sessions, relDir)
+	_, aboveShared := under(p.shared, relDir)
+	aboveRoot := relDir == "" || aboveSessions || aboveShared
 	for _, r := range [...]int{rankIdentity, rankControl, rankMemory} {
 		for i := range p.byRank[r] {
 			pt := &p.byRank[r][i]

@@ -80,8 +80,17 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	var ready func(error)
+	warn := func(s string) {
+		log.Warn().Msg(s)
+		fmt.Fprintf(os.Stderr, "aerfs: warning: %s (it bypasses the mount)\n", s)
+	}
 	if o.readyFd > 0 {
 		f := os.NewFile(uintptr(o.readyFd), "ready")
+		// Warnings travel over the readiness pipe to the user's terminal.
+		warn = func(s string) {
+			log.Warn().Msg(s)
+			fmt.Fprintf(f, "warn %s (it bypasses the mount)\n", s)
+		}
 		ready = func(err error) {
 			if err != nil {
 				fmt.Fprintf(f, "error %s\n", err)
@@ -97,11 +106,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 			}
 		}
 	}
-	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, Log: log, Ready: ready,
-		Warn: func(s string) {
-			log.Warn().Msg(s)
-			fmt.Fprintf(os.Stderr, "aerfs: warning: %s (it bypasses the mount)\n", s)
-		}})
+	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, Log: log, Ready: ready, Warn: warn})
 	if errors.Is(err, daemon.ErrNoWorkspace) {
 		return fail(exitNoWorkspace, "check the path", "%v", err)
 	}
@@ -138,9 +143,20 @@ func startDaemon(ws, state string, o mountOptions) error {
 		return err
 	}
 	w.Close()
-	line, _ := bufio.NewReader(r).ReadString('\n')
+	br := bufio.NewReader(r)
+	var line string
+	for {
+		l, err := br.ReadString('\n')
+		line = strings.TrimSpace(l)
+		if w, ok := strings.CutPrefix(line, "warn "); ok {
+			fmt.Fprintf(os.Stderr, "aerfs: warning: %s\n", w)
+			continue
+		}
+		if err != nil || line != "" {
+			break
+		}
+	}
 	r.Close()
-	line = strings.TrimSpace(line)
 	if line == "ready" {
 		fmt.Fprintf(os.Stderr, "aerfs: mounted %s (daemon pid %d, state %s)\n", ws, cmd.Process.Pid, state)
 		cmd.Process.Release()

@@ -1,0 +1,350 @@
+package policy
+
+// The keys of a policy file, one function each, then merging with the
+// defaults and compiling.
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func (ps *parser) version(n *yaml.Node) error {
+	hint := "this aerfs reads policy files of version " + strconv.Itoa(Version) + ": write version: " + strconv.Itoa(Version)
+	var v int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		return ps.errf(n, hint, "version must be an integer, found %s", kindName(n))
+	}
+	if v != Version {
+		return ps.errf(n, hint, "unsupported policy version %d", v)
+	}
+	return nil
+}
+
+var classKeys = []string{"identity", "memory", "control", "secret"}
+
+func (ps *parser) classes(n *yaml.Node, s *spec) error {
+	return ps.mapping(n, classKeys, func(key string, _, v *yaml.Node) error {
+		var c Class
+		switch key {
+		case "identity":
+			c = Identity
+		case "memory":
+			c = Memory
+		case "control":
+			c = Control
+		case "secret":
+			c = Secret
+		}
+		items, err := ps.list(v, "classes."+key)
+		if err != nil {
+			return err
+		}
+		s.hasClass[c] = true
+		s.classes[c] = []pattern{}
+		for _, it := range items {
+			src, err := ps.str(it, "a pattern")
+			if err != nil {
+				return err
+			}
+			pt, msg, hint := compileGlob(src)
+			if msg != "" {
+				return ps.errf(it, hint, "%s", msg)
+			}
+			s.classes[c] = append(s.classes[c], pt)
+		}
+		return nil
+	})
+}
+
+func (ps *parser) namespaces(n *yaml.Node, s *spec) error {
+	s.nsLine = n.Line
+	return ps.mapping(n, []string{"sessions", "shared"}, func(key string, _, v *yaml.Node) error {
+		root, err := ps.str(v, "namespaces."+key)
+		if err != nil {
+			return err
+		}
+		if msg := checkRoot(root); msg != "" {
+			return ps.errf(v, `write a workspace-relative directory such as "sessions"`, "namespaces.%s %q %s", key, root, msg)
+		}
+		if key == "sessions" {
+			s.sessions = root
+		} else {
+			s.shared = root
+		}
+		return nil
+	})
+}
+
+// checkRoot validates a namespace root: a clean relative directory path
+// without wildcards.
+func checkRoot(root string) string {
+	if root == "" {
+		return "is empty"
+	}
+	if strings.ContainsAny(root, `*?[\`) {
+		return "contains a wildcard"
+	}
+	for comp := range strings.SplitSeq(root, "/") {
+		if comp == "" || comp == "." || comp == ".." {
+			return "is not a clean relative path"
+		}
+	}
+	return ""
+}
+
+func (ps *parser) blocking(n *yaml.Node, s *spec) error {
+	items, err := ps.list(n, keyBlocking)
+	if err != nil {
+		return err
+	}
+	s.blocking = 0
+	for _, it := range items {
+		name, err := ps.str(it, "a taint flag")
+		if err != nil {
+			return err
+		}
+		t, err := ParseTaint(name)
+		if err != nil {
+			return ps.errf(it, taintHint, "unknown taint %q", name)
+		}
+		if s.blocking&t != 0 {
+			return ps.errf(it, "remove the second entry", "taint %s listed twice", t)
+		}
+		s.blocking |= t
+	}
+	return nil
+}
+
+func (ps *parser) principal(n *yaml.Node) (Principal, error) {
+	name, err := ps.str(n, "principal")
+	if err != nil {
+		return 0, err
+	}
+	p, err := ParsePrincipal(name)
+	if err != nil {
+		return 0, ps.errf(n, principalHint, "unknown principal %q", name)
+	}
+	return p, nil
+}
+
+// entry parses a mapping whose keys are all required.
+func (ps *parser) entry(n *yaml.Node, keys []string, fn func(key string, v *yaml.Node) error) error {
+	got := map[string]bool{}
+	err := ps.mapping(n, keys, func(key string, _, v *yaml.Node) error {
+		got[key] = true
+		return fn(key, v)
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if !got[k] {
+			return ps.errf(n, "each entry has the keys "+strings.Join(keys, " and "), "entry without %s", k)
+		}
+	}
+	return nil
+}
+
+func (ps *parser) executables(n *yaml.Node, s *spec) error {
+	items, err := ps.list(n, keyExec)
+	if err != nil {
+		return err
+	}
+	s.executables = []execRule{}
+	for _, it := range items {
+		var e execRule
+		err := ps.entry(it, []string{"match", "principal"}, func(key string, v *yaml.Node) error {
+			if key == "principal" {
+				p, err := ps.principal(v)
+				e.principal = p
+				return err
+			}
+			src, err := ps.str(v, "match")
+			if err != nil {
+				return err
+			}
+			if strings.Contains(src, "/") && !strings.HasPrefix(src, "/") {
+				return ps.errf(v, "write a bare name such as curl or an absolute path such as /usr/bin/curl", "match %q is neither a bare name nor an absolute path", src)
+			}
+			pt, msg, hint := compileGlob(src)
+			if msg != "" {
+				return ps.errf(v, hint, "%s", msg)
+			}
+			e.pat = pt
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		s.executables = append(s.executables, e)
+	}
+	return nil
+}
+
+func (ps *parser) uids(n *yaml.Node, s *spec) error {
+	items, err := ps.list(n, keyUIDs)
+	if err != nil {
+		return err
+	}
+	s.uids = map[uint32]Principal{}
+	lines := map[uint32]int{}
+	for _, it := range items {
+		var (
+			uid  uint32
+			pr   Principal
+			uidN *yaml.Node
+		)
+		err := ps.entry(it, []string{"uid", "principal"}, func(key string, v *yaml.Node) error {
+			if key == "principal" {
+				p, err := ps.principal(v)
+				pr = p
+				return err
+			}
+			u, err := ps.integer(v, "uid", 0, 1<<32-1)
+			uid, uidN = uint32(u), v
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if line, dup := lines[uid]; dup {
+			return ps.errf(uidN, fmt.Sprintf("remove one of the two; the first is on line %d", line), "uid %d listed twice", uid)
+		}
+		lines[uid] = uidN.Line
+		s.uids[uid] = pr
+	}
+	return nil
+}
+
+func (ps *parser) burst(n *yaml.Node, s *spec) error {
+	return ps.mapping(n, []string{"denials", "window"}, func(key string, _, v *yaml.Node) error {
+		if key == "denials" {
+			d, err := ps.integer(v, "burst.denials", 1, 1<<20)
+			s.burstN = int(d)
+			return err
+		}
+		w, err := ps.str(v, "burst.window")
+		if err != nil {
+			return err
+		}
+		d, perr := time.ParseDuration(w)
+		if perr != nil || d <= 0 {
+			return ps.errf(v, `write a positive duration such as "120s" or "5m"`, "bad burst.window %q", w)
+		}
+		s.burstWindow = d
+		return nil
+	})
+}
+
+func (ps *parser) review(n *yaml.Node, s *spec) error {
+	items, err := ps.list(n, keyReview)
+	if err != nil {
+		return err
+	}
+	s.review = map[string]bool{}
+	for _, it := range items {
+		id, err := ps.str(it, "a session id")
+		if err != nil {
+			return err
+		}
+		if id == "" || id == "." || id == ".." || strings.Contains(id, "/") {
+			return ps.errf(it, "a session id is one directory name under the sessions namespace", "bad session id %q", id)
+		}
+		s.review[id] = true
+	}
+	return nil
+}
+
+// merge fills what the file does not set from base, or requires every key
+// when base is nil, then checks what only the whole policy can show.
+func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
+	for _, k := range topKeys {
+		if s.has[k] || base == nil && (k == keyNamespaces || k == keyBurst) {
+			continue
+		}
+		if base == nil {
+			return ps.errf(root, "the default policy must set every key", "missing %s", k)
+		}
+		switch k {
+		case keyBlocking:
+			s.blocking = base.blocking
+		case keyExec:
+			s.executables = base.executables
+		case keyUIDs:
+			s.uids = base.uids
+		case keyReview:
+			s.review = base.review
+		}
+	}
+	for c := Identity; c < numClasses; c++ {
+		if s.hasClass[c] {
+			continue
+		}
+		if base == nil {
+			return ps.errf(root, "the default policy must list every class", "missing classes.%s", c)
+		}
+		s.classes[c] = base.classes[c]
+	}
+	if base == nil {
+		if s.sessions == "" || s.shared == "" || s.burstN == 0 || s.burstWindow == 0 {
+			return ps.errf(root, "the default policy must set every key", "missing namespaces or burst entries")
+		}
+	} else {
+		if s.sessions == "" {
+			s.sessions = base.sessions
+		}
+		if s.shared == "" {
+			s.shared = base.shared
+		}
+		if s.burstN == 0 {
+			s.burstN = base.burstN
+		}
+		if s.burstWindow == 0 {
+			s.burstWindow = base.burstWindow
+		}
+	}
+	if _, in := under(s.sessions, s.shared); in {
+		return &Error{File: ps.file, Line: s.nsLine, Msg: fmt.Sprintf("namespaces overlap: %q and %q", s.sessions, s.shared), Hint: "the sessions and shared roots must be distinct directories, neither inside the other"}
+	}
+	if _, in := under(s.shared, s.sessions); in {
+		return &Error{File: ps.file, Line: s.nsLine, Msg: fmt.Sprintf("namespaces overlap: %q and %q", s.sessions, s.shared), Hint: "the sessions and shared roots must be distinct directories, neither inside the other"}
+	}
+	return nil
+}
+
+// compile builds the immutable Policy.
+func compile(name string, s *spec) *Policy {
+	p := &Policy{
+		name:        name,
+		literal:     map[string]Class{},
+		sessions:    s.sessions,
+		shared:      s.shared,
+		blocking:    s.blocking,
+		executables: s.executables,
+		uids:        s.uids,
+		burstN:      s.burstN,
+		burstWindow: s.burstWindow,
+		review:      s.review,
+	}
+	for c := Identity; c < numClasses; c++ {
+		r := classRank(c)
+		for _, pt := range s.classes[c] {
+			p.classPatterns[c] = append(p.classPatterns[c], pt.src)
+			if c.Guarded() && !pt.anchored {
+				p.guardedFloating = true
+			}
+			if !pt.anchored && pt.segs[0].kind == segLiteral {
+				if old, ok := p.literal[pt.segs[0].lit]; !ok || classRank(old) > r {
+					p.literal[pt.segs[0].lit] = c
+				}
+				continue
+			}
+			p.byRank[r] = append(p.byRank[r], pt)
+		}
+	}
+	return p
+}
