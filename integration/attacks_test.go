@@ -257,8 +257,8 @@ for b in "$@"; do
   f=sessions/$b/secret.txt
   [ -e "$f" ] && echo "LEAK test-e $b"
   [ -e "sessions/$b" ] && echo "LEAK dir-exists $b"
-  ( : < "$f" ) 2>/dev/null && echo "LEAK open $b"
-  ( echo planted > "sessions/$b/planted.txt" ) 2>/dev/null && echo "LEAK write $b"
+  command : 2>/dev/null < "$f" && echo "LEAK open $b"
+  command : 2>/dev/null > "sessions/$b/planted.txt" && echo "LEAK write $b"
   others="$others $f"
   dirs="$dirs sessions/$b"
 done

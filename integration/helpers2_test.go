@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Helpers shared by the attack, route and program tests. Everything that
@@ -41,30 +44,30 @@ func toolEnv(t testing.TB) []string {
 // ShT runs script under principal in session with $PY and $OPS set.
 func (e *Env) ShT(principal, session, script string) Result {
 	args := []string{"run", "--workspace", e.WS, "--principal", principal, "--session", session, "--", "sh", "-c", script}
-	return runCmd(e.WS, toolEnv(e.t), aerfsBin, args...)
+	return runT(e.WS, toolEnv(e.t), aerfsBin, args...)
 }
 
 // OwnerT runs script as the owner outside every session with $PY and $OPS set.
 func (e *Env) OwnerT(script string) Result {
-	return runCmd(e.WS, toolEnv(e.t), "sh", "-c", script)
+	return runT(e.WS, toolEnv(e.t), "sh", "-c", script)
 }
 
 // TryRead returns a file's content as a fresh owner process reads it, and
 // whether it could be read at all.
 func (e *Env) TryRead(rel string) (string, bool) {
-	r := runCmd(e.WS, nil, "cat", "--", rel)
+	r := runT(e.WS, nil, "cat", "--", rel)
 	return r.Stdout, r.Code == 0
 }
 
 // Exists reports whether rel exists (without following a final symlink),
 // as the owner sees it.
 func (e *Env) Exists(rel string) bool {
-	return runCmd(e.WS, nil, "sh", "-c", `test -e "$1" || test -L "$1"`, "sh", rel).Code == 0
+	return runT(e.WS, nil, "sh", "-c", `test -e "$1" || test -L "$1"`, "sh", rel).Code == 0
 }
 
 // Stat returns `stat -c FORMAT rel` as the owner sees it.
 func (e *Env) Stat(format, rel string) string {
-	r := runCmd(e.WS, nil, "stat", "-c", format, "--", rel)
+	r := runT(e.WS, nil, "stat", "-c", format, "--", rel)
 	return strings.TrimSpace(r.Stdout)
 }
 
@@ -167,4 +170,33 @@ func bugErrorf(t testing.TB, format string, args ...any) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// cmdTimeout bounds every command these tests run: a daemon that blocks
+// (on a FIFO, on a lock) must fail one test, not hang the package.
+const cmdTimeout = 60 * time.Second
+
+// runT is runCmd with cmdTimeout. A command that times out reports code
+// -2 and says so on stderr.
+func runT(dir string, env []string, name string, args ...string) Result {
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 5 * time.Second
+	var o, er bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &er
+	err := cmd.Run()
+	code := 0
+	if ctx.Err() != nil {
+		code = -2
+		er.WriteString("TIMEOUT: " + name + " " + strings.Join(args, " ") + " did not finish in " + cmdTimeout.String())
+	} else if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+		er.WriteString(err.Error())
+	}
+	return Result{o.String(), er.String(), code}
 }
