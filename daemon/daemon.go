@@ -105,18 +105,30 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	ev.m = mon
 
+	// Before the mount serves: finish a restore a crash interrupted, and
+	// compare the guarded files with the log (drift while unmounted).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
+		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounting over " + ws}})
+	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
+		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
+	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
+		return err
+	}
+	mon.OnBurst = func(s *principal.Session) { rollbackSession(mon, o.StateDir, o.Log, s) }
+	if err := checkDriftAtMount(ctx, mon, o); err != nil {
+		return err
+	}
+
 	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug})
 	if err != nil {
 		return err
 	}
 	started := time.Now().UTC()
-	mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
-		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounted over " + ws}})
-	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
-		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	if err := watchPolicy(ctx, mon, o.Log, filepath.Join(o.StateDir, PolicyName)); err != nil {
+		o.Log.Warn().Err(err).Msg("the policy file is not watched: edits take effect at the next mount")
+	}
 	procEvents := principal.FollowProcessEvents(ctx, reg) == nil
 	if !procEvents {
 		o.Log.Warn().Msg("process events connector unavailable: sessions are followed by ancestry at each request")
@@ -134,7 +146,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 
-	srv := &controlServer{m: mon, reg: reg, log: o.Log, status: func() Status {
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents,
 			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0}
@@ -292,4 +304,58 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// checkDriftAtMount compares the guarded files with what the log says aerfs
+// last gave them (changes made while unmounted are drift), then watches the
+// backing directory for drift while mounted.
+func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
+	cur, err := m.GuardedState()
+	if err != nil {
+		return fmt.Errorf("cannot read the guarded files: %w", err)
+	}
+	prev, err := lastKnownState(o.StateDir)
+	if err != nil {
+		return err
+	}
+	// A file the log never saw predates aerfs (or this log): believe it.
+	union := map[string]string{}
+	for p, h := range prev {
+		union[p] = h
+	}
+	for p, h := range cur {
+		if _, ok := prev[p]; !ok {
+			union[p] = h
+		}
+	}
+	m.SetExpected(union)
+	for p := range union {
+		d, err := m.CheckDrift(p)
+		if err != nil {
+			o.Log.Warn().Err(err).Str("path", p).Msg("drift check at mount")
+			continue
+		}
+		if d != nil {
+			repairDrift(m, o.Log, d, "while unmounted")
+		}
+	}
+	// The state at mount is the baseline the next mount compares with.
+	now, err := m.GuardedState()
+	if err != nil {
+		return err
+	}
+	p := &evidence.Payload{Detail: "mount"}
+	if fs := fileStates(now); len(fs) > 0 {
+		p.Files = fs
+	}
+	if _, err := m.Record(&evidence.Record{Type: evidence.TypeSnapshot, Principal: policy.Sys.String(),
+		Meta: evidence.Meta{Op: "snapshot", Verdict: "allow", UID: uint32(os.Getuid()),
+			Reason: "state of the guarded files at mount"}, Payload: p}); err != nil {
+		return err
+	}
+	paths := make([]string, 0, len(now))
+	for p := range now {
+		paths = append(paths, p)
+	}
+	return startDriftWatcher(ctx, m, o.Log, paths)
 }

@@ -24,11 +24,20 @@ const SocketName = "control.sock"
 
 // Request is one control request.
 type Request struct {
-	Op        string   `json:"op"` // register, taint, status, promote, ping
+	Op        string   `json:"op"` // register, taint, status, promote, ping, snapshot, restore, approve, reject
 	Principal string   `json:"principal,omitempty"`
 	Session   string   `json:"session,omitempty"`
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
+	Label     string   `json:"label,omitempty"`
+	// restore
+	To             string `json:"to,omitempty"`       // a version of Path (record id prefix or number)
+	Snapshot       string `json:"snapshot,omitempty"` // a snapshot id (prefix)
+	Before         string `json:"before,omitempty"`   // RFC 3339 time
+	ContaminatedBy string `json:"contaminated_by,omitempty"`
+	DryRun         bool   `json:"dry_run,omitempty"`
+	// approve, reject
+	ID string `json:"id,omitempty"`
 }
 
 // Response answers a Request.

@@ -21,12 +21,13 @@ import (
 )
 
 type controlServer struct {
-	m      *aerfs.Monitor
-	reg    *principal.Registry
-	log    zerolog.Logger
-	status func() Status
-	ln     *net.UnixListener
-	wg     sync.WaitGroup
+	m        *aerfs.Monitor
+	stateDir string
+	reg      *principal.Registry
+	log      zerolog.Logger
+	status   func() Status
+	ln       *net.UnixListener
+	wg       sync.WaitGroup
 }
 
 func (s *controlServer) listen(path string) error {
@@ -118,6 +119,14 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.taint(pid, req)
 	case "promote":
 		return s.promote(pid, req)
+	case "snapshot":
+		return s.takeSnapshot(pid, req)
+	case "restore":
+		return s.restore(pid, req)
+	case "approve":
+		return s.approve(pid, req, true)
+	case "reject":
+		return s.approve(pid, req, false)
 	case "status":
 		st := s.status()
 		st.Labels = s.m.Labels.Len()

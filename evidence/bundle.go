@@ -166,7 +166,7 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 			}
 		}
 		if r.Payload != nil {
-			for _, h := range []string{r.Payload.OldHash, r.Payload.NewHash} {
+			for _, h := range r.Payload.BlobRefs() {
 				if h != "" {
 					blobs[h] = true
 				}

@@ -155,8 +155,31 @@ func (r *Record) Validate() error {
 				return schemaErr("%s is not valid UTF-8", name)
 			}
 		}
+		if p.Files != nil && len(p.Files) == 0 {
+			return schemaErr("payload.files is empty (omit it)")
+		}
+		for i, f := range p.Files {
+			if f.Path == "" || !utf8.ValidString(f.Path) {
+				return schemaErr("payload.files[%d].path is empty or not valid UTF-8", i)
+			}
+			for name, h := range map[string]string{"hash": f.Hash, "old_hash": f.OldHash} {
+				if h != "" && !IsHash(h) {
+					return schemaErr("payload.files[%d].%s %q is not a lowercase hex SHA-256", i, name, h)
+				}
+			}
+		}
 	}
 	return nil
+}
+
+// canonicalJCS is the reference path: encoding/json, then the RFC 8785
+// transform. Tests hold appendCanonical to it.
+func canonicalJCS(r *Record) ([]byte, error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.Transform(raw)
 }
 
 // Canonical returns the RFC 8785 canonical JSON of r after validating it.
@@ -165,14 +188,7 @@ func (r *Record) Canonical() ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return nil, schemaErr("encode: %v", err)
-	}
-	c, err := jcs.Transform(raw)
-	if err != nil {
-		return nil, schemaErr("canonicalise: %v", err)
-	}
+	c := appendCanonical(make([]byte, 0, 512), r)
 	if len(c) > MaxRecordSize {
 		return nil, schemaErr("record is %d bytes, limit %d", len(c), MaxRecordSize)
 	}
@@ -202,15 +218,32 @@ func ParseRecord(data []byte) (*Record, error) {
 	if len(data) > MaxRecordSize {
 		return nil, schemaErr("record is %d bytes, limit %d", len(data), MaxRecordSize)
 	}
+	// Fast path: decode, then demand byte equality with the canonical
+	// form. Duplicate keys, null, whitespace, escapes and key order all
+	// make the bytes differ; the slow path below only names the cause.
+	if !utf8.Valid(data) {
+		return nil, schemaErr("invalid UTF-8")
+	}
 	var r Record
-	if err := strictUnmarshal(data, &r); err != nil {
-		return nil, err
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		if serr := scanStrict(data); serr != nil {
+			return nil, serr
+		}
+		return nil, schemaErr("%s", jsonErrText(err))
+	}
+	if dec.InputOffset() != int64(len(data)) {
+		return nil, schemaErr("trailing data after JSON value")
 	}
 	c, err := r.Canonical()
 	if err != nil {
 		return nil, err
 	}
 	if !bytes.Equal(c, data) {
+		if serr := scanStrict(data); serr != nil {
+			return nil, serr
+		}
 		if f := missingRecordField(data); f != "" {
 			return nil, schemaErr("missing required field %s", f)
 		}
@@ -259,6 +292,31 @@ func strictUnmarshal(data []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return schemaErr("trailing data after JSON value")
+	}
+	return nil
+}
+
+// requireKeys checks that the JSON object data has every listed member;
+// path "a.b" looks inside member a. Go's decoder leaves absent members at
+// their zero value, which must not pass for a present one.
+func requireKeys(data []byte, keys ...string) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return schemaErr("%v", err)
+	}
+	for _, k := range keys {
+		obj := top
+		name := k
+		if a, b, ok := strings.Cut(k, "."); ok {
+			var sub map[string]json.RawMessage
+			if json.Unmarshal(obj[a], &sub) != nil {
+				return schemaErr("missing required field %s", a)
+			}
+			obj, name = sub, b
+		}
+		if _, ok := obj[name]; !ok {
+			return schemaErr("missing required field %s", k)
+		}
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ func edit(t testing.TB, p string, fn func(string) string) {
 	writeFile(t, p, s)
 }
 
-func lines(s string) []string { return strings.Split(strings.TrimSuffix(s, "\n"), "\n") }
+func lines(s string) []string   { return strings.Split(strings.TrimSuffix(s, "\n"), "\n") }
 func unlines(l []string) string { return strings.Join(l, "\n") + "\n" }
 
 func flipByteAt(t testing.TB, p string, off int64) {

@@ -7,4 +7,4 @@ import (
 )
 
 func noteGenerate(name string) (string, string, error) { return note.GenerateKey(rand.Reader, name) }
-func noteSigner(skey string) (note.Signer, error)     { return note.NewSigner(skey) }
+func noteSigner(skey string) (note.Signer, error)      { return note.NewSigner(skey) }

@@ -74,3 +74,24 @@ type FileState struct {
 	OldHash string `json:"old_hash,omitempty"` // content before (restore)
 	Hash    string `json:"hash,omitempty"`     // content after; "" = absent
 }
+
+// BlobRefs lists every content hash the payload refers to: each must be a
+// stored blob, and a bundle carries them all.
+func (p *Payload) BlobRefs() []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	add := func(h string) {
+		if h != "" {
+			out = append(out, h)
+		}
+	}
+	add(p.OldHash)
+	add(p.NewHash)
+	for _, f := range p.Files {
+		add(f.OldHash)
+		add(f.Hash)
+	}
+	return out
+}

@@ -60,6 +60,15 @@ func Init(stateDir, origin string) error {
 	if err != nil {
 		return fmt.Errorf("evidence: init: origin %q: %w", origin, err)
 	}
+	return initWithKey(dir, skey, vkey)
+}
+
+// initWithKey lays out dir with a given key pair; the test vectors use it
+// with their committed test key.
+func initWithKey(dir, skey, vkey string) error {
+	if err := os.MkdirAll(filepath.Join(dir, blobsName), 0o700); err != nil {
+		return fmt.Errorf("evidence: init: %w", err)
+	}
 	if err := writeNew(filepath.Join(dir, keyName), []byte(skey+"\n"), 0o600); err != nil {
 		return err
 	}
@@ -78,7 +87,7 @@ func Init(stateDir, origin string) error {
 		return err
 	}
 	empty, _ := tlog.TreeHash(0, nil)
-	cp, err := signCheckpoint(Checkpoint{Origin: origin, Size: 0, Root: empty}, s)
+	cp, err := signCheckpoint(Checkpoint{Origin: s.Name(), Size: 0, Root: empty}, s)
 	if err != nil {
 		return err
 	}
@@ -139,7 +148,7 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := f.Chmod(mode); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		return err
 	}
 	if err := f.Close(); err != nil {

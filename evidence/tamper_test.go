@@ -59,8 +59,7 @@ func bundleTamperCases() []tamperCase {
 		{name: "blob deleted", mutate: func(t *testing.T, f *fixture, d string) {
 			os.Remove(filepath.Join(d, "blobs", f.blobs[0]))
 			edit(t, man(d), func(s string) string { return strings.Replace(s, `"blob_count": 2`, `"blob_count": 1`, 1) })
-		}, kind: KindIntegrity, msg: "blob " + "", /* name checked below */
-		},
+		}, kind: KindIntegrity, msg: ": missing (referenced by record 5)"},
 		{name: "proof byte flip", partial: true, mutate: func(t *testing.T, f *fixture, d string) {
 			l := lines(readFile(t, idx(d)))
 			i := strings.Index(l[0], `"proof":["`) + len(`"proof":["`)
@@ -104,6 +103,12 @@ func bundleTamperCases() []tamperCase {
 		{name: "manifest wrong type", mutate: func(t *testing.T, f *fixture, d string) {
 			edit(t, man(d), func(s string) string { return strings.Replace(s, `"tree_size": 7`, `"tree_size": "7"`, 1) })
 		}, kind: KindSchema, msg: "manifest: field tree_size: wrong type"},
+		{name: "manifest missing member", mutate: func(t *testing.T, f *fixture, d string) {
+			edit(t, man(d), func(s string) string { return strings.Replace(s, `"ref_count": 0,`, ``, 1) })
+		}, kind: KindSchema, msg: "manifest: missing required field ref_count"},
+		{name: "index line missing idx", mutate: func(t *testing.T, f *fixture, d string) {
+			edit(t, idx(d), func(s string) string { return strings.Replace(s, `{"idx":0,`, `{`, 1) })
+		}, kind: KindSchema, msg: "index.jsonl line 1: missing required field idx"},
 		{name: "manifest future version", mutate: func(t *testing.T, f *fixture, d string) {
 			edit(t, man(d), func(s string) string { return strings.Replace(s, `"version": 1`, `"version": 2`, 1) })
 		}, kind: KindSchema, msg: "unsupported bundle version 2"},
@@ -269,8 +274,7 @@ func TestTamperState(t *testing.T) {
 			p := blobPath(ev(d, ""), f.blobs[1])
 			os.Chmod(p, 0o600)
 			flipByteAt(t, p, 0)
-		}, kind: KindIntegrity, msg: "blob " + "" + "", // exact name below
-		},
+		}, kind: KindIntegrity, msg: ": hash mismatch"},
 		{name: "blob deleted", mutate: func(t *testing.T, f *fixture, d string) {
 			os.Remove(blobPath(ev(d, ""), f.blobs[0]))
 		}, kind: KindIntegrity, msg: "missing (referenced by record 5)"},

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -59,6 +60,11 @@ func parseManifest(b []byte) (*Manifest, error) {
 	if err := strictUnmarshal(b, &m); err != nil {
 		return nil, prefix("manifest", err)
 	}
+	if err := requireKeys(b, "format", "version", "created", "origin", "tree_size", "root_hash",
+		"key_id", "public_key", "complete", "filter", "record_count", "ref_count", "blob_count",
+		"filter.since", "filter.session", "filter.path", "filter.type"); err != nil {
+		return nil, prefix("manifest", err)
+	}
 	if m.Format != BundleFormat {
 		return nil, schemaErr("manifest: format %q is not %q", m.Format, BundleFormat)
 	}
@@ -111,11 +117,22 @@ func jsonLines(name string, b []byte) ([][]byte, error) {
 
 func parseIndexLine(what string, b []byte) (*indexLine, error) {
 	var il indexLine
-	if err := strictUnmarshal(b, &il); err != nil {
-		return nil, prefix(what, err)
+	// Fast path: lines as aerfs writes them (compact, members in order).
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	fast := dec.Decode(&il) == nil && dec.InputOffset() == int64(len(b)) && il.Proof != nil
+	if fast {
+		again, _ := json.Marshal(&il)
+		fast = bytes.Equal(again, b)
 	}
-	if il.Proof == nil {
-		return nil, schemaErr("%s: missing field proof", what)
+	if !fast {
+		il = indexLine{}
+		if err := strictUnmarshal(b, &il); err != nil {
+			return nil, prefix(what, err)
+		}
+		if err := requireKeys(b, "idx", "id", "proof"); err != nil {
+			return nil, prefix(what, err)
+		}
 	}
 	if !IsHash(il.ID) {
 		return nil, schemaErr("%s: id is not lowercase hex SHA-256", what)
@@ -254,7 +271,7 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 		}
 		checks = append(checks, pending{il.Idx, r.Parents})
 		if r.Payload != nil {
-			for _, h := range []string{r.Payload.OldHash, r.Payload.NewHash} {
+			for _, h := range r.Payload.BlobRefs() {
 				if _, seen := blobsWanted[h]; h != "" && !seen {
 					blobsWanted[h] = il.Idx
 				}
@@ -454,7 +471,7 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 		rb.add(leaf)
 		rep.Bytes += int64(len(line))
 		if r.Payload != nil {
-			for _, h := range []string{r.Payload.OldHash, r.Payload.NewHash} {
+			for _, h := range r.Payload.BlobRefs() {
 				if h == "" || blobs[h] {
 					continue
 				}

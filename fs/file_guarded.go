@@ -227,7 +227,7 @@ func (m *Monitor) commitCheck(res *principal.Resolved, rel string, staged *os.Fi
 	st, _ := m.lstatRel(rel)
 	t, _ := m.target(rel, st)
 	subj := res.Subject()
-	v := m.Policy().Decide(subj, policy.OpWrite, t)
+	v := m.decideCommit(res, subj, t)
 	if v.Allow {
 		return 0
 	}
@@ -241,15 +241,44 @@ func (m *Monitor) quarantine(res *principal.Resolved, subj policy.Subject, rel s
 		m.log.Error().Err(err).Msg("cannot store staged content")
 		return syscall.EIO
 	}
+	r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
+	if res.Session.Quarantined() {
+		r.Meta.Rule, r.Meta.Reason = RuleBurst, "the session is quarantined after a burst of refusals"
+	}
+	m.noteDenial(res)
+	return m.keepInQuarantine(r, rel, newHash)
+}
+
+// decideCommit is the decision at commit: the policy's, unless the session
+// has been quarantined since the file was opened.
+func (m *Monitor) decideCommit(res *principal.Resolved, subj policy.Subject, t policy.Target) policy.Verdict {
+	if res.Session.Quarantined() {
+		return policy.Verdict{}
+	}
+	return m.Policy().Decide(subj, policy.OpWrite, t)
+}
+
+// keepInQuarantine records refused content with the hash of the file it
+// would have replaced, so that an approval can check nothing changed since.
+func (m *Monitor) keepInQuarantine(r *evidence.Record, rel, newHash string) syscall.Errno {
+	base := ""
+	if _, err := m.lstatRel(rel); err == nil {
+		h, err := m.putBlobRel(rel)
+		if err != nil {
+			return syscall.EIO
+		}
+		base = h
+	}
 	m.Stats.Denied.Add(1)
 	m.Stats.Quarantined.Add(1)
-	r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
+	r.Type = evidence.TypeQuarantine
 	r.Meta.Op = "commit"
-	r.Payload = &evidence.Payload{NewHash: newHash, Detail: "quarantined"}
+	r.Meta.Verdict = "deny"
+	r.Payload = &evidence.Payload{OldHash: base, NewHash: newHash, Detail: "quarantined"}
 	if _, err := m.mustRecord(r); err != nil {
 		return syscall.EIO
 	}
-	m.log.Info().Str("path", rel).Str("rule", v.Rule.ID()).Str("blob", newHash).Msg("refused at commit; content quarantined")
+	m.log.Info().Str("path", rel).Str("rule", r.Meta.Rule).Str("blob", newHash).Msg("content kept in quarantine")
 	return syscall.EACCES
 }
 
@@ -259,7 +288,7 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 	st, _ := m.lstatRel(rel)
 	t, _ := m.target(rel, st)
 	subj := res.Subject()
-	v := m.Policy().Decide(subj, policy.OpWrite, t)
+	v := m.decideCommit(res, subj, t)
 	if !v.Allow {
 		return m.quarantine(res, subj, rel, staged, v)
 	}
@@ -268,13 +297,21 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 		m.log.Error().Err(err).Msg("cannot store staged content")
 		return syscall.EIO
 	}
+	if subj.Session != "" && m.Policy().ReviewSession(subj.Session) {
+		// The policy wants the owner to see this session's changes first.
+		r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
+		r.Meta.Rule, r.Meta.Reason = "RR-review", "the policy sends this session's changes to the owner for review"
+		return m.keepInQuarantine(r, rel, newHash)
+	}
 	oldHash := ""
 	if st != nil {
 		if oldHash, err = m.rec.PutBlobFile(m.rootPath + "/" + rel); err != nil {
 			return syscall.EIO
 		}
 	}
+	m.expect(rel, newHash)
 	if errno := m.replace(rel, staged, st); errno != 0 {
+		m.expect(rel, oldHash)
 		return errno
 	}
 	m.Stats.Committed.Add(1)

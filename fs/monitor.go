@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,6 +52,7 @@ type Recorder interface {
 	Append(r *evidence.Record) (string, error)
 	PutBlob(data []byte) (string, error)
 	PutBlobFile(path string) (string, error)
+	Blob(hash string) ([]byte, error)
 }
 
 // reservedPrefix names aerfs's own temporary files in the backing
@@ -71,13 +71,20 @@ type Monitor struct {
 	rec      Recorder
 	log      zerolog.Logger
 
-	mu      sync.Mutex
-	guarded map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
-	lastRec map[string]string   // path → id of the record of its current version
-	reads   map[string][]string // session (or process) → records of labelled files it read
-	writers map[fileKey]int     // inodes open for writing through the mount
+	mu       sync.Mutex
+	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
+	lastRec  map[string]string   // path → id of the record of its current version
+	reads    map[string][]string // session (or process) → records of labelled files it read
+	writers  map[fileKey]int     // inodes open for writing through the mount
+	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
 
 	Stats Stats
+
+	// OnBurst is called (once, in its own goroutine) when a session is
+	// quarantined after a burst of refusals.
+	OnBurst func(s *principal.Session)
+	burst   map[string][]time.Time // session → times of its recent refusals
+	anyHeld atomic.Bool            // some session is quarantined: plain fast paths must look
 }
 
 // Stats counts verdicts for `aerfs status`.
@@ -187,17 +194,16 @@ func (m *Monitor) openDir(rel string) (int, error) {
 	})
 }
 
-// lstatRel stats a backing path without following a final symlink.
+// lstatRel stats a backing path without following a final symlink. The
+// path of a node never crosses a symlink: the kernel resolves symlinks
+// itself, so a node's parents are real directories of the backing tree.
 func (m *Monitor) lstatRel(rel string) (*syscall.Stat_t, error) {
-	dir, name := path.Split(rel)
-	fd, err := m.openDir(strings.TrimSuffix(dir, "/"))
-	if err != nil {
-		return nil, err
+	if rel == "" {
+		rel = "."
 	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
-	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, err
+	if err := unix.Fstatat(m.rootFd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, &os.PathError{Op: "lstat", Path: rel, Err: err}
 	}
 	return (*syscall.Stat_t)(unsafe.Pointer(&st)), nil
 }
@@ -271,6 +277,9 @@ func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.O
 		res = m.caller(ctx)
 	}
 	subj := res.Subject()
+	if op.Mutates() && res.Session.Quarantined() {
+		return policy.Verdict{}, m.refuseQuarantined(res, subj, op, rel)
+	}
 	v := m.Policy().Decide(subj, op, t)
 	if v.Allow {
 		m.Stats.Allowed.Add(1)
@@ -295,6 +304,7 @@ func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.O
 	}
 	m.log.Info().Str("path", rel).Str("op", opName(op)).Str("principal", subj.Principal.String()).
 		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
+	m.noteDenial(res)
 	if v.Rule == policy.RuleNamespace {
 		return v, syscall.ENOENT
 	}
@@ -317,8 +327,10 @@ func (m *Monitor) verdictRecord(res *principal.Resolved, subj policy.Subject, op
 		},
 	}
 	if !res.Identified {
-		r.Principal = "UNIDENTIFIED"
-		r.Meta.Reason += ": " + res.Reason
+		// An unidentified caller is the least trusted principal; the
+		// reason says why it could not be identified.
+		r.Principal = policy.External.String()
+		r.Meta.Reason += ": unidentified caller: " + res.Reason
 	}
 	return r
 }
@@ -464,3 +476,49 @@ func opName(op policy.Op) string {
 }
 
 func unsafePointer(st *unix.Stat_t) unsafe.Pointer { return unsafe.Pointer(st) }
+
+// RuleBurst is the rule id of refusals to a quarantined session.
+const RuleBurst = "RB-burst"
+
+// refuseQuarantined refuses a mutation by a session quarantined after a
+// burst of refusals.
+func (m *Monitor) refuseQuarantined(res *principal.Resolved, subj policy.Subject, op policy.Op, rel string) syscall.Errno {
+	m.Stats.Denied.Add(1)
+	r := m.verdictRecord(res, subj, op, rel, policy.Verdict{})
+	r.Meta.Rule, r.Meta.Reason = RuleBurst, "the session is quarantined after a burst of refusals"
+	m.record(r)
+	return syscall.EACCES
+}
+
+// noteDenial counts a refusal against the caller's session; at the
+// policy's burst threshold the session is quarantined.
+func (m *Monitor) noteDenial(res *principal.Resolved) {
+	if res == nil || res.Session == nil {
+		return
+	}
+	n, window := m.Policy().Burst()
+	now := time.Now()
+	id := res.Session.ID
+	m.mu.Lock()
+	if m.burst == nil {
+		m.burst = map[string][]time.Time{}
+	}
+	ts := append(m.burst[id], now)
+	for len(ts) > 0 && now.Sub(ts[0]) > window {
+		ts = ts[1:]
+	}
+	m.burst[id] = ts
+	hit := n > 0 && len(ts) >= n
+	m.mu.Unlock()
+	if hit && res.Session.Quarantine() {
+		m.anyHeld.Store(true)
+		subj := res.Subject()
+		m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
+			Meta: evidence.Meta{Session: id, Op: "burst", Verdict: "deny", Rule: RuleBurst, UID: res.Proc.UID,
+				Reason: fmt.Sprintf("%d refusals within %s: session quarantined, its guarded changes are rolled back", len(ts), window)}})
+		m.log.Warn().Str("session", id).Msg("burst of refusals: session quarantined")
+		if m.OnBurst != nil {
+			go m.OnBurst(res.Session)
+		}
+	}
+}

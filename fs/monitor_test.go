@@ -126,7 +126,7 @@ func TestCommitRefusedQuarantines(t *testing.T) {
 	}
 	recs := records(t, m.stateDir)
 	r := recs[len(recs)-1]
-	if r.Meta.Verdict != "deny" || r.Meta.Rule != "R2-taint" || r.Payload == nil || r.Payload.Detail != "quarantined" {
+	if r.Type != evidence.TypeQuarantine || r.Meta.Verdict != "deny" || r.Meta.Rule != "R2-taint" || r.Payload == nil || r.Payload.OldHash == "" {
 		t.Fatalf("refusal record %+v", r)
 	}
 	q, err := log.Blob(r.Payload.NewHash)

@@ -8,6 +8,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -72,7 +73,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if errno != 0 || op != policy.OpWrite {
 		return fh, fl, errno
 	}
-	return n.m.plainWriter(res, fh, st, l, flags&syscall.O_TRUNC != 0), fl, 0
+	return n.m.plainWriter(res, rel, fh, st, l, flags&syscall.O_TRUNC != 0), fl, 0
 }
 
 // Create decides creating name (a guarded class, a namespace) and hands out
@@ -89,7 +90,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		op = policy.OpWrite
 	}
 	res := n.m.caller(ctx)
-	if t.Class != policy.Plain || t.Namespace != policy.NSNone || l != nil || !res.Subject().Principal.Trusted() || res.Subject().Taint != 0 {
+	if t.Class != policy.Plain || t.Namespace != policy.NSNone || l != nil || !res.Subject().Principal.Trusted() || res.Subject().Taint != 0 || res.Session.Quarantined() {
 		if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
 			return nil, nil, 0, errno
 		}
@@ -120,7 +121,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		n.m.writeOpened(g.key)
 		return ch, g, fuse.FOPEN_DIRECT_IO, 0
 	}
-	return ch, n.m.plainWriter(res, fh, nst, l, true), fl, 0
+	return ch, n.m.plainWriter(res, rel, fh, nst, l, true), fl, 0
 }
 
 func boolU32(b bool) uint32 {
@@ -159,8 +160,9 @@ func (g *guardedReader) Lseek(ctx context.Context, off uint64, whence uint32) (u
 // plainWriter labels a plain file written by the caller and keeps the label
 // bound to the content when the handle is released. A clean USER writer of
 // an unlabelled file gets the bare loopback handle.
-func (m *Monitor) plainWriter(res *principal.Resolved, fh gofs.FileHandle, st *syscall.Stat_t, old *Label, truncated bool) gofs.FileHandle {
-	nl := labelForWriter(res.Subject())
+func (m *Monitor) plainWriter(res *principal.Resolved, rel string, fh gofs.FileHandle, st *syscall.Stat_t, old *Label, truncated bool) gofs.FileHandle {
+	subj := res.Subject()
+	nl := labelForWriter(subj)
 	if !truncated {
 		nl = mergeLabels(old, nl)
 	}
@@ -170,6 +172,17 @@ func (m *Monitor) plainWriter(res *principal.Resolved, fh gofs.FileHandle, st *s
 	k := keyOf(st)
 	if nl != nil {
 		nl.bindFingerprint(st)
+		if labelForWriter(subj) != nil {
+			// The provenance DAG reaches plain files through this record:
+			// whoever reads the file later names it as a parent.
+			id, err := m.mustRecord(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+				Taint: taintNames(nl.Taint), Parents: m.parentsFor(res, rel),
+				Meta: evidence.Meta{Path: rel, Op: "open", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+					UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "written by a labelled writer"}})
+			if err == nil {
+				nl.Record = id
+			}
+		}
 	}
 	if err := m.Labels.Set(k, nl); err != nil {
 		m.log.Error().Err(err).Msg("label not stored")

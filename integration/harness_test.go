@@ -158,12 +158,29 @@ func (e *Env) Unmount() {
 		cmd.Dir = "/"
 		out, err = cmd.CombinedOutput()
 		if err == nil {
+			e.checkDaemonLog()
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	syscall.Unmount(e.WS, syscall.MNT_DETACH)
 	e.t.Errorf("unmount %s: %v\n%s", e.WS, err, out)
+}
+
+// checkDaemonLog fails the test when the daemon logged an error (an
+// evidence append that failed, a label that could not be stored …): such
+// failures do not always surface as a failed syscall.
+func (e *Env) checkDaemonLog() {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.State, "daemon.log"))
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, "panic") {
+			e.t.Errorf("daemon logged an error: %s", line)
+		}
+	}
 }
 
 // Mounted reports whether an aerfs mount is at the workspace.

@@ -47,9 +47,10 @@ const (
 	keyUIDs       = "uids"
 	keyBurst      = "burst"
 	keyReview     = "review_sessions"
+	keyOnDrift    = "on_drift"
 )
 
-var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview}
+var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift}
 
 // spec is a parsed but not yet merged policy file. has records which keys
 // the file sets; the others come from the default policy.
@@ -66,6 +67,7 @@ type spec struct {
 	burstN      int
 	burstWindow time.Duration
 	review      map[string]bool
+	onDrift     DriftAction
 }
 
 var (
@@ -184,6 +186,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.burst(v, s)
 		case keyReview:
 			return ps.review(v, s)
+		case keyOnDrift:
+			return ps.onDrift(v, s)
 		}
 		return nil
 	})

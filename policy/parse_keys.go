@@ -278,6 +278,8 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 			s.uids = base.uids
 		case keyReview:
 			s.review = base.review
+		case keyOnDrift:
+			s.onDrift = base.onDrift
 		}
 	}
 	for c := Identity; c < numClasses; c++ {
@@ -329,6 +331,7 @@ func compile(name string, s *spec) *Policy {
 		burstN:      s.burstN,
 		burstWindow: s.burstWindow,
 		review:      s.review,
+		onDrift:     s.onDrift,
 	}
 	for c := Identity; c < numClasses; c++ {
 		r := classRank(c)
@@ -347,4 +350,20 @@ func compile(name string, s *spec) *Policy {
 		}
 	}
 	return p
+}
+
+func (ps *parser) onDrift(n *yaml.Node, s *spec) error {
+	v, err := ps.str(n, keyOnDrift)
+	if err != nil {
+		return err
+	}
+	switch v {
+	case "record":
+		s.onDrift = DriftRecord
+	case "restore":
+		s.onDrift = DriftRestore
+	default:
+		return ps.errf(n, "on_drift is record or restore", "unknown on_drift action %q", v)
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ type Policy struct {
 	burstN      int
 	burstWindow time.Duration
 	review      map[string]bool
+	onDrift     DriftAction
 
 	classPatterns [numClasses][]string // as written, for Patterns
 }
@@ -206,3 +207,17 @@ func (p *Policy) ReviewSession(id string) bool { return p.review[id] }
 // Namespaces returns the workspace-relative roots of the session and shared
 // namespaces.
 func (p *Policy) Namespaces() (sessions, shared string) { return p.sessions, p.shared }
+
+// DriftAction says what aerfs does when a guarded file changed behind its
+// back (in the backing directory, not through the mount).
+type DriftAction uint8
+
+const (
+	// DriftRecord records the drift and labels the file EXTERNAL.
+	DriftRecord DriftAction = iota
+	// DriftRestore also puts back the last version aerfs committed.
+	DriftRestore
+)
+
+// OnDrift is the policy's drift action.
+func (p *Policy) OnDrift() DriftAction { return p.onDrift }

@@ -31,6 +31,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ProcID identifies a process for its whole life and never again after.
@@ -101,21 +103,62 @@ func ReadProc(tid int) (Proc, error) {
 
 // startTime returns field 22 of /proc/<pid>/stat. The command name (field 2)
 // may contain spaces and parentheses, so parsing starts after the last ')'.
+// It runs on every request of a known caller, so it reads into a stack
+// buffer and parses in place.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(procRoot + "/" + strconv.Itoa(pid) + "/stat")
+	var pathBuf [32]byte
+	path := append(pathBuf[:0], procRoot+"/"...)
+	path = strconv.AppendInt(path, int64(pid), 10)
+	path = append(path, "/stat"...)
+	fd, err := unix.Open(string(path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, ErrVanished
 	}
+	var buf [1024]byte
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, ErrVanished
+	}
+	b := buf[:n]
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	// After ") " come fields 3, 4, …; starttime is field 22.
+	field := 2
+	for j := i + 1; j < len(b); j++ {
+		if b[j] != ' ' {
+			continue
+		}
+		field++
+		if field == 22 {
+			var v uint64
+			k := j + 1
+			for ; k < len(b) && b[k] >= '0' && b[k] <= '9'; k++ {
+				v = v*10 + uint64(b[k]-'0')
+			}
+			if k == j+1 {
+				break
+			}
+			return v, nil
+		}
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+}
+
+// exePath reads /proc/<pid>/exe ("" when unreadable).
+func exePath(pid int) string {
+	var pathBuf [32]byte
+	path := append(pathBuf[:0], procRoot+"/"...)
+	path = strconv.AppendInt(path, int64(pid), 10)
+	path = append(path, "/exe"...)
+	var buf [4096]byte
+	n, err := unix.Readlink(string(path), buf[:])
+	if err != nil || n <= 0 {
+		return ""
+	}
+	return string(buf[:n])
 }
 
 // Alive reports whether the process is still the one identified by id.

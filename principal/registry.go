@@ -22,6 +22,17 @@ type Session struct {
 	Root      ProcID
 	parent    *Session // session the registering process was in, if any
 	taint     atomic.Uint32
+	held      atomic.Bool // quarantined after a burst of refusals
+}
+
+// Quarantine marks the session so that every further mutation from it is
+// refused. It reports whether the session was not quarantined before.
+func (s *Session) Quarantine() bool { return s.held.CompareAndSwap(false, true) }
+
+// Quarantined reports whether the session (or the one it was started from)
+// is quarantined.
+func (s *Session) Quarantined() bool {
+	return s != nil && (s.held.Load() || s.parent.Quarantined())
 }
 
 // Taint is the session's own taint together with that of the session it was
@@ -118,6 +129,16 @@ type Registry struct {
 	gen      uint64               // bumped at every registration: negative results expire
 	neg      map[ProcID]uint64    // processes known to be outside sessions, at gen
 	byTgid   map[int]ProcID       // latest ProcID seen for a tgid, for exit events
+	threads  map[int]threadEntry  // thread id → its process, while the thread lives
+}
+
+// threadEntry caches the resolution of a thread. It is valid while the
+// thread's start time and executable are unchanged: a reused thread id has
+// another start time, an exec another executable.
+type threadEntry struct {
+	start uint64
+	exe   string
+	res   *Resolved
 }
 
 // NewRegistry returns a registry for a workspace owned by ownerUID.
@@ -131,6 +152,7 @@ func NewRegistry(ownerUID uint32, pol func() *policy.Policy, ev Events) *Registr
 		procs:    map[ProcID]*Resolved{},
 		neg:      map[ProcID]uint64{},
 		byTgid:   map[int]ProcID{},
+		threads:  map[int]threadEntry{},
 	}
 }
 
@@ -140,6 +162,17 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
 	}
+	// Fast path: a thread seen before, same start time, same program.
+	if start, err := startTime(tid); err == nil {
+		r.mu.RLock()
+		e, ok := r.threads[tid]
+		r.mu.RUnlock()
+		if ok && e.start == start {
+			if exePath(tid) == e.exe {
+				return e.res
+			}
+		}
+	}
 	p, err := ReadProc(tid)
 	if err != nil {
 		return &Resolved{Reason: fmt.Sprintf("pid %d: %v", tid, err)}
@@ -147,10 +180,15 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	r.mu.RLock()
 	res, ok := r.procs[p.ID]
 	r.mu.RUnlock()
-	if ok && res.Proc.Exe == p.Exe {
-		return res
+	if !ok || res.Proc.Exe != p.Exe {
+		res = r.resolve(p, res)
 	}
-	return r.resolve(p, res)
+	if st, err := startTime(tid); err == nil {
+		r.mu.Lock()
+		r.threads[tid] = threadEntry{start: st, exe: p.Exe, res: res}
+		r.mu.Unlock()
+	}
+	return res
 }
 
 func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
@@ -273,7 +311,18 @@ func (r *Registry) Register(peerPid int, p policy.Principal, id string) (*Sessio
 	s.AddTaint(policy.OriginTaint(p))
 	r.members[peer.Proc.ID] = member{sess: s, principal: p}
 	r.byTgid[peer.Proc.ID.Tgid] = peer.Proc.ID
+	// Any cached resolution may now be wrong (the peer, processes it
+	// started, anything that walked through it): start over. Registrations
+	// are rare; resolutions are cheap to redo. Taint of processes outside
+	// sessions is kept.
+	for id, res := range r.procs {
+		if res.own.Load() != 0 {
+			continue
+		}
+		delete(r.procs, id)
+	}
 	delete(r.procs, peer.Proc.ID)
+	r.threads = map[int]threadEntry{}
 	r.gen++
 	return s, peer, v, nil
 }
@@ -325,6 +374,7 @@ func (r *Registry) Forget(id ProcID) {
 	if r.byTgid[id.Tgid] == id {
 		delete(r.byTgid, id.Tgid)
 	}
+	delete(r.threads, id.Tgid)
 	if m, ok := r.members[id]; ok {
 		delete(r.members, id)
 		if m.sess.Root == id && r.events != nil {
@@ -346,7 +396,18 @@ func (r *Registry) Prune() {
 	for id := range r.neg {
 		ids = append(ids, id)
 	}
+	var tids []int
+	for tid, e := range r.threads {
+		if st, err := startTime(tid); err != nil || st != e.start {
+			tids = append(tids, tid)
+		}
+	}
 	r.mu.RUnlock()
+	r.mu.Lock()
+	for _, tid := range tids {
+		delete(r.threads, tid)
+	}
+	r.mu.Unlock()
 	for _, id := range ids {
 		if !Alive(id) {
 			r.Forget(id)

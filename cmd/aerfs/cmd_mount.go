@@ -58,6 +58,9 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if state == "" {
 		state = defaultStateDir(ws)
 	}
+	if state, err = filepath.Abs(state); err != nil {
+		return err
+	}
 	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err != nil {
 		return fail(exitNotMounted, "run: aerfs init "+ws, "%s is not initialised (no policy in %s)", ws, state)
 	}

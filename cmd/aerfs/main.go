@@ -65,6 +65,8 @@ from which process writes and what it has read, never from the bytes.`,
 		newInitCommand(), newMountCommand(), newUnmountCommand(), newRunCommand(),
 		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
+		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
+		newRestoreCommand(), newApproveCommand(), newRejectCommand(),
 	)
 	return root
 }

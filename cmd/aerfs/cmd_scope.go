@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/snapshot"
+)
+
+type scopeOptions struct {
+	asJSON bool
+}
+
+func newScopeCommand() *cobra.Command {
+	var o scopeOptions
+	c := &cobra.Command{
+		Use:   "scope SOURCE",
+		Short: "Show every record and file downstream of a source in the provenance graph",
+		Long: `Show the contamination scope of a source: every record that descends from it
+in the provenance graph (writes by sessions that read it, and what they in
+turn tainted), as a tree, and every guarded file those records changed.
+
+SOURCE is a record id (or a prefix of at least 8 characters) or a path in
+the workspace (every record about that path, or below it, is a root).
+'aerfs restore --contaminated-by SOURCE' undoes exactly these changes.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := findTarget(false)
+			if err != nil {
+				return err
+			}
+			return runScope(cmd.OutOrStdout(), t, o, args[0])
+		},
+	}
+	c.Flags().BoolVar(&o.asJSON, "json", false, "print the scope as JSON")
+	return c
+}
+
+func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
+	x, err := recoveryIndex(t.stateDir)
+	if err != nil {
+		return err
+	}
+	src := source
+	if !looksLikeRecordID(source) {
+		if src, err = workspaceRel(t, source); err != nil {
+			return err
+		}
+	}
+	sc, err := x.Scope(src)
+	if err != nil {
+		return lookupErr(err, "give a record id from 'aerfs log' or a path in the workspace")
+	}
+	if o.asJSON {
+		return writeJSON(out, sc)
+	}
+	files := "files"
+	if len(sc.Files) == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(out, "downstream of %s: %d records, %d guarded %s changed\n\n", src, sc.Records, len(sc.Files), files)
+	var walk func(n *snapshot.ScopeNode, depth int)
+	walk = func(n *snapshot.ScopeNode, depth int) {
+		fmt.Fprintf(out, "%s%s %s %s %s %s\n", strings.Repeat("  ", depth), n.Type, orDash(n.Path), n.Principal,
+			orDash(n.Session), shortRecord(n.ID))
+		for _, c := range n.Children {
+			walk(c, depth+1)
+		}
+	}
+	for _, r := range sc.Roots {
+		walk(r, 0)
+	}
+	if len(sc.Files) == 0 {
+		_, err := fmt.Fprintln(out, "\nno guarded file changed")
+		return err
+	}
+	fmt.Fprintln(out, "\naffected files (first contaminated version → content before it):")
+	for _, f := range sc.Files {
+		before := "absent"
+		if f.First.OldHash != "" {
+			before = shortRecord(f.First.OldHash)
+		}
+		fmt.Fprintf(out, "  %s  first %s %s by %s %s (%d contaminated), before: %s\n", f.Path, f.First.Type,
+			shortRecord(f.First.Record), f.First.Principal, orDash(f.First.Session), f.Versions, before)
+	}
+	return nil
+}
+
+// looksLikeRecordID reports whether s can only be meant as a record id:
+// hex, at least the shortest accepted prefix.
+func looksLikeRecordID(s string) bool {
+	if len(s) < snapshot.MinPrefix || len(s) > 64 {
+		return false
+	}
+	for _, c := range strings.ToLower(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,392 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/aerfs/aerfs/evidence"
+	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+	"github.com/aerfs/aerfs/snapshot"
+)
+
+// ownerChannel admits a request only from the owner's channel: an
+// identified process of a trusted principal that belongs to no session.
+// An agent cannot restore, approve or reject, whatever it is told.
+func (s *controlServer) ownerChannel(pid int, what string) (*principal.Resolved, *Response) {
+	peer := s.reg.Resolve(pid)
+	subj := peer.Subject()
+	if !subj.Identified || subj.Session != "" || !subj.Principal.Trusted() {
+		rec := &evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: nonNil(subj.Taint.Names()),
+			Meta: evidence.Meta{Op: what, Verdict: "deny", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
+				Session: subj.Session, Rule: "RO-owner", Reason: "only the owner's channel (outside every session) may " + what}}
+		s.m.Record(rec)
+		return peer, &Response{Refused: true, Rule: "RO-owner",
+			Error: what + " refused: only the owner's channel (a process outside every session) may " + what,
+			Hint:  "run it from your own terminal, not from an agent session"}
+	}
+	return peer, nil
+}
+
+func fileStates(state map[string]string) []evidence.FileState {
+	out := make([]evidence.FileState, 0, len(state))
+	for p, h := range state {
+		out = append(out, evidence.FileState{Path: p, Hash: h})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// takeSnapshot records the state of every guarded file.
+func (s *controlServer) takeSnapshot(pid int, req Request) *Response {
+	peer, refusal := s.ownerChannel(pid, "snapshot")
+	if refusal != nil {
+		return refusal
+	}
+	state, err := s.m.GuardedState()
+	if err != nil {
+		return &Response{Error: "cannot read the guarded files: " + err.Error()}
+	}
+	p := &evidence.Payload{Detail: req.Label}
+	if fs := fileStates(state); len(fs) > 0 {
+		p.Files = fs
+	}
+	subj := peer.Subject()
+	id, err := s.m.Record(&evidence.Record{Type: evidence.TypeSnapshot, Principal: subj.Principal.String(),
+		Meta: evidence.Meta{Op: "snapshot", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
+			Reason: "snapshot of the guarded files"}, Payload: p})
+	if err != nil {
+		return &Response{Error: "cannot record the snapshot: " + err.Error()}
+	}
+	b, _ := json.Marshal(map[string]any{"id": id, "files": len(state), "label": req.Label})
+	return &Response{OK: true, Data: b}
+}
+
+// recovery serialises the operations that change guarded files from the
+// owner's channel (restore, approve, burst rollback, journal resume).
+var recoveryMu sync.Mutex
+
+// restoreTarget works out what the request asks the guarded files to
+// become, as the subset of paths it is about.
+func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, paths []string, reason string, parents []string, err error) {
+	switch {
+	case req.ContaminatedBy != "":
+		sc, err := x.Scope(req.ContaminatedBy)
+		if err != nil {
+			return nil, nil, "", nil, err
+		}
+		before := x.StateBefore(sc)
+		target = snapshot.State{}
+		for _, f := range sc.Files {
+			target[f.Path] = before[f.Path]
+			paths = append(paths, f.Path)
+		}
+		for _, r := range sc.Roots {
+			parents = append(parents, r.ID)
+		}
+		return target, paths, "undo everything downstream of " + req.ContaminatedBy, parents, nil
+	case req.Snapshot != "":
+		st, snap, err := x.SnapshotState(req.Snapshot)
+		if err != nil {
+			return nil, nil, "", nil, err
+		}
+		return st, nil, "to snapshot " + snap.ID[:12], []string{snap.ID}, nil
+	case req.Before != "":
+		t, err := time.Parse(time.RFC3339Nano, req.Before)
+		if err != nil {
+			return nil, nil, "", nil, fmt.Errorf("bad time %q: use RFC 3339", req.Before)
+		}
+		return x.StateAt(t), nil, "to the state before " + t.UTC().Format(time.RFC3339), nil, nil
+	case req.Path != "":
+		hist := x.History(req.Path)
+		if len(hist) == 0 {
+			return nil, nil, "", nil, fmt.Errorf("no versions of %s in the log", req.Path)
+		}
+		var v *snapshot.Version
+		if n, err := strconv.Atoi(req.To); err == nil {
+			if n < 1 || n > len(hist) {
+				return nil, nil, "", nil, fmt.Errorf("%s has versions 1 to %d", req.Path, len(hist))
+			}
+			v = &hist[n-1]
+		} else if req.To != "" {
+			for i := range hist {
+				if strings.HasPrefix(hist[i].Record, req.To) {
+					if v != nil {
+						return nil, nil, "", nil, fmt.Errorf("version %q is ambiguous", req.To)
+					}
+					v = &hist[i]
+				}
+			}
+		}
+		if v == nil {
+			return nil, nil, "", nil, fmt.Errorf("no version %q of %s (aerfs history %s lists them)", req.To, req.Path, req.Path)
+		}
+		return snapshot.State{req.Path: v.Hash}, []string{req.Path}, "restore " + req.Path + " to version " + v.Record[:12], []string{v.Record}, nil
+	}
+	return nil, nil, "", nil, fmt.Errorf("say what to restore to: FILE --to V, --snapshot, --before or --contaminated-by")
+}
+
+// planRestore is the plan that takes the guarded files on disk to target.
+// With paths, only those files; otherwise every guarded file (those created
+// since are removed).
+func planRestore(cur, target snapshot.State, paths []string) []snapshot.Step {
+	if paths == nil {
+		return snapshot.Plan(cur, target)
+	}
+	c, t := snapshot.State{}, snapshot.State{}
+	for _, p := range paths {
+		if h, ok := cur[p]; ok {
+			c[p] = h
+		}
+		if h := target[p]; h != "" {
+			t[p] = h
+		}
+	}
+	return snapshot.Plan(c, t)
+}
+
+func (s *controlServer) restore(pid int, req Request) *Response {
+	peer, refusal := s.ownerChannel(pid, "restore")
+	if refusal != nil {
+		return refusal
+	}
+	recoveryMu.Lock()
+	defer recoveryMu.Unlock()
+	x, err := snapshot.Load(s.stateDir)
+	if err != nil {
+		return &Response{Error: "cannot read the log: " + err.Error()}
+	}
+	cur, err := s.m.GuardedState()
+	if err != nil {
+		return &Response{Error: "cannot read the guarded files: " + err.Error()}
+	}
+	target, paths, reason, parents, err := restoreTarget(x, cur, req)
+	if err != nil {
+		return &Response{Error: err.Error(), Hint: "aerfs history FILE, aerfs snapshot list and aerfs scope SOURCE show what there is"}
+	}
+	steps := planRestore(cur, target, paths)
+	plan, _ := json.Marshal(map[string]any{"reason": reason, "steps": steps})
+	if req.DryRun || len(steps) == 0 {
+		return &Response{OK: true, Data: plan}
+	}
+	j := &snapshot.Journal{ID: fmt.Sprintf("restore-%d", time.Now().UnixNano()), Reason: reason, Steps: steps, Done: make([]bool, len(steps))}
+	if err := snapshot.WriteJournal(s.stateDir, j); err != nil {
+		return &Response{Error: "cannot write the restore journal: " + err.Error()}
+	}
+	if err := applyJournal(s.m, s.stateDir, j, s.log); err != nil {
+		return &Response{Error: "restore interrupted: " + err.Error() + " (the journal resumes it at the next mount)"}
+	}
+	subj := peer.Subject()
+	if _, err := recordRestore(s.m, j, subj.Principal.String(), peer, parents, "restore"); err != nil {
+		return &Response{Error: "restore done but not recorded: " + err.Error()}
+	}
+	snapshot.RemoveJournal(s.stateDir)
+	return &Response{OK: true, Data: plan}
+}
+
+// applyJournal applies the steps not yet done, marking each durable.
+func applyJournal(m *aerfs.Monitor, stateDir string, j *snapshot.Journal, log zerolog.Logger) error {
+	delay := stepDelay()
+	for _, i := range j.Remaining() {
+		st := j.Steps[i]
+		if _, err := m.SetContent(st.Path, st.To); err != nil {
+			return fmt.Errorf("%s: %w", st.Path, err)
+		}
+		if err := j.MarkDone(stateDir, i); err != nil {
+			return err
+		}
+		log.Info().Str("path", st.Path).Str("to", st.To).Msg("restored")
+		if delay > 0 {
+			time.Sleep(delay)
+		}
+	}
+	return nil
+}
+
+// stepDelay slows restores down between files, so that crash tests can
+// kill the daemon in the middle of one. Unset in normal use.
+func stepDelay() time.Duration {
+	ms, _ := strconv.Atoi(os.Getenv("AERFS_RESTORE_STEP_DELAY_MS"))
+	return time.Duration(ms) * time.Millisecond
+}
+
+func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (string, error) {
+	files := make([]evidence.FileState, 0, len(j.Steps))
+	paths := make([]string, 0, len(j.Steps))
+	for _, st := range j.Steps {
+		files = append(files, evidence.FileState{Path: st.Path, OldHash: st.From, Hash: st.To})
+		paths = append(paths, st.Path)
+	}
+	r := &evidence.Record{Type: evidence.TypeRestore, Principal: principal, Parents: parents,
+		Meta:    evidence.Meta{Op: op, Verdict: "allow", Reason: j.Reason},
+		Payload: &evidence.Payload{Detail: j.Reason, Files: files}}
+	if peer != nil {
+		r.Meta.Pid, r.Meta.Exe, r.Meta.UID = peer.Proc.ID.Tgid, peer.Proc.Exe, peer.Proc.UID
+	}
+	id, err := m.Record(r)
+	if err == nil {
+		m.SetLastRecord(id, paths...)
+	}
+	return id, err
+}
+
+// resumeJournal finishes a restore that a crash interrupted, before the
+// mount serves: the workspace ends fully at the target, and the log says
+// the restore was resumed.
+func resumeJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger) error {
+	j, err := snapshot.ReadJournal(stateDir)
+	if err != nil {
+		return fmt.Errorf("restore journal: %w", err)
+	}
+	if j == nil {
+		return nil
+	}
+	done := len(j.Steps) - len(j.Remaining())
+	recoveryMu.Lock()
+	defer recoveryMu.Unlock()
+	if err := applyJournal(m, stateDir, j, log); err != nil {
+		return fmt.Errorf("resuming the interrupted restore: %w", err)
+	}
+	j.Reason = fmt.Sprintf("%s (interrupted after %d of %d files; resumed at mount)", j.Reason, done, len(j.Steps))
+	if _, err := recordRestore(m, j, policy.Sys.String(), nil, nil, "restore-resumed"); err != nil {
+		return err
+	}
+	log.Warn().Str("journal", j.ID).Msg("interrupted restore resumed")
+	return snapshot.RemoveJournal(stateDir)
+}
+
+func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
+	what := "approve"
+	if !approve {
+		what = "reject"
+	}
+	peer, refusal := s.ownerChannel(pid, what)
+	if refusal != nil {
+		return refusal
+	}
+	recoveryMu.Lock()
+	defer recoveryMu.Unlock()
+	x, err := snapshot.Load(s.stateDir)
+	if err != nil {
+		return &Response{Error: "cannot read the log: " + err.Error()}
+	}
+	var item *snapshot.Pending
+	for _, p := range x.Pending() {
+		if len(req.ID) >= 8 && strings.HasPrefix(p.ID, req.ID) {
+			if item != nil {
+				return &Response{Error: fmt.Sprintf("id %q is ambiguous", req.ID)}
+			}
+			p := p
+			item = &p
+		}
+	}
+	if item == nil {
+		return &Response{Error: fmt.Sprintf("no pending item %q (already approved or rejected?)", req.ID), Hint: "aerfs pending lists them"}
+	}
+	subj := peer.Subject()
+	rec := &evidence.Record{Principal: subj.Principal.String(), Parents: []string{item.ID},
+		Meta:    evidence.Meta{Path: item.Path, Op: what, Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID},
+		Payload: &evidence.Payload{OldHash: item.BaseHash, NewHash: item.Hash}}
+	if !approve {
+		rec.Type, rec.Meta.Reason = evidence.TypeReject, "the owner rejected the quarantined content"
+		if _, err := s.m.Record(rec); err != nil {
+			return &Response{Error: err.Error()}
+		}
+		b, _ := json.Marshal(map[string]string{"id": item.ID, "path": item.Path})
+		return &Response{OK: true, Data: b}
+	}
+	cur, err := s.m.HashRel(item.Path)
+	if err != nil {
+		return &Response{Error: err.Error()}
+	}
+	if cur != item.BaseHash {
+		return &Response{Error: fmt.Sprintf("%s changed since the content was quarantined: approving it would overwrite that change", item.Path),
+			Hint: "look at aerfs pending and aerfs diff " + item.Path + ", then reject it or write the content yourself"}
+	}
+	rec.Type, rec.Meta.Reason = evidence.TypeApprove, "the owner approved exactly the reviewed content"
+	aid, err := s.m.Record(rec)
+	if err != nil {
+		return &Response{Error: err.Error()}
+	}
+	if _, err := s.m.SetContent(item.Path, item.Hash); err != nil {
+		return &Response{Error: "approved but not written: " + err.Error()}
+	}
+	wid, err := s.m.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
+		Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
+			Reason: "approved content committed"},
+		Payload: &evidence.Payload{OldHash: item.BaseHash, NewHash: item.Hash}})
+	if err != nil {
+		return &Response{Error: err.Error()}
+	}
+	s.m.SetLastRecord(wid, item.Path)
+	b, _ := json.Marshal(map[string]string{"id": item.ID, "path": item.Path})
+	return &Response{OK: true, Data: b}
+}
+
+// rollbackSession reverts the guarded changes of a session quarantined
+// after a burst of refusals. A file that someone else changed after the
+// session is left alone: the owner's and other sessions' work survives.
+func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess *principal.Session) {
+	recoveryMu.Lock()
+	defer recoveryMu.Unlock()
+	x, err := snapshot.Load(stateDir)
+	if err != nil {
+		log.Error().Err(err).Msg("burst rollback: cannot read the log")
+		return
+	}
+	var steps []snapshot.Step
+	var kept []string
+	for _, p := range x.Paths() {
+		hist := x.History(p)
+		first := -1
+		for i, v := range hist {
+			if v.Session == sess.ID && (v.Type == evidence.TypeWrite || v.Type == evidence.TypeDelete || v.Type == evidence.TypeRename) {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
+			continue
+		}
+		if last := hist[len(hist)-1]; last.Session != sess.ID {
+			kept = append(kept, p)
+			continue
+		}
+		cur, err := m.HashRel(p)
+		if err != nil {
+			continue
+		}
+		if to := hist[first].OldHash; cur != to {
+			steps = append(steps, snapshot.Step{Path: p, From: cur, To: to})
+		}
+	}
+	if len(kept) > 0 {
+		log.Warn().Strs("paths", kept).Str("session", sess.ID).Msg("burst rollback: changed by others since; left alone")
+	}
+	if len(steps) == 0 {
+		return
+	}
+	j := &snapshot.Journal{ID: "burst-" + sess.ID, Reason: "burst: roll back what session " + sess.ID + " changed", Steps: steps, Done: make([]bool, len(steps))}
+	if err := snapshot.WriteJournal(stateDir, j); err != nil {
+		log.Error().Err(err).Msg("burst rollback: journal")
+		return
+	}
+	if err := applyJournal(m, stateDir, j, log); err != nil {
+		log.Error().Err(err).Msg("burst rollback interrupted; the journal resumes it at the next mount")
+		return
+	}
+	if _, err := recordRestore(m, j, policy.Sys.String(), nil, nil, "burst-rollback"); err != nil {
+		log.Error().Err(err).Msg("burst rollback not recorded")
+		return
+	}
+	snapshot.RemoveJournal(stateDir)
+}

@@ -1,0 +1,193 @@
+package evidence
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestConcurrentAppend(t *testing.T) {
+	dir := newState(t)
+	l := openLog(t, dir)
+	const workers, each = 32, 40
+	var wg sync.WaitGroup
+	ids := make([][]string, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			prev := ""
+			for i := 0; i < each; i++ {
+				r := sampleRecord(i)
+				r.Meta.Session = fmt.Sprintf("w%d", w)
+				r.Meta.Reason = fmt.Sprintf("worker %d record %d", w, i)
+				if prev != "" {
+					r.Parents = []string{prev}
+				}
+				id, err := l.Append(r)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[w] = append(ids[w], id)
+				prev = id
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pos := map[string]int64{}
+	err := ReadAll(dir, func(idx int64, id string, r *Record) error {
+		pos[id] = idx
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pos) != workers*each {
+		t.Fatalf("%d records, want %d", len(pos), workers*each)
+	}
+	for w := range ids {
+		for i := 1; i < len(ids[w]); i++ {
+			if pos[ids[w][i]] <= pos[ids[w][i-1]] {
+				t.Fatalf("worker %d: record %d precedes its predecessor", w, i)
+			}
+		}
+	}
+	rep, err := VerifyState(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Records != workers*each {
+		t.Fatalf("verified %d", rep.Records)
+	}
+}
+
+// appendN appends n records and returns the state dir's checkpoint after
+// each append.
+func appendN(t *testing.T, dir string, n int) [][]byte {
+	l := openLog(t, dir)
+	defer l.Close()
+	var cps [][]byte
+	for i := 0; i < n; i++ {
+		if _, err := l.Append(sampleRecord(i)); err != nil {
+			t.Fatal(err)
+		}
+		cp, _ := l.Checkpoint()
+		cps = append(cps, cp)
+	}
+	return cps
+}
+
+func lastRecord(t *testing.T, dir string) *Record {
+	var last *Record
+	if err := ReadAll(dir, func(_ int64, _ string, r *Record) error { last = r; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return last
+}
+
+// TestTornTail simulates crashes that leave partial or unconfirmed data
+// past the signed checkpoint: Open cuts it, records the cut, and the log
+// verifies.
+func TestTornTail(t *testing.T) {
+	ev := func(d, n string) string { return filepath.Join(d, "evidence", n) }
+	cases := []struct {
+		name   string
+		crash  func(t *testing.T, d string, cps [][]byte)
+		kept   int64 // records kept from the 5 appended
+		cut    bool  // a recovery record is expected
+		detail string
+	}{
+		{"garbage appended to log", func(t *testing.T, d string, _ [][]byte) {
+			f, _ := os.OpenFile(ev(d, "log"), os.O_APPEND|os.O_WRONLY, 0)
+			f.WriteString("{\"garbage\": tru")
+			f.Close()
+		}, 5, true, "cut 15 log bytes, 0 index entries"},
+		{"partial record and partial index entry", func(t *testing.T, d string, _ [][]byte) {
+			c, _ := sampleRecord(9).Canonical()
+			f, _ := os.OpenFile(ev(d, "log"), os.O_APPEND|os.O_WRONLY, 0)
+			f.Write(c[:len(c)/2])
+			f.Close()
+			f, _ = os.OpenFile(ev(d, "index"), os.O_APPEND|os.O_WRONLY, 0)
+			f.Write(make([]byte, 13))
+			f.Close()
+		}, 5, true, "1 index entries"},
+		{"last batch written, checkpoint not: record kept", func(t *testing.T, d string, cps [][]byte) {
+			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
+		}, 5, false, ""},
+		{"last batch written, checkpoint not, log line torn", func(t *testing.T, d string, cps [][]byte) {
+			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
+			fi, _ := os.Stat(ev(d, "log"))
+			os.Truncate(ev(d, "log"), fi.Size()-7)
+		}, 4, true, "last good record 3"},
+		{"last batch written, checkpoint not, stored hash wrong", func(t *testing.T, d string, cps [][]byte) {
+			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
+			// Record 4's leaf is stored hash index StoredHashIndex(0,4) = 7.
+			flipByteAt(t, ev(d, "hashes"), 7*32)
+		}, 4, true, "last good record 3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newState(t)
+			cps := appendN(t, d, 5)
+			tc.crash(t, d, cps)
+			l, err := Open(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := l.Size()
+			l.Close()
+			want := tc.kept
+			if tc.cut {
+				want++
+			}
+			if size != want {
+				t.Fatalf("size %d, want %d", size, want)
+			}
+			last := lastRecord(t, d)
+			if tc.cut {
+				if last.Type != TypeRecovery || !strings.Contains(last.Payload.Detail, tc.detail) {
+					t.Fatalf("last record %+v, want recovery with %q", last, tc.detail)
+				}
+				t.Log(last.Payload.Detail)
+			} else if last.Type == TypeRecovery {
+				t.Fatal("unexpected recovery record")
+			}
+			if _, err := VerifyState(d, ""); err != nil {
+				t.Fatal(err)
+			}
+			// Appends continue after recovery.
+			l = openLog(t, d)
+			if _, err := l.Append(sampleRecord(77)); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			if _, err := VerifyState(d, ""); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestTruncatedBelowCheckpoint: losing records the checkpoint covers is
+// not a crash tail. Open refuses instead of cutting, and VerifyState names
+// the damage.
+func TestTruncatedBelowCheckpoint(t *testing.T) {
+	d := newState(t)
+	appendN(t, d, 5)
+	rd, _ := openReader(d)
+	start, _, _, _ := readEntry(rd.index, 3)
+	rd.Close()
+	os.Truncate(filepath.Join(d, "evidence", "log"), start+5)
+	if _, err := Open(d); err == nil || !strings.Contains(err.Error(), "below its signed checkpoint") {
+		t.Fatalf("Open: %v", err)
+	}
+	_, err := VerifyState(d, "")
+	checkKind(t, err, KindIntegrity, "record 3: truncated")
+}

@@ -1,0 +1,215 @@
+package fs
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/policy"
+)
+
+// # Recovery primitives
+//
+// Restores, approvals and drift repair change guarded files from the
+// owner's channel, not from a FUSE request. They go through the same
+// atomic replace as a commit and keep the previous version; the daemon
+// records them.
+
+// expect notes the content aerfs itself is about to give rel ("" = absent),
+// before it does: the drift watcher sees aerfs's own changes too, and must
+// not mistake them for drift.
+func (m *Monitor) expect(rel, hash string) {
+	m.mu.Lock()
+	if m.expected == nil {
+		m.expected = map[string]string{}
+	}
+	m.expected[rel] = hash
+	m.mu.Unlock()
+}
+
+// Expected returns the content aerfs last gave rel, and whether it knows.
+func (m *Monitor) Expected(rel string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.expected[rel]
+	return h, ok
+}
+
+// SetExpected replaces what aerfs believes the guarded files hold (from
+// the evidence log, at mount).
+func (m *Monitor) SetExpected(state map[string]string) {
+	m.mu.Lock()
+	m.expected = map[string]string{}
+	for p, h := range state {
+		m.expected[p] = h
+	}
+	m.mu.Unlock()
+}
+
+// SetLastRecord names the record of the current version of each path.
+func (m *Monitor) SetLastRecord(id string, paths ...string) {
+	m.mu.Lock()
+	for _, p := range paths {
+		m.lastRec[p] = id
+	}
+	m.mu.Unlock()
+}
+
+// HashRel returns the hash of rel's content ("" when absent), keeping the
+// content as a blob.
+func (m *Monitor) HashRel(rel string) (string, error) {
+	st, err := m.lstatRel(rel)
+	if err != nil {
+		if os.IsNotExist(err) || err == unix.ENOENT {
+			return "", nil
+		}
+		return "", err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return "", fmt.Errorf("%s is not a regular file", rel)
+	}
+	return m.putBlobRel(rel)
+}
+
+// GuardedState hashes every guarded regular file in the backing directory
+// (and keeps each content as a blob): what a snapshot records.
+func (m *Monitor) GuardedState() (map[string]string, error) {
+	pol := m.Policy()
+	out := map[string]string{}
+	var ferr error
+	m.walkFiles("", func(sub string, st *syscall.Stat_t) {
+		if ferr != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || isReserved(path.Base(sub)) {
+			return
+		}
+		if c, _, _ := pol.Classify(sub); !c.Guarded() {
+			return
+		}
+		h, err := m.putBlobRel(sub)
+		if err != nil {
+			ferr = err
+			return
+		}
+		out[sub] = h
+	})
+	return out, ferr
+}
+
+// SetContent gives the guarded file rel the content with hash h, or removes
+// it when h is "". It is idempotent: a file that already holds h is left
+// alone. It returns the previous hash ("" when the file was absent).
+func (m *Monitor) SetContent(rel, h string) (string, error) {
+	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
+		return "", fmt.Errorf("bad path %q", rel)
+	}
+	old, err := m.HashRel(rel)
+	if err != nil {
+		return "", err
+	}
+	if old == h {
+		m.expect(rel, h)
+		return old, nil
+	}
+	st, _ := m.lstatRel(rel)
+	if h == "" {
+		m.expect(rel, "")
+		dfd, err := m.openDir(path.Dir(cleanDir(rel)))
+		if err != nil {
+			return old, err
+		}
+		defer unix.Close(dfd)
+		if err := unix.Unlinkat(dfd, path.Base(rel), 0); err != nil {
+			return old, err
+		}
+		unix.Fsync(dfd)
+		if st != nil && st.Nlink <= 1 {
+			m.forgetInode(keyOf(st))
+		}
+		return old, nil
+	}
+	data, err := m.rec.Blob(h)
+	if err != nil {
+		return old, fmt.Errorf("content %.12s: %w", h, err)
+	}
+	f, err := os.CreateTemp(m.stagingDir(), "restore-*")
+	if err != nil {
+		return old, err
+	}
+	os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return old, err
+	}
+	if err := m.mkdirAll(path.Dir(cleanDir(rel))); err != nil {
+		return old, err
+	}
+	m.expect(rel, h)
+	if errno := m.replace(rel, f, st); errno != 0 {
+		return old, errno
+	}
+	nst, err := m.lstatRel(rel)
+	if err != nil {
+		return old, err
+	}
+	l := &Label{Origin: policy.User, Hash: h}
+	l.bindFingerprint(nst)
+	m.mu.Lock()
+	m.guarded[keyOf(nst)] = rel
+	m.mu.Unlock()
+	return old, m.Labels.Set(keyOf(nst), l)
+}
+
+func cleanDir(rel string) string {
+	if !strings.Contains(rel, "/") {
+		return "./" + rel
+	}
+	return rel
+}
+
+// Drift is a guarded file whose content is not what aerfs last gave it.
+type Drift struct {
+	Path     string
+	Expected string // "" = should be absent
+	Found    string // "" = absent
+}
+
+// CheckDrift compares rel with what aerfs last gave it. A drifted file's
+// label becomes EXTERNAL: whoever reads it inherits UNTRUSTED.
+func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
+	want, known := m.Expected(rel)
+	if !known {
+		return nil, nil
+	}
+	found, err := m.HashRel(rel)
+	if err != nil {
+		return nil, err
+	}
+	if found == want {
+		return nil, nil
+	}
+	if st, err := m.lstatRel(rel); err == nil {
+		l := &Label{Origin: policy.External, Taint: policy.Untrusted, Hash: found}
+		l.bindFingerprint(st)
+		m.Labels.Set(keyOf(st), l)
+	}
+	// Believe the file from now on, so one drift is reported once.
+	m.expect(rel, found)
+	return &Drift{Path: rel, Expected: want, Found: found}, nil
+}
+
+// BackingPath is a path through which the backing directory can be watched
+// (the mount covers the workspace path itself).
+func (m *Monitor) BackingPath() string { return m.rootPath }
+
+// Stat describes a backing path without following symlinks.
+func (m *Monitor) Stat(rel string) (os.FileInfo, error) {
+	f, err := m.openFileRel(rel, unix.O_PATH)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
+}

@@ -1,0 +1,88 @@
+package snapshot
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aerfs/aerfs/evidence"
+)
+
+// testLog is a real evidence log in a temporary state directory whose
+// records carry times from a test clock: one minute apart, from t0.
+type testLog struct {
+	t     *testing.T
+	dir   string
+	log   *evidence.Log
+	clock time.Time
+	ids   []string
+}
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func newTestLog(t *testing.T) *testLog {
+	t.Helper()
+	dir := t.TempDir()
+	if err := evidence.Init(dir, "aerfs.test/snapshot"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := evidence.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return &testLog{t: t, dir: dir, log: l, clock: t0}
+}
+
+// blob stores s and returns its hash.
+func (tl *testLog) blob(s string) string {
+	tl.t.Helper()
+	h, err := tl.log.PutBlob([]byte(s))
+	if err != nil {
+		tl.t.Fatal(err)
+	}
+	return h
+}
+
+// at is the time of the i-th record appended (0-based).
+func at(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+
+func (tl *testLog) add(r *evidence.Record) string {
+	tl.t.Helper()
+	r.Meta.Time = evidence.FormatTime(at(len(tl.ids)))
+	if r.Principal == "" {
+		r.Principal = "USER"
+	}
+	id, err := tl.log.Append(r)
+	if err != nil {
+		tl.t.Fatal(err)
+	}
+	tl.ids = append(tl.ids, id)
+	return id
+}
+
+func (tl *testLog) write(path, principal, session, old, nw string, parents ...string) string {
+	return tl.add(&evidence.Record{Type: evidence.TypeWrite, Principal: principal, Parents: parents,
+		Meta:    evidence.Meta{Path: path, Session: session, Verdict: "allow"},
+		Payload: &evidence.Payload{OldHash: old, NewHash: nw}})
+}
+
+func (tl *testLog) index() *Index {
+	tl.t.Helper()
+	x, err := Load(tl.dir)
+	if err != nil {
+		tl.t.Fatal(err)
+	}
+	return x
+}
+
+func eqState(t *testing.T, what string, got, want State) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("%s: %s = %.8q, want %.8q (got %v)", what, k, got[k], v, got)
+		}
+	}
+}

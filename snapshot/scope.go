@@ -1,0 +1,169 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aerfs/aerfs/evidence"
+)
+
+// ScopeNode is one record downstream of a source, with the downstream
+// records that descend from it.
+type ScopeNode struct {
+	Idx       int64        `json:"idx"`
+	ID        string       `json:"id"`
+	Type      string       `json:"type"`
+	Path      string       `json:"path,omitempty"`
+	Principal string       `json:"principal"`
+	Session   string       `json:"session,omitempty"`
+	Time      time.Time    `json:"time"`
+	Children  []*ScopeNode `json:"children,omitempty"`
+}
+
+// ScopeFile is a guarded file changed downstream of a source.
+type ScopeFile struct {
+	Path string `json:"path"`
+	// First is the file's first contaminated version; its OldHash is what
+	// StateBefore puts back.
+	First Version `json:"first"`
+	// Versions counts the file's contaminated versions.
+	Versions int `json:"versions"`
+}
+
+// Scope is the contamination scope of a source: every record downstream of
+// it in the provenance DAG, and every guarded file those records changed.
+type Scope struct {
+	Source  string       `json:"source"`
+	Roots   []*ScopeNode `json:"roots"`   // the source's own records, each the top of a tree
+	Records int          `json:"records"` // roots and their descendants
+	Files   []ScopeFile  `json:"files"`   // sorted by path
+}
+
+// Scope computes the contamination scope of source: a record id (or a
+// unique prefix), or a workspace path, whose every record (meta.path,
+// payload.from or payload.to equal to it or below it) is a root.
+//
+// A record is downstream when it names a downstream record as a parent, or
+// when it is a later write, delete, rename or drift of a file that has a
+// downstream version (its content descends from the contaminated one even
+// if the record did not say so). A restore is downstream only through its
+// parents: it installs content the owner chose, and treating it as
+// contaminated would spread the scope to every other file it restored. In
+// the tree each record hangs under its earliest downstream parent, so it
+// appears once; children are in log order.
+func (x *Index) Scope(source string) (*Scope, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	src := strings.TrimSuffix(strings.TrimPrefix(source, "./"), "/")
+	if src == "" {
+		return nil, fmt.Errorf("scope: empty source")
+	}
+	roots := map[int32]bool{}
+	if pos, err := x.resolve(src); err == nil {
+		roots[pos] = true
+	} else if errors.Is(err, ErrAmbiguous) {
+		return nil, err
+	} else {
+		under := func(s string) bool { return s != "" && (s == src || strings.HasPrefix(s, src+"/")) }
+		for i := range x.recs {
+			r := &x.recs[i]
+			if under(r.path) || under(r.from) || under(r.to) {
+				roots[int32(i)] = true
+			}
+		}
+		// A restore names its files only in its payload.
+		for i := range x.recs {
+			r := &x.recs[i]
+			if r.typ == evidence.TypeRestore {
+				for _, v := range x.vers[r.vFirst : r.vFirst+r.vCount] {
+					if under(v.path) {
+						roots[int32(i)] = true
+					}
+				}
+			}
+		}
+		if len(roots) == 0 {
+			return nil, fmt.Errorf("scope: no record or path matches %q: %w", source, ErrNotFound)
+		}
+	}
+	start := int32(len(x.recs))
+	for p := range roots {
+		start = min(start, p)
+	}
+
+	sc := &Scope{Source: source}
+	nodes := map[int32]*ScopeNode{}
+	lastDown := map[string]int32{} // path → latest downstream record that versioned it
+	files := map[string]*ScopeFile{}
+	for p := start; p < int32(len(x.recs)); p++ {
+		r := &x.recs[p]
+		parent := int32(-2) // not downstream
+		if roots[p] {
+			parent = -1
+		} else {
+			pick := func(q int32) {
+				if _, ok := nodes[q]; ok && (parent < 0 || q < parent) {
+					parent = q
+				}
+			}
+			for _, q := range r.parents {
+				pick(q)
+			}
+			if r.typ != evidence.TypeRestore {
+				for _, v := range x.vers[r.vFirst : r.vFirst+r.vCount] {
+					if q, ok := lastDown[v.path]; ok {
+						pick(q)
+					}
+				}
+			}
+		}
+		if parent == -2 {
+			continue
+		}
+		n := &ScopeNode{Idx: r.idx, ID: r.id, Type: r.typ, Path: r.path, Principal: r.principal,
+			Session: r.session, Time: r.t}
+		if n.Path == "" && r.vCount == 1 {
+			n.Path = x.vers[r.vFirst].path
+		}
+		nodes[p] = n
+		sc.Records++
+		if parent == -1 {
+			sc.Roots = append(sc.Roots, n)
+		} else {
+			nodes[parent].Children = append(nodes[parent].Children, n)
+		}
+		for vi := r.vFirst; vi < r.vFirst+r.vCount; vi++ {
+			v := x.vers[vi]
+			lastDown[v.path] = p
+			if f, ok := files[v.path]; ok {
+				f.Versions++
+			} else {
+				files[v.path] = &ScopeFile{Path: v.path, First: x.version(vi), Versions: 1}
+			}
+		}
+	}
+	for _, f := range files {
+		sc.Files = append(sc.Files, *f)
+	}
+	sort.Slice(sc.Files, func(i, j int) bool { return sc.Files[i].Path < sc.Files[j].Path })
+	return sc, nil
+}
+
+// StateBefore is the current guarded state with every file of the scope
+// put back to what it was just before its first contaminated version
+// (absent if it did not exist then). Files outside the scope keep their
+// current version, so a change made meanwhile by someone else survives.
+func (x *Index) StateBefore(sc *Scope) State {
+	st := x.Current()
+	for _, f := range sc.Files {
+		if f.First.OldHash == "" {
+			delete(st, f.Path)
+		} else {
+			st[f.Path] = f.First.OldHash
+		}
+	}
+	return st
+}

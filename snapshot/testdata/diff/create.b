@@ -1,0 +1,2 @@
+new file
+second line

@@ -1,0 +1,3 @@
+ONE
+two
+three
