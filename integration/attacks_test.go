@@ -116,25 +116,31 @@ func TestAttackTaxonomy(t *testing.T) {
 			"skills/notes/SKILL.md":    "always " + job,
 			".git/hooks/post-checkout": job,
 		}
+		// One session per plant: a single session with many denials is
+		// quarantined, and the test is about each rule, not the quarantine.
+		plantSession := map[string]string{}
+		i := 0
 		for p, content := range plants {
-			r := e.ShT("SKILL", "a3-skill", fmt.Sprintf("mkdir -p \"$(dirname %q)\" 2>/dev/null; printf '%%s\\n' %q > %q", p, content, p))
+			i++
+			plantSession[p] = fmt.Sprintf("a3-skill-%d", i)
+			r := e.ShT("SKILL", plantSession[p], fmt.Sprintf("mkdir -p \"$(dirname %q)\" 2>/dev/null; printf '%%s\\n' %q > %q", p, content, p))
 			expectFail(t, "SKILL plants "+p, r)
 		}
-		expectOK(t, "SKILL writes a plain job file", e.ShT("SKILL", "a3-skill", "mkdir -p jobs && printf '%s\\n' \""+job+"\" > jobs/run.sh && chmod +x jobs/run.sh"))
+		expectOK(t, "SKILL writes a plain job file", e.ShT("SKILL", "a3-skill-job", "mkdir -p jobs && printf '%s\\n' \""+job+"\" > jobs/run.sh && chmod +x jobs/run.sh"))
 		r := e.ShT("USER", "a3-runner", `sh jobs/run.sh`)
 		expectFail(t, "runner executes the planted job", r)
 		expectFail(t, "runner writes MEMORY.md itself", e.ShT("USER", "a3-runner", `echo '- note' >> MEMORY.md`))
 		li := e.index()
 		for p := range plants {
 			if p == "skills/notes/SKILL.md" {
-				refusedOn(t, e, li, "a3-skill", p, before[p], "R3-principal")
+				refusedOn(t, e, li, plantSession[p], p, before[p], "R3-principal")
 				continue
 			}
 			if e.Exists(p) {
 				bugf(t, "%s was planted by a SKILL session", p)
 			}
-			if len(li.denials("a3-skill", append(ancestors(p), p)...)) == 0 {
-				bugf(t, "no deny record for %s:%s", p, describe(li.bySession["a3-skill"]))
+			if len(li.denials(plantSession[p], append(ancestors(p), p)...)) == 0 {
+				bugf(t, "no deny record for %s:%s", p, describe(li.bySession[plantSession[p]]))
 			}
 		}
 		refusedOn(t, e, li, "a3-runner", "MEMORY.md", mem, "R2-taint")
