@@ -202,8 +202,11 @@ func (e *events) SessionEnded(s *principal.Session) {
 // clearStaleMount unmounts a dead FUSE mount ("transport endpoint is not
 // connected") left at ws by a daemon that died.
 func clearStaleMount(ws string) error {
-	_, err := os.Stat(ws)
-	if err == nil || !errors.Is(err, syscall.ENOTCONN) {
+	// statfs is never answered from the kernel's caches: it reaches the
+	// daemon, or fails when the daemon is gone.
+	var sfs syscall.Statfs_t
+	err := syscall.Statfs(ws, &sfs)
+	if err == nil || !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
 		return nil
 	}
 	if err := syscall.Unmount(ws, syscall.MNT_DETACH); err != nil {

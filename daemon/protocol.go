@@ -74,6 +74,8 @@ type SessionStatus struct {
 	Taint     []string  `json:"taint"`
 	Started   time.Time `json:"started"`
 	Live      int       `json:"live_processes"`
+	// Quarantined: a burst of refusals; every mutation is refused.
+	Quarantined bool `json:"quarantined"`
 }
 
 // Call sends one request to the daemon serving stateDir.

@@ -134,7 +134,7 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
-				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x)})
+				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined()})
 		}
 		sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].Started.Before(st.Sessions[j].Started) })
 		b, _ := json.Marshal(st)

@@ -35,8 +35,14 @@ type guardedFile struct {
 	mu      sync.Mutex
 	staging *os.File
 	append  bool
-	dirty   bool
-	closed  bool
+	dirty   bool // written since the last commit
+	// truncated: opened with O_TRUNC (or created) and not committed since.
+	// A shell's "> MEMORY.md" opens, dup2()s and closes the first
+	// descriptor before writing: committing the empty file at that first
+	// flush would publish a version nobody meant. The truncation alone is
+	// committed at release, if nothing was written by then.
+	truncated bool
+	closed    bool
 	// writers are the processes other than the opener that wrote through
 	// this handle (a descriptor inherited or passed over a socket). Each
 	// of them must be allowed at commit too.
@@ -94,7 +100,7 @@ func (m *Monitor) openGuarded(n *Node, res *principal.Resolved, rel string, flag
 			return nil, gofs.ToErrno(err)
 		}
 	}
-	return &guardedFile{m: m, node: n, res: res, staging: f, append: flags&syscall.O_APPEND != 0, dirty: flags&syscall.O_TRUNC != 0}, 0
+	return &guardedFile{m: m, node: n, res: res, staging: f, append: flags&syscall.O_APPEND != 0, truncated: flags&syscall.O_TRUNC != 0}, 0
 }
 
 // openFileRel opens a backing file by relative path without following
@@ -183,12 +189,14 @@ func (g *guardedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse
 	return g.Getattr(ctx, out)
 }
 
-func (g *guardedFile) Flush(ctx context.Context) syscall.Errno { return g.commit(ctx) }
+func (g *guardedFile) Flush(ctx context.Context) syscall.Errno { return g.commit(ctx, false) }
 
-func (g *guardedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno { return g.commit(ctx) }
+func (g *guardedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return g.commit(ctx, false)
+}
 
 func (g *guardedFile) Release(ctx context.Context) syscall.Errno {
-	errno := g.commit(ctx)
+	errno := g.commit(ctx, true)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.closed {
@@ -202,13 +210,13 @@ func (g *guardedFile) Release(ctx context.Context) syscall.Errno {
 // commit decides again with the opener's taint as of now (it may have read
 // something since open) and either replaces the backing file with the
 // staged content or quarantines it.
-func (g *guardedFile) commit(ctx context.Context) syscall.Errno {
+func (g *guardedFile) commit(ctx context.Context, last bool) syscall.Errno {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.dirty || g.closed {
+	if g.closed || !g.dirty && !(last && g.truncated) {
 		return 0
 	}
-	g.dirty = false
+	g.dirty, g.truncated = false, false
 	rel := g.node.rel()
 	for _, w := range g.writers {
 		// Every process that wrote through the handle must be allowed to

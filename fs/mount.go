@@ -3,7 +3,6 @@ package fs
 import (
 	"fmt"
 	"syscall"
-	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -25,19 +24,14 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 	root := &Node{LoopbackNode: &gofs.LoopbackNode{RootData: lr}, m: m}
 	lr.RootNode = root
 
-	// Plain paths: one second of kernel caching for entries and attributes,
-	// the libfuse default. Nothing else changes plain files but the mount,
-	// so the cache only saves round trips. Guarded paths and session
-	// namespaces set their own timeouts to zero at each lookup.
-	sec := time.Second
-	// Failed lookups are not cached: a name that does not exist for one
-	// session may exist for another, and a guarded file that was just
-	// created must be found at once.
-	var zero time.Duration
+	// No default entry or attribute timeout: every lookup, create and
+	// getattr sets its own (setEntryTimeouts), so that the zero of a
+	// guarded file or a session namespace is not replaced by a default.
+	// Failed lookups of plain names are cached like plain entries;
+	// sensitive names opt out (noNegativeCache).
+	neg := plainTimeout
 	opts := &gofs.Options{
-		EntryTimeout:    &sec,
-		AttrTimeout:     &sec,
-		NegativeTimeout: &zero,
+		NegativeTimeout: &neg,
 		MountOptions: fuse.MountOptions{
 			AllowOther:  true,
 			Options:     []string{"default_permissions"},
@@ -48,6 +42,11 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 			// Extended attributes pass through: security.capability
 			// must reach the backing directory for plain files.
 			DisableXAttrs: false,
+			// O_TRUNC arrives with the open that asked for it. Without
+			// this the kernel first sends a separate truncate, which for
+			// a guarded file would commit an empty version before the
+			// writer has written anything.
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | killprivV2,
 		},
 		NullPermissions: true,
 	}

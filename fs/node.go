@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -54,11 +55,38 @@ func (n *Node) childRel(name string) string { return joinRel(n.rel(), name) }
 
 // isSensitive reports whether lookups and attributes of rel must never be
 // cached by the kernel: guarded files (every byte and size must come from
-// here) and session namespaces (a dentry cached for one session must not
-// serve another).
+// here, and restores change them behind the kernel's back), session
+// namespaces (a dentry cached for one session must not serve another) and
+// the shared namespace (promotions add to it behind the kernel's back).
 func isSensitive(c policy.Class, ns policy.Namespace) bool {
-	return c != policy.Plain || ns == policy.NSSession || ns == policy.NSSessionsRoot
+	return c != policy.Plain || ns != policy.NSNone
 }
+
+// plainTimeout is how long the kernel may cache entries, attributes and
+// failed lookups of plain paths. Plain files change only through this
+// mount, which the kernel sees (a change made in the backing directory is
+// drift, and shows up here at most this late). It is what makes stat-heavy
+// work (ls -l, du, git status) cost little more than on the native
+// filesystem; go-fuse's default is one second.
+const plainTimeout = 60 * time.Second
+
+// setEntryTimeouts sets the kernel cache lifetimes of a new entry. The
+// mount sets no default (a zero here would otherwise be replaced by it), so
+// a sensitive entry keeps zero: never cached.
+func setEntryTimeouts(out *fuse.EntryOut, c policy.Class, ns policy.Namespace) {
+	if isSensitive(c, ns) {
+		out.SetEntryTimeout(0)
+		out.SetAttrTimeout(0)
+		return
+	}
+	out.SetEntryTimeout(plainTimeout)
+	out.SetAttrTimeout(plainTimeout)
+}
+
+// noNegativeCache keeps a failed lookup of a sensitive name out of the
+// kernel's negative dentry cache: the mount's negative timeout applies only
+// to entries whose timeout is still zero.
+func noNegativeCache(out *fuse.EntryOut) { out.SetEntryTimeout(time.Nanosecond) }
 
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if strings.HasPrefix(name, reservedPrefix) {
@@ -69,13 +97,16 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if ns == policy.NSSession {
 		t := policy.Target{Class: c, Namespace: ns, Session: sess}
 		if _, errno := n.m.gate(ctx, nil, policy.OpLookup, rel, t, nil); errno != 0 {
+			noNegativeCache(out)
 			return nil, syscall.ENOENT
 		}
 	}
 	ch, errno := n.LoopbackNode.Lookup(ctx, name, out)
-	if errno == 0 && isSensitive(c, ns) {
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
+	switch {
+	case errno == 0:
+		setEntryTimeouts(out, c, ns)
+	case isSensitive(c, ns):
+		noNegativeCache(out)
 	}
 	return ch, errno
 }
@@ -83,8 +114,8 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	errno := n.LoopbackNode.Getattr(ctx, f, out)
 	if errno == 0 {
-		if c, ns, _ := n.m.Policy().Classify(n.rel()); isSensitive(c, ns) {
-			out.SetTimeout(0)
+		if c, ns, _ := n.m.Policy().Classify(n.rel()); !isSensitive(c, ns) {
+			out.SetTimeout(plainTimeout)
 		}
 	}
 	return errno

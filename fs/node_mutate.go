@@ -67,9 +67,8 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, errno
 	}
 	ch, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
-	if errno == 0 && isSensitive(t.Class, t.Namespace) {
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
+	if errno == 0 {
+		setEntryTimeouts(out, t.Class, t.Namespace)
 	}
 	return ch, errno
 }
@@ -80,9 +79,8 @@ func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 		return nil, errno
 	}
 	ch, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
-	if errno == 0 && isSensitive(t.Class, t.Namespace) {
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
+	if errno == 0 {
+		setEntryTimeouts(out, t.Class, t.Namespace)
 	}
 	return ch, errno
 }
@@ -93,9 +91,8 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, errno
 	}
 	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
-	if errno == 0 && isSensitive(t.Class, t.Namespace) {
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
+	if errno == 0 {
+		setEntryTimeouts(out, t.Class, t.Namespace)
 	}
 	return ch, errno
 }
@@ -123,9 +120,8 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 		return nil, errno
 	}
 	ch, errno := n.LoopbackNode.Link(ctx, target, name, out)
-	if errno == 0 && isSensitive(td.Class, td.Namespace) {
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
+	if errno == 0 {
+		setEntryTimeouts(out, td.Class, td.Namespace)
 	}
 	return ch, errno
 }
@@ -360,7 +356,13 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	if errno != 0 {
 		return errno
 	}
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+		// A truncate or chown by an unprivileged caller (the kernel asks,
+		// having left set-ID clearing to the filesystem).
+		n.m.killSUIDGID(ctx, rel, st)
+	}
 	rest := *in
+	rest.Valid &^= fuse.FATTR_KILL_SUIDGID
 	if sizeSet && (staged || t.Class.Guarded()) {
 		if staged {
 			if errno := g.Setattr(ctx, &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: sz}}, out); errno != 0 {
@@ -390,7 +392,7 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	if staged {
 		return g.Getattr(ctx, out)
 	}
-	return n.LoopbackNode.Getattr(ctx, f, out)
+	return n.Getattr(ctx, f, out)
 }
 
 func (m *Monitor) truncateGuarded(ctx context.Context, res *principal.Resolved, rel string, size uint64) syscall.Errno {

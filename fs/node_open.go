@@ -73,6 +73,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if errno != 0 || op != policy.OpWrite {
 		return fh, fl, errno
 	}
+	n.m.killSUIDGID(ctx, rel, st)
 	return n.m.plainWriter(res, rel, fh, st, l, flags&syscall.O_TRUNC != 0), fl, 0
 }
 
@@ -99,10 +100,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	if isSensitive(t.Class, t.Namespace) {
-		out.SetEntryTimeout(0)
-		out.SetAttrTimeout(0)
-	}
+	setEntryTimeouts(out, t.Class, t.Namespace)
 	nst, err := n.m.lstatRel(rel)
 	if err != nil {
 		fh.(gofs.FileReleaser).Release(ctx)
@@ -116,11 +114,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		if errno != 0 {
 			return nil, nil, 0, errno
 		}
-		g.dirty = true
 		g.key = keyOf(nst)
 		n.m.writeOpened(g.key)
 		return ch, g, fuse.FOPEN_DIRECT_IO, 0
 	}
+	n.m.killSUIDGID(ctx, rel, st)
 	return ch, n.m.plainWriter(res, rel, fh, nst, l, true), fl, 0
 }
 

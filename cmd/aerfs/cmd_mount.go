@@ -48,7 +48,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(ws); err != nil && !errors.Is(err, syscall.ENOTCONN) || err == nil && !fi.IsDir() {
+	if fi, err := os.Stat(ws); err != nil && !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) || err == nil && !fi.IsDir() {
 		return fail(exitNoWorkspace, "check the path, or create the directory and run aerfs init", "workspace %s does not exist or is not a directory", wsArg)
 	}
 	if r, err := filepath.EvalSymlinks(ws); err == nil {

@@ -54,7 +54,11 @@ func runStatus(out io.Writer, asJSON bool) error {
 		if taint == "" {
 			taint = "none"
 		}
-		fmt.Fprintf(out, "  %-20s %-11s taint=%s live=%d\n", s.ID, s.Principal, taint, s.Live)
+		held := ""
+		if s.Quarantined {
+			held = "  QUARANTINED (burst of refusals)"
+		}
+		fmt.Fprintf(out, "  %-20s %-11s taint=%s live=%d%s\n", s.ID, s.Principal, taint, s.Live, held)
 	}
 	return nil
 }
