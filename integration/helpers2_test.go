@@ -174,7 +174,7 @@ func fileExists(p string) bool {
 
 // cmdTimeout bounds every command these tests run: a daemon that blocks
 // (on a FIFO, on a lock) must fail one test, not hang the package.
-const cmdTimeout = 60 * time.Second
+const cmdTimeout = 20 * time.Second
 
 // runT is runCmd with cmdTimeout. A command that times out reports code
 // -2 and says so on stderr.

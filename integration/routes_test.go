@@ -243,6 +243,7 @@ func TestRoutesRefused(t *testing.T) {
 func TestRoutesAllowedForUser(t *testing.T) {
 	e := newRouteEnv(t)
 	var sessions []string
+	hung := ""
 	for _, tg := range routeTargets {
 		if tg.identity {
 			continue
@@ -255,6 +256,9 @@ func TestRoutesAllowedForUser(t *testing.T) {
 			tag := "user-" + tg.name + "-" + rt.name
 			sessions = append(sessions, tag)
 			t.Run(tg.name+"/"+rt.name, func(t *testing.T) {
+				if hung != "" {
+					t.Skipf("the daemon hung earlier (%s)", hung)
+				}
 				c := newRouteCtx(t, e, tg, tag)
 				// Reset from the owner's terminal: the target back to its
 				// original content with user.keep, the fresh name gone.
@@ -263,9 +267,11 @@ func TestRoutesAllowedForUser(t *testing.T) {
 					reset += c.expand(`; $PY $OPS setxattr {T} user.keep k`)
 				}
 				if r := e.OwnerT(reset); r.Code != 0 {
+					checkHung(t, e, &hung, "reset before "+tag, r)
 					t.Fatalf("reset: %s", r)
 				}
 				r := e.ShT("USER", tag, c.expand(rt.script))
+				checkHung(t, e, &hung, tag, r)
 				if rt.name == "mmap-shared" {
 					// A shared writable mapping of a guarded file may be refused
 					// (direct_io) or committed; never half-applied.
@@ -285,6 +291,9 @@ func TestRoutesAllowedForUser(t *testing.T) {
 			})
 		}
 	}
+	if hung != "" {
+		return
+	}
 	li := e.index()
 	var bad []string
 	for _, s := range sessions {
@@ -295,4 +304,17 @@ func TestRoutesAllowedForUser(t *testing.T) {
 	if len(bad) > 0 {
 		bugf(t, "clean USER sessions were denied:\n%s", strings.Join(bad, "\n"))
 	}
+}
+
+// checkHung fails the test when r timed out: the daemon is stuck, so the
+// mount is detached and the remaining subtests are skipped.
+func checkHung(t *testing.T, e *Env, hung *string, what string, r Result) {
+	t.Helper()
+	if r.Code != -2 {
+		return
+	}
+	*hung = what
+	abortFuse(t, e.WS)
+	syscall.Unmount(e.WS, syscall.MNT_DETACH)
+	bugf(t, "the daemon hung during %s (see TestFifoOnReusedInodeDoesNotHang): %s", what, r)
 }
