@@ -154,18 +154,30 @@ func planRestore(cur, target snapshot.State, paths []string) []snapshot.Step {
 	return snapshot.Plan(c, t)
 }
 
-func (s *controlServer) restore(pid int, req Request) *Response {
-	peer, refusal := s.ownerChannel(pid, "restore")
+// ownerIndex admits an owner's recovery request: it checks the channel,
+// takes the recovery lock (the caller must call unlock) and reads the log,
+// with everything queued so far included.
+func (s *controlServer) ownerIndex(pid int, what string) (peer *principal.Resolved, x *snapshot.Index, unlock func(), refusal *Response) {
+	peer, refusal = s.ownerChannel(pid, what)
 	if refusal != nil {
-		return refusal
+		return nil, nil, nil, refusal
 	}
 	recoveryMu.Lock()
-	defer recoveryMu.Unlock()
 	s.m.FlushLog()
 	x, err := snapshot.Load(s.stateDir)
 	if err != nil {
-		return &Response{Error: "cannot read the log: " + err.Error()}
+		recoveryMu.Unlock()
+		return nil, nil, nil, &Response{Error: "cannot read the log: " + err.Error()}
 	}
+	return peer, x, recoveryMu.Unlock, nil
+}
+
+func (s *controlServer) restore(pid int, req Request) *Response {
+	peer, x, unlock, refusal := s.ownerIndex(pid, "restore")
+	if refusal != nil {
+		return refusal
+	}
+	defer unlock()
 	cur, err := s.m.GuardedState()
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
@@ -180,18 +192,27 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		return &Response{OK: true, Data: plan}
 	}
 	j := &snapshot.Journal{ID: fmt.Sprintf("restore-%d", time.Now().UnixNano()), Reason: reason, Steps: steps, Done: make([]bool, len(steps))}
-	if err := snapshot.WriteJournal(s.stateDir, j); err != nil {
-		return &Response{Error: "cannot write the restore journal: " + err.Error()}
+	if err := runJournal(s.m, s.stateDir, s.log, j, peer.Subject().Principal.String(), peer, parents, "restore"); err != nil {
+		return &Response{Error: err.Error()}
 	}
-	if err := applyJournal(s.m, s.stateDir, j, s.log); err != nil {
-		return &Response{Error: "restore interrupted: " + err.Error() + " (the journal resumes it at the next mount)"}
-	}
-	subj := peer.Subject()
-	if _, err := recordRestore(s.m, j, subj.Principal.String(), peer, parents, "restore"); err != nil {
-		return &Response{Error: "restore done but not recorded: " + err.Error()}
-	}
-	snapshot.RemoveJournal(s.stateDir)
 	return &Response{OK: true, Data: plan}
+}
+
+// runJournal carries out a multi-file change: the journal is durable
+// first, each step is atomic and marked done, the whole change is one
+// record, and only then is the journal removed. A crash anywhere leaves a
+// journal that the next mount finishes.
+func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) error {
+	if err := snapshot.WriteJournal(stateDir, j); err != nil {
+		return fmt.Errorf("cannot write the restore journal: %w", err)
+	}
+	if err := applyJournal(m, stateDir, j, log); err != nil {
+		return fmt.Errorf("restore interrupted: %w (the journal resumes it at the next mount)", err)
+	}
+	if _, err := recordRestore(m, j, principal, peer, parents, op); err != nil {
+		return fmt.Errorf("restore done but not recorded: %w", err)
+	}
+	return snapshot.RemoveJournal(stateDir)
 }
 
 // applyJournal applies the steps not yet done, marking each durable.
@@ -270,17 +291,11 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	if !approve {
 		what = "reject"
 	}
-	peer, refusal := s.ownerChannel(pid, what)
+	peer, x, unlock, refusal := s.ownerIndex(pid, what)
 	if refusal != nil {
 		return refusal
 	}
-	recoveryMu.Lock()
-	defer recoveryMu.Unlock()
-	s.m.FlushLog()
-	x, err := snapshot.Load(s.stateDir)
-	if err != nil {
-		return &Response{Error: "cannot read the log: " + err.Error()}
-	}
+	defer unlock()
 	var item *snapshot.Pending
 	for _, p := range x.Pending() {
 		if len(req.ID) >= 8 && strings.HasPrefix(p.ID, req.ID) {
@@ -379,17 +394,7 @@ func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess
 		return
 	}
 	j := &snapshot.Journal{ID: "burst-" + sess.ID, Reason: "burst: roll back what session " + sess.ID + " changed", Steps: steps, Done: make([]bool, len(steps))}
-	if err := snapshot.WriteJournal(stateDir, j); err != nil {
-		log.Error().Err(err).Msg("burst rollback: journal")
-		return
+	if err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback"); err != nil {
+		log.Error().Err(err).Str("session", sess.ID).Msg("burst rollback")
 	}
-	if err := applyJournal(m, stateDir, j, log); err != nil {
-		log.Error().Err(err).Msg("burst rollback interrupted; the journal resumes it at the next mount")
-		return
-	}
-	if _, err := recordRestore(m, j, policy.Sys.String(), nil, nil, "burst-rollback"); err != nil {
-		log.Error().Err(err).Msg("burst rollback not recorded")
-		return
-	}
-	snapshot.RemoveJournal(stateDir)
 }

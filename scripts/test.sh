@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 step() { printf '\n== %s\n' "$*"; }
 
+# Mounts that were there before this run are not this run's to answer for.
+before=$(grep 'fuse.aerfs' /proc/self/mountinfo | awk '{print $5}' | sort || true)
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
@@ -34,7 +37,9 @@ AERFS_RACE=1 $GO test -count=1 -timeout 8m \
   ./integration/
 
 step "leftover mounts"
-if grep -q 'fuse.aerfs' /proc/self/mountinfo; then
-  echo "aerfs mounts left behind:"; grep 'fuse.aerfs' /proc/self/mountinfo; exit 1
+after=$(grep 'fuse.aerfs' /proc/self/mountinfo | awk '{print $5}' | sort || true)
+left=$(comm -13 <(echo "$before") <(echo "$after") | grep . || true)
+if [ -n "$left" ]; then
+  echo "aerfs mounts left behind by this run:"; echo "$left"; exit 1
 fi
 echo "no mounts left behind"
