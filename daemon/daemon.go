@@ -122,6 +122,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
 		return err
 	}
+	// The namespace roots exist, so that a session can make its own
+	// directory (creating the roots is the owner's, not a session's).
+	if err := mon.EnsureNamespaces(); err != nil {
+		return err
+	}
 	mon.OnBurst = func(s *principal.Session) { rollbackSession(mon, o.StateDir, o.Log, s) }
 	if err := checkDriftAtMount(ctx, mon, o); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"strings"
@@ -93,3 +94,24 @@ func (m *Monitor) mkdirAll(rel string) error {
 
 // Resolve identifies a process for the control socket.
 func (m *Monitor) Resolve(pid int) *principal.Resolved { return m.Reg.Resolve(pid) }
+
+// EnsureNamespaces creates the sessions and shared roots in the backing
+// directory when they are missing.
+func (m *Monitor) EnsureNamespaces() error {
+	sessions, shared := m.Policy().Namespaces()
+	var root unix.Stat_t
+	if err := unix.Fstat(m.rootFd, &root); err != nil {
+		return err
+	}
+	for _, d := range []string{sessions, shared} {
+		if _, err := m.lstatRel(d); err == nil {
+			continue
+		}
+		if err := m.mkdirAll(d); err != nil {
+			return fmt.Errorf("creating %s: %w", d, err)
+		}
+		// The workspace owner's, like the workspace.
+		unix.Fchownat(m.rootFd, d, int(root.Uid), int(root.Gid), unix.AT_SYMLINK_NOFOLLOW)
+	}
+	return nil
+}
