@@ -110,7 +110,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 			return nil, syscall.ENOENT
 		}
 	}
-	ch, errno := n.LoopbackNode.Lookup(ctx, name, out)
+	ch, errno := n.lookupAt(ctx, rel, out)
 	switch {
 	case errno == 0:
 		setEntryTimeouts(out, c, ns)
@@ -121,7 +121,12 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 }
 
 func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	errno := n.LoopbackNode.Getattr(ctx, f, out)
+	var errno syscall.Errno
+	if fga, ok := f.(gofs.FileGetattrer); ok && f != nil {
+		errno = fga.Getattr(ctx, out)
+	} else {
+		errno = n.getattrAt(n.rel(), out)
+	}
 	if errno == 0 {
 		if c, ns, _ := n.m.Policy().Classify(n.rel()); !isSensitive(c, ns) {
 			out.SetTimeout(plainTimeout)

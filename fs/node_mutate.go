@@ -179,7 +179,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		defer n.m.changing(rel)()
 		n.m.expect(rel, "")
 	}
-	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
+	if errno := gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, 0)); errno != 0 {
 		if t.Class.Guarded() {
 			n.m.expect(rel, oldHash)
 		}
@@ -200,7 +200,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if _, errno := n.m.decideAll(ctx, []check{{policy.OpUnlink, rel, t, nil}}); errno != 0 {
 		return errno
 	}
-	return n.LoopbackNode.Rmdir(ctx, name)
+	return gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, unix.AT_REMOVEDIR))
 }
 
 // Rename decides the source leaving its name and the content arriving at
