@@ -217,6 +217,11 @@ func clearStaleMount(ws string) error {
 	// daemon, or fails when the daemon is gone.
 	var sfs syscall.Statfs_t
 	err := syscall.Statfs(ws, &sfs)
+	// A connection being torn down answers EIO for a moment.
+	for i := 0; i < 20 && errors.Is(err, syscall.EIO); i++ {
+		time.Sleep(50 * time.Millisecond)
+		err = syscall.Statfs(ws, &sfs)
+	}
 	if err == nil || !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
 		return nil
 	}
