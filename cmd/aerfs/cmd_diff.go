@@ -81,15 +81,10 @@ func parseVersionSpec(spec string, hist []snapshot.Version, flag, rel string) (d
 }
 
 func runDiff(out io.Writer, t *target, o diffOptions, file string) error {
-	rel, err := workspaceRel(t, file)
+	rel, hist, err := fileHistory(t, file)
 	if err != nil {
 		return err
 	}
-	x, err := recoveryIndex(t.stateDir)
-	if err != nil {
-		return err
-	}
-	hist := x.History(rel)
 	if o.to == "" {
 		o.to = "current"
 	}

@@ -64,22 +64,17 @@ func newExportCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			since, err := parseSince(o.since)
+			f, err := o.filter()
 			if err != nil {
 				return err
 			}
 			syncLog(t.stateDir)
-			m, err := evidence.Export(t.stateDir, evidence.Filter{Since: since, Session: o.session, Path: o.path}, out)
+			m, err := evidence.Export(t.stateDir, f, out)
 			if err != nil {
 				return err
 			}
-			b, _ := json.Marshal(m)
-			var s struct {
-				Records  int64 `json:"records"`
-				TreeSize int64 `json:"tree_size"`
-			}
-			json.Unmarshal(b, &s)
-			fmt.Fprintf(cmd.OutOrStdout(), "exported %s\n", out)
+			fmt.Fprintf(cmd.OutOrStdout(), "exported %s: %d records, %d blobs, tree size %d, root %s\n",
+				out, m.RecordCount, m.BlobCount, m.TreeSize, m.RootHash)
 			return nil
 		},
 	}

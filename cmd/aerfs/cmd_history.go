@@ -56,16 +56,24 @@ type historyEntry struct {
 	Size *int64 `json:"size,omitempty"` // nil: absent, or its blob is missing
 }
 
-func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
+// fileHistory resolves FILE and reads its versions from the log.
+func fileHistory(t *target, file string) (string, []snapshot.Version, error) {
 	rel, err := workspaceRel(t, file)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	x, err := recoveryIndex(t.stateDir)
 	if err != nil {
+		return "", nil, err
+	}
+	return rel, x.History(rel), nil
+}
+
+func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
+	rel, vs, err := fileHistory(t, file)
+	if err != nil {
 		return err
 	}
-	vs := x.History(rel)
 	entries := make([]historyEntry, len(vs))
 	for i, v := range vs {
 		entries[i] = historyEntry{N: i + 1, Version: v}

@@ -57,16 +57,24 @@ func parseSince(s string) (time.Time, error) {
 	return t, nil
 }
 
+// filter is the record filter the flags describe.
+func (o logOptions) filter() (evidence.Filter, error) {
+	since, err := parseSince(o.since)
+	if err != nil {
+		return evidence.Filter{}, err
+	}
+	return evidence.Filter{Since: since, Session: o.session, Path: strings.TrimPrefix(o.path, "./"), Type: o.typ}, nil
+}
+
 func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 	t, err := findTarget(false)
 	if err != nil {
 		return err
 	}
-	since, err := parseSince(o.since)
+	f, err := o.filter()
 	if err != nil {
 		return err
 	}
-	f := evidence.Filter{Since: since, Session: o.session, Path: strings.TrimPrefix(o.path, "./"), Type: o.typ}
 	print := func(idx int64, id string, r *evidence.Record) error {
 		if !f.Match(r) {
 			return nil
