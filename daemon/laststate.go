@@ -2,60 +2,31 @@ package daemon
 
 import (
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/snapshot"
 )
 
-// lastKnownState is what the log says the guarded files held last, and,
-// for a path whose last record is a write, the content it replaced: a
-// crash between a write's record and its rename leaves the file at that
-// older content, and the next mount completes the write.
+// lastKnownState is what the log says the guarded files held last ("" for
+// a path the log knows to be absent), and, for a path whose last version
+// is a write, the content that write replaced: a crash between a write's
+// record and its rename leaves the file at that older content, and the
+// next mount completes the write. Both come from the same index that
+// history and restore read.
 func lastKnownState(stateDir string) (map[string]string, map[string]string, error) {
+	x, err := snapshot.Load(stateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cur := x.Current()
 	st := map[string]string{}
 	before := map[string]string{}
-	err := evidence.ReadAll(stateDir, func(_ int64, _ string, r *evidence.Record) error {
-		p := r.Payload
-		switch r.Type {
-		case evidence.TypeWrite, evidence.TypeDrift:
-			if p != nil && p.NewHash != "" {
-				st[r.Meta.Path] = p.NewHash
-				if r.Type == evidence.TypeWrite {
-					before[r.Meta.Path] = p.OldHash
-					return nil
-				}
-			}
-		case evidence.TypeDelete:
-			st[r.Meta.Path] = ""
-		case evidence.TypeRename:
-			if p != nil && p.From != "" {
-				if _, ok := st[p.From]; ok {
-					st[p.From] = ""
-				}
-			}
-		case evidence.TypeRestore:
-			if p != nil {
-				for _, f := range p.Files {
-					st[f.Path] = f.Hash
-				}
-			}
-		case evidence.TypeSnapshot:
-			if p != nil {
-				for k := range st {
-					st[k] = ""
-				}
-				for _, f := range p.Files {
-					st[f.Path] = f.Hash
-				}
-			}
+	for p, h := range cur { // includes files only a snapshot saw
+		st[p] = h
+	}
+	for _, p := range x.Paths() {
+		st[p] = cur[p]
+		if h := x.History(p); len(h) > 0 && h[len(h)-1].Type == evidence.TypeWrite {
+			before[p] = h[len(h)-1].OldHash
 		}
-		delete(before, r.Meta.Path)
-		if p != nil {
-			for _, f := range p.Files {
-				delete(before, f.Path)
-			}
-			if p.From != "" {
-				delete(before, p.From)
-			}
-		}
-		return nil
-	})
-	return st, before, err
+	}
+	return st, before, nil
 }

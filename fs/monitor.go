@@ -27,7 +27,6 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -465,8 +464,6 @@ func mergeLabels(old, nw *Label) *Label {
 	c.Origin = policy.Lower(old.Origin, nw.Origin)
 	return &c
 }
-
-var errRefused = errors.New("refused")
 
 func opName(op policy.Op) string {
 	switch op {

@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"os"
-	"path"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -228,11 +227,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if errno != 0 {
 		return errno
 	}
-	var guardedDst bool
 	oldHash := ""
 	if dstSt != nil && dstSt.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() {
-			guardedDst = true
 			if oldHash, errno = n.m.keepVersion(dst); errno != 0 {
 				return errno
 			}
@@ -278,7 +275,6 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		v := policy.Verdict{Allow: true, Rule: policy.RuleAllowed}
 		return n.m.recordWrite(res, subj, dst, oldHash, newHash, nst, v)
 	}
-	_ = guardedDst
 	return 0
 }
 
@@ -565,5 +561,3 @@ func (m *Monitor) recordChange(res *principal.Resolved, typ, rel string, p *evid
 	}
 	m.mu.Unlock()
 }
-
-var _ = path.Join

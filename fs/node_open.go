@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"os"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -240,5 +239,3 @@ func (m *Monitor) openForWrite(k fileKey) bool {
 	defer m.mu.Unlock()
 	return m.writers[k] > 0
 }
-
-var _ = os.Getpid

@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -34,5 +37,74 @@ func TestGuardedAttributesNotCached(t *testing.T) {
 	r := e.Owner("stat -c %s MEMORY.md; cat MEMORY.md")
 	if r.Stdout != "4\none\n" {
 		t.Fatalf("after restore: %q", r.Stdout)
+	}
+}
+
+// Extended attributes are answered from memory for a file known to have
+// none; setting or removing one through the mount must be seen at once.
+func TestXattrAnswersFollowChanges(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes.txt": "n\n"}).Mount()
+	py := `import os, errno
+def get():
+    try:
+        return os.getxattr("notes.txt", "user.tag").decode()
+    except OSError as ex:
+        return "ENODATA" if ex.errno == errno.ENODATA else str(ex)
+print(get())                       # learned: no attributes
+os.setxattr("notes.txt", "user.tag", b"v1")
+print(get())
+os.setxattr("notes.txt", "user.tag", b"v2")
+print(get())
+os.removexattr("notes.txt", "user.tag")
+print(get())
+`
+	r := e.Run("USER", "x", "python3", "-c", py)
+	expectOK(t, "xattrs", r)
+	if r.Stdout != "ENODATA\nv1\nv2\nENODATA\n" {
+		t.Fatalf("getxattr answers did not follow the changes:\n%s", r.Stdout)
+	}
+}
+
+// Directory listings of plain directories are kept by the kernel; a
+// change through the mount must show in the next listing.
+func TestDirectoryListingFollowsChanges(t *testing.T) {
+	e := newEnv(t, map[string]string{"d/a": "a", "d/b": "b"}).Mount()
+	steps := []struct{ script, want string }{
+		{"true", "a b"},
+		{"touch d/c", "a b c"},
+		{"rm d/a", "b c"},
+		{"mv d/b d/z", "c z"},
+		{"mkdir d/sub", "c sub z"},
+	}
+	for _, s := range steps {
+		expectOK(t, s.script, e.Owner(s.script))
+		r := e.Owner("ls d | tr '\\n' ' '")
+		if strings.TrimSpace(r.Stdout) != s.want {
+			t.Fatalf("after %q, ls d = %q, want %q", s.script, r.Stdout, s.want)
+		}
+	}
+}
+
+// The namespace roots exist from the mount on, owned like the workspace,
+// so a session can make its own directory without the owner's help.
+func TestNamespaceRootsCreatedAtMount(t *testing.T) {
+	e := newEnv(t, nil)
+	os.Chown(e.WS, 65534, 65534)
+	e.Mount()
+	for _, d := range []string{"sessions", "shared"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(e.WS, d), &st); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		if st.Mode&syscall.S_IFDIR == 0 || st.Uid != 65534 || st.Gid != 65534 {
+			t.Fatalf("%s: mode %o uid %d gid %d, want a directory owned like the workspace", d, st.Mode, st.Uid, st.Gid)
+		}
+	}
+	// The test runs as root, which is not this workspace's owner: its
+	// sessions are EXTERNAL at most.
+	expectOK(t, "a session makes its own directory", e.Sh("EXTERNAL", "s1", "mkdir sessions/s1 && echo x > sessions/s1/n"))
+	expectFail(t, "…but not another session's", e.Sh("EXTERNAL", "s1", "mkdir sessions/s2"))
+	if r := e.Sh("USER", "s3", "true"); r.Code != 4 {
+		t.Fatalf("a process that is not the owner was granted USER: %s", r)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aerfs/aerfs/evidence"
 )
 
 // The daemon is killed with SIGKILL while eight sessions commit guarded
@@ -96,4 +98,44 @@ for n in range(100000):
 		t.Fatalf("only %d writes acknowledged before the kill: the test did not exercise anything", total)
 	}
 	t.Logf("%d writes acknowledged before SIGKILL, all recorded", total)
+}
+
+// A write whose record is durable but whose rename never happened (the
+// daemon died in between) is completed at the next mount, and the log says
+// so: the log and the files never disagree.
+func TestRecordedWriteCompletedAtMount(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "before\n"}).Mount()
+	expectOK(t, "a first commit", e.Sh("USER", "u", "echo committed > MEMORY.md"))
+	e.Unmount()
+	// What a daemon killed between the record and the rename leaves: the
+	// record of "after", the file still at "committed".
+	l, err := evidence.Open(e.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldSum := sha256.Sum256([]byte("committed\n"))
+	newHash, err := l.PutBlob([]byte("after\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(&evidence.Record{Type: evidence.TypeWrite, Principal: "USER",
+		Meta:    evidence.Meta{Path: "MEMORY.md", Op: "commit", Verdict: "allow", Session: "u"},
+		Payload: &evidence.Payload{OldHash: hex.EncodeToString(oldSum[:]), NewHash: newHash}}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	e.Mount()
+	if got := e.Read("MEMORY.md"); got != "after\n" {
+		t.Fatalf("MEMORY.md = %q, want the recorded write completed", got)
+	}
+	done := false
+	for _, le := range e.records("recovery", "MEMORY.md") {
+		done = done || le.Record.Meta.Op == "complete-write"
+	}
+	if !done {
+		t.Fatal("no record of the completed write")
+	}
+	if n := len(e.records("drift", "MEMORY.md")); n != 0 {
+		t.Fatalf("the completed write was reported as drift (%d records)", n)
+	}
 }

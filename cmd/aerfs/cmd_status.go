@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -62,5 +61,3 @@ func runStatus(out io.Writer, asJSON bool) error {
 	}
 	return nil
 }
-
-var _ = os.Stdout
