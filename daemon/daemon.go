@@ -333,6 +333,11 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	if err != nil {
 		return fmt.Errorf("cannot read the guarded files: %w", err)
 	}
+	// The index is read from the files: everything appended so far (the
+	// resumed restore's records included) must be covered first.
+	if err := m.FlushLog(); err != nil {
+		return err
+	}
 	prev, before, err := lastKnownState(o.StateDir)
 	if err != nil {
 		return err

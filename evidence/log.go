@@ -58,6 +58,8 @@ type appendReq struct {
 	// barrier requests carry no record: they are answered once everything
 	// queued before them is durable and checkpointed.
 	barrier bool
+	// queued: nobody waits for this record (AppendAsync).
+	queued bool
 }
 
 // Flush returns once every record queued before the call (AppendAsync
@@ -156,8 +158,9 @@ func Open(stateDir string) (*Log, error) {
 	return l, nil
 }
 
-// Append adds r to the log and returns its id once the record is durable
-// and covered by a signed checkpoint. It fills Version, Meta.Time (now,
+// Append adds r to the log and returns its id once the record is durable.
+// The checkpoint that covers it is signed before any reader (Size,
+// Checkpoint, Flush) or later batch sees the log. It fills Version, Meta.Time (now,
 // UTC, nanoseconds) and empty Taint/Parents arrays when unset. Parents
 // must already be in the log and payload hashes must name stored blobs.
 // Concurrent callers share fsyncs (group commit).
@@ -180,7 +183,7 @@ func (l *Log) Append(r *Record) (string, error) {
 // never one written with Append. An error found at commit is passed to
 // onErr (which may be nil).
 func (l *Log) AppendAsync(r *Record, onErr func(error)) (string, error) {
-	req, err := l.enqueue(r)
+	req, err := l.enqueueReq(r, true)
 	if err != nil {
 		return "", err
 	}
@@ -201,7 +204,9 @@ func (l *Log) HasBlob(hash string) bool {
 	return err == nil
 }
 
-func (l *Log) enqueue(r *Record) (*appendReq, error) {
+func (l *Log) enqueue(r *Record) (*appendReq, error) { return l.enqueueReq(r, false) }
+
+func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
 	if r.Version == 0 {
 		r.Version = RecordVersion
 	}
@@ -227,7 +232,7 @@ func (l *Log) enqueue(r *Record) (*appendReq, error) {
 			}
 		}
 	}
-	req := &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1)}
+	req := &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1), queued: queued}
 	l.sendMu.RLock()
 	if l.closed {
 		l.sendMu.RUnlock()
@@ -244,21 +249,56 @@ func (l *Log) committer() {
 	defer close(l.done)
 	for first := range l.reqs {
 		batch := []*appendReq{first}
-	drain:
+		// A batch of queued records only waits up to queuedLinger for
+		// company; the first request somebody waits for ends the wait.
+		var linger *time.Timer
+		var expired <-chan time.Time
+		if first.queued {
+			linger = time.NewTimer(queuedLinger)
+			expired = linger.C
+		}
+	collect:
 		for len(batch) < maxBatch {
+			if expired == nil {
+				select {
+				case r, ok := <-l.reqs:
+					if !ok {
+						break collect
+					}
+					batch = append(batch, r)
+				default:
+					break collect
+				}
+				continue
+			}
 			select {
 			case r, ok := <-l.reqs:
 				if !ok {
-					break drain
+					break collect
 				}
 				batch = append(batch, r)
-			default:
-				break drain
+				if !r.queued {
+					expired = nil
+				}
+			case <-expired:
+				expired = nil
 			}
+		}
+		if linger != nil {
+			linger.Stop()
 		}
 		l.commit(batch)
 	}
 }
+
+// queuedLinger is how long a batch holding only queued records (verdicts,
+// taint notes: AppendAsync) waits before it is written. A synchronous
+// append or a flush that arrives meanwhile joins the batch and ends the
+// wait, so the record of a guarded commit shares its flush with the verdict
+// of the open that preceded it instead of queueing behind it; a burst of
+// refusals shares one flush. It is also the bound on what a crash can lose
+// of queued records.
+const queuedLinger = 2 * time.Millisecond
 
 func (l *Log) commit(batch []*appendReq) {
 	l.mu.Lock()
@@ -324,12 +364,18 @@ func (l *Log) commit(batch []*appendReq) {
 		l.logEnd = end
 		l.hashes.n += int64(len(l.hashes.pending))
 		l.hashes.pending = l.hashes.pending[:0]
-		// Readers (aerfs log, the daemon's own index) see what the
-		// checkpoint covers: sign it before answering, so that whoever
-		// appended reads its own record.
-		err = l.writeCheckpointLocked()
+		// The records are durable: answer now. A crash before the
+		// checkpoint below loses none of them, since recovery keeps every
+		// whole record past the checkpoint and signs a new one. The
+		// checkpoint is still signed before l.mu is released, so no reader
+		// (Size, Checkpoint, a Flush barrier, the next batch) ever sees
+		// records it does not cover; taking its flush off the appenders'
+		// path is what keeps a guarded commit to one log flush.
 		for _, r := range accepted {
-			r.err <- err
+			r.err <- nil
+		}
+		if err := l.writeCheckpointLocked(); err != nil {
+			l.broken = fmt.Errorf("evidence: checkpoint not written, reopen to recover: %w", err)
 		}
 		return
 	}

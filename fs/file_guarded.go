@@ -472,12 +472,25 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 		unix.Fchmod(fd, mode)
 		copyXattrs(dfd, name, fd)
 	}
-	if err := out.Sync(); err != nil {
-		return gofs.ToErrno(err)
-	}
-	if beforeRename != nil {
+	if beforeRename == nil {
+		if err := out.Sync(); err != nil {
+			return gofs.ToErrno(err)
+		}
+	} else {
+		// The content is written (a full disk has said so by now); its
+		// flush and the record's flush are independent, so they overlap.
+		// Both are done before the rename.
+		synced := make(chan error, 1)
+		go func() { synced <- out.Sync() }()
 		if errno := beforeRename(); errno != 0 {
+			<-synced
 			return errno
+		}
+		if err := <-synced; err != nil {
+			// Recorded but not applied: the next mount completes it
+			// from the stored blob.
+			m.log.Error().Err(err).Str("path", rel).Msg("recorded write not applied; it is completed at the next mount")
+			return gofs.ToErrno(err)
 		}
 	}
 	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
@@ -490,6 +503,13 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 		// The replaced inode is gone: its label must not greet the next
 		// file that gets its number.
 		m.forgetInode(keyOf(old))
+	}
+	if beforeRename != nil {
+		// The directory is not flushed: the record and the new content's
+		// blob are durable already, and a rename a crash loses is
+		// completed at the next mount (checkDriftAtMount), so the write
+		// survives either way. A replacement without a record flushes it.
+		return 0
 	}
 	return gofs.ToErrno(unix.Fsync(dfd))
 }

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -165,6 +166,13 @@ func (m *Monitor) indexGuarded() error {
 			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				continue
 			}
+			if isCommitTemp(name) && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+				// The temporary file of a commit a crash interrupted:
+				// either its rename happened (and this is not it) or the
+				// write is completed from its blob at mount.
+				unix.Unlinkat(fd, name, 0)
+				continue
+			}
 			switch st.Mode & syscall.S_IFMT {
 			case syscall.S_IFDIR:
 				if err := walk(rel); err != nil {
@@ -179,6 +187,26 @@ func (m *Monitor) indexGuarded() error {
 		return nil
 	}
 	return walk("")
+}
+
+// isCommitTemp reports whether name is exactly the name replaceThen gives
+// its temporary file: the reserved prefix, a time and a pid.
+func isCommitTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, reservedPrefix)
+	if !ok {
+		return false
+	}
+	t, pid, ok := strings.Cut(rest, "-")
+	return ok && allDigits(t) && allDigits(pid)
+}
+
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func joinRel(dir, name string) string {
