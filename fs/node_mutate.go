@@ -457,27 +457,52 @@ func (n *Node) xattrCheck(ctx context.Context) syscall.Errno {
 	return errno
 }
 
-// Getxattr answers "no such attribute" from memory for a file known to
-// have no extended attributes at all. `ls -l` asks for two per entry
-// (security.selinux, system.posix_acl_access) and the kernel caches none of
-// the answers; the first one lists the file's attributes once, later ones
-// cost no system call. Setting or removing an attribute through the mount
-// forgets what was learned.
+// Getxattr answers from memory for a file known to have no extended
+// attributes at all. `ls -l` asks for two per entry (security.selinux,
+// system.posix_acl_access); the kernel caches the ACL answer per inode
+// (EnableAcl) but not the other one. The first request lists the file's
+// attributes once; later ones cost no system call. Setting or removing an
+// attribute through the mount forgets what was learned.
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	switch n.xattrs.Load() {
 	case xattrNone:
-		return 0, syscall.ENODATA
+		return 0, absentXattr(attr)
 	case xattrUnknown:
 		sz, errno := n.LoopbackNode.Listxattr(ctx, nil)
 		switch {
 		case errno == 0 && sz == 0:
 			n.xattrs.Store(xattrNone)
-			return 0, syscall.ENODATA
+			return 0, absentXattr(attr)
 		case errno == 0:
 			n.xattrs.Store(xattrSome)
 		}
 	}
 	return n.LoopbackNode.Getxattr(ctx, attr, dest)
+}
+
+// selinuxLabel is the attribute that holds a file's SELinux context.
+const selinuxLabel = "security.selinux"
+
+// noSELinux: the host kernel runs without SELinux (it creates /sys/fs/selinux
+// when SELinux is enabled).
+var noSELinux = func() bool {
+	_, err := os.Stat("/sys/fs/selinux")
+	return os.IsNotExist(err)
+}()
+
+// absentXattr is the answer for attr on a file that has no extended
+// attributes. It is ENODATA, except for the SELinux context on a host
+// without SELinux: there the mount answers as a filesystem without security
+// labels does, "not supported". Both mean "no context", but `ls -l` (which
+// asks every entry for its context) stops asking for the rest of the
+// filesystem after "not supported", so a long listing costs one round trip
+// per entry fewer. A file that does carry attributes gets the backing
+// file's own answer, so a label set through the mount is read back.
+func absentXattr(attr string) syscall.Errno {
+	if attr == selinuxLabel && noSELinux {
+		return syscall.EOPNOTSUPP
+	}
+	return syscall.ENODATA
 }
 
 // CopyFileRange into a guarded file lands in its staging file like any

@@ -108,3 +108,40 @@ func TestNamespaceRootsCreatedAtMount(t *testing.T) {
 		t.Fatalf("a process that is not the owner was granted USER: %s", r)
 	}
 }
+
+// A file without extended attributes has no SELinux context. On a host
+// without SELinux the mount says so as a filesystem without security labels
+// does ("not supported", which lets ls -l stop asking for every entry); a
+// file that has attributes gets its backing file's answer.
+func TestSELinuxContextAnswer(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes.txt": "n\n", "d/a.txt": "a\n"}).Mount()
+	py := `import os, errno
+def get():
+    try:
+        return os.getxattr("notes.txt", "security.selinux").decode()
+    except OSError as ex:
+        return errno.errorcode[ex.errno]
+print(get())
+os.setxattr("notes.txt", "user.tag", b"v1")
+print(get())
+`
+	r := e.Run("USER", "x", "python3", "-c", py)
+	expectOK(t, "getxattr", r)
+	want := "ENOTSUP\nENODATA\n" // EOPNOTSUPP on Linux
+	if _, err := os.Stat("/sys/fs/selinux"); err == nil {
+		want = "ENODATA\nENODATA\n"
+	}
+	if r.Stdout != want {
+		t.Fatalf("security.selinux answers: got %q, want %q", r.Stdout, want)
+	}
+	ls := e.Run("USER", "x", "ls", "-lR", ".")
+	expectOK(t, "ls -lR", ls)
+	for _, line := range strings.Split(ls.Stdout, "\n") {
+		if strings.HasPrefix(line, "-") && strings.Contains(line, "a.txt") && !strings.HasPrefix(line, "-rw-r--r-- ") {
+			t.Fatalf("ls -l shows %q", line)
+		}
+	}
+	if !strings.Contains(ls.Stdout, "a.txt") {
+		t.Fatalf("ls -lR misses d/a.txt:\n%s", ls.Stdout)
+	}
+}
