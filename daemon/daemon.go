@@ -30,7 +30,9 @@ type Options struct {
 	Workspace string
 	StateDir  string
 	Debug     bool
-	Log       zerolog.Logger
+	// NoPassthrough serves plain file data through the daemon.
+	NoPassthrough bool
+	Log           zerolog.Logger
 	// Ready is called once: with nil when the mount serves, or with the
 	// error that stopped it.
 	Ready func(error)
@@ -132,7 +134,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 
-	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug})
+	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
 	if err != nil {
 		return err
 	}
@@ -160,7 +162,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents,
-			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0}
+			// The kernel offers it, the mount asked for it, and the
+			// daemon may register backing files (CAP_SYS_ADMIN).
+			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && !o.NoPassthrough && os.Geteuid() == 0}
 	}}
 	if err := srv.listen(filepath.Join(o.StateDir, SocketName)); err != nil {
 		server.Unmount()

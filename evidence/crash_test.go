@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 func TestConcurrentAppend(t *testing.T) {
@@ -126,11 +128,27 @@ func TestTornTail(t *testing.T) {
 			fi, _ := os.Stat(ev(d, "log"))
 			os.Truncate(ev(d, "log"), fi.Size()-7)
 		}, 4, true, "last good record 3"},
-		{"last batch written, checkpoint not, stored hash wrong", func(t *testing.T, d string, cps [][]byte) {
+		{"last batch written, checkpoint not, stored hash wrong: rebuilt from the log", func(t *testing.T, d string, cps [][]byte) {
 			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
 			// Record 4's leaf is stored hash index StoredHashIndex(0,4) = 7.
 			flipByteAt(t, ev(d, "hashes"), 7*32)
-		}, 4, true, "last good record 3"},
+		}, 5, false, ""},
+		{"log flushed, index and hashes of the last batch not: rebuilt", func(t *testing.T, d string, cps [][]byte) {
+			writeFile(t, ev(d, "checkpoint"), string(cps[2]))
+			// Records 3 and 4 are in the log; their index entries and
+			// stored hashes never reached the disk.
+			os.Truncate(ev(d, "index"), 3*indexEntrySize)
+			os.Truncate(ev(d, "hashes"), tlog.StoredHashCount(3)*tlog.HashSize)
+		}, 5, false, ""},
+		{"log flushed, index entry of the last record wrong: rebuilt", func(t *testing.T, d string, cps [][]byte) {
+			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
+			flipByteAt(t, ev(d, "index"), 4*indexEntrySize+8)
+		}, 5, false, ""},
+		{"index entries past the log's last whole line: cut", func(t *testing.T, d string, cps [][]byte) {
+			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
+			fi, _ := os.Stat(ev(d, "log"))
+			os.Truncate(ev(d, "log"), fi.Size()-1) // record 4's newline lost
+		}, 4, true, "1 index entries"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

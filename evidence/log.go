@@ -357,6 +357,9 @@ func (l *Log) commit(batch []*appendReq) {
 	}
 	err := l.writeBatch(logBuf, idxBuf, hashBuf)
 	if err == nil {
+		err = syncFile(l.logf)
+	}
+	if err == nil {
 		for i, r := range accepted {
 			l.ids[r.id] = l.n + int64(i)
 		}
@@ -364,15 +367,21 @@ func (l *Log) commit(batch []*appendReq) {
 		l.logEnd = end
 		l.hashes.n += int64(len(l.hashes.pending))
 		l.hashes.pending = l.hashes.pending[:0]
-		// The records are durable: answer now. A crash before the
-		// checkpoint below loses none of them, since recovery keeps every
-		// whole record past the checkpoint and signs a new one. The
-		// checkpoint is still signed before l.mu is released, so no reader
-		// (Size, Checkpoint, a Flush barrier, the next batch) ever sees
-		// records it does not cover; taking its flush off the appenders'
-		// path is what keeps a guarded commit to one log flush.
+		// The records are durable (the log is flushed): answer now. A
+		// crash before the index, the hashes and the checkpoint below are
+		// durable loses none of them: recovery keeps every whole record
+		// past the checkpoint, rebuilds the index and hashes from the log
+		// and signs a new checkpoint. All of it is done before l.mu is
+		// released, so no reader (Size, Checkpoint, a Flush barrier, the
+		// next batch) ever sees records the checkpoint does not cover;
+		// taking those flushes off the appenders' path is what keeps a
+		// guarded commit to one log flush.
 		for _, r := range accepted {
 			r.err <- nil
+		}
+		if err := l.syncDerived(); err != nil {
+			l.broken = fmt.Errorf("evidence: index or hashes not synced, reopen to recover: %w", err)
+			return
 		}
 		if err := l.writeCheckpointLocked(); err != nil {
 			l.broken = fmt.Errorf("evidence: checkpoint not written, reopen to recover: %w", err)
@@ -413,11 +422,17 @@ func (l *Log) writeBatch(logBuf, idxBuf, hashBuf []byte) error {
 	if _, err := l.hashf.WriteAt(hashBuf, l.hashes.n*tlog.HashSize); err != nil {
 		return err
 	}
-	// The three files are independent: sync them concurrently so the
-	// device can merge the flushes.
+	return nil
+}
+
+// syncDerived makes the index and the stored hashes durable. They are
+// derived from the log (recovery rebuilds them past the checkpoint), so a
+// commit answers once the log alone is flushed and syncs these after, in
+// parallel, before the checkpoint that covers them is written.
+func (l *Log) syncDerived() error {
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i, f := range []*os.File{l.logf, l.idxf, l.hashf} {
+	errs := make([]error, 2)
+	for i, f := range []*os.File{l.idxf, l.hashf} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

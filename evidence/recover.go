@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -34,10 +35,10 @@ func (c *tailCut) String() string {
 //
 // Everything the signed checkpoint covers was acknowledged to a caller, so
 // a hole there is damage, not a crash: Open refuses and `aerfs verify`
-// says what is wrong. Past the checkpoint, a record survives only if its
-// line is complete and canonical, its index entry and stored leaf hash
-// are on disk and agree with it; the first one that fails ends the log.
-// Interior hashes past the checkpoint are recomputed rather than trusted.
+// says what is wrong. Past the checkpoint the log's lines are the truth: a
+// record survives if its line is complete, canonical and new, and the first
+// one that is not ends the log; the index entries and stored hashes past
+// the checkpoint are rebuilt from the kept lines rather than trusted.
 func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 	damaged := func(format string, args ...any) error {
 		return fmt.Errorf("evidence: log damaged below its signed checkpoint (%d records): %s; this is not a crash tail, run aerfs verify",
@@ -101,46 +102,60 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 		}
 	}
 
+	// Past the checkpoint the log is the record: a commit flushes the log
+	// before it answers and the index and hashes only after, so they may
+	// lack (or hold stale) entries for records that are whole. Every whole,
+	// canonical, new line is kept; the first that is not ends the log. The
+	// index entries and stored hashes past the checkpoint are rebuilt from
+	// the kept lines.
 	good := N
-	for i := N; i < ni; i++ {
-		e := raw[i*indexEntrySize:]
-		end := int64(binary.BigEndian.Uint64(e[:8]))
-		if end <= prevEnd || end > logSize || end-prevEnd > MaxRecordSize+1 {
+	var tailIDs [][32]byte
+	var tailEnds []int64
+	end := prevEnd
+	br := bufio.NewReaderSize(io.NewSectionReader(l.logf, prevEnd, logSize-prevEnd), MaxRecordSize+1)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			break // torn, too long, or the end
+		}
+		body := line[:len(line)-1]
+		if _, err := ParseRecord(body); err != nil {
 			break
 		}
-		if tlog.StoredHashCount(i+1) > nh {
-			break
-		}
-		if l.checkLine(raw, i, &hashFile{f: l.hashf, n: nh}) != nil {
-			break
-		}
-		var id [32]byte
-		copy(id[:], e[8:indexEntrySize])
+		id := sha256.Sum256(body)
 		if _, dup := l.ids[id]; dup {
 			break
 		}
-		l.ids[id] = i
-		prevEnd = end
-		good = i + 1
+		l.ids[id] = good
+		end += int64(len(line))
+		tailIDs = append(tailIDs, id)
+		tailEnds = append(tailEnds, end)
+		good++
 	}
+	prevEnd = end
 
 	cut := &tailCut{
 		LogBytes:     logSize - prevEnd,
-		IndexEntries: (idxSize - good*indexEntrySize + indexEntrySize - 1) / indexEntrySize,
-		HashBytes:    hashSize - tlog.StoredHashCount(good)*tlog.HashSize,
+		IndexEntries: max(0, (idxSize-good*indexEntrySize+indexEntrySize-1)/indexEntrySize),
+		HashBytes:    max(0, hashSize-tlog.StoredHashCount(good)*tlog.HashSize),
 		Good:         good,
 		Checkpointed: N,
 	}
-	if good > 0 {
-		id := raw[(good-1)*indexEntrySize+8 : good*indexEntrySize]
-		cut.LastID = hex.EncodeToString(id)
+	switch {
+	case good > N:
+		cut.LastID = hex.EncodeToString(tailIDs[len(tailIDs)-1][:])
+	case good > 0:
+		cut.LastID = hex.EncodeToString(raw[(good-1)*indexEntrySize+8 : good*indexEntrySize])
 	}
-	// Rebuild the stored hashes past the checkpoint from the leaves.
+	// Rebuild the index entries and stored hashes past the checkpoint.
+	var idxBuf []byte
 	hr = &hashFile{f: l.hashf, n: tlog.StoredHashCount(N)}
-	for i := N; i < good; i++ {
-		var id [32]byte
-		copy(id[:], raw[i*indexEntrySize+8:(i+1)*indexEntrySize])
-		hs, err := tlog.StoredHashesForRecordHash(i, leafHash(id), hr)
+	for k, id := range tailIDs {
+		var e [indexEntrySize]byte
+		binary.BigEndian.PutUint64(e[:8], uint64(tailEnds[k]))
+		copy(e[8:], id[:])
+		idxBuf = append(idxBuf, e[:]...)
+		hs, err := tlog.StoredHashesForRecordHash(N+int64(k), leafHash(id), hr)
 		if err != nil {
 			return nil, fmt.Errorf("evidence: open: %w", err)
 		}
@@ -149,6 +164,11 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 	var buf []byte
 	for _, h := range hr.pending {
 		buf = append(buf, h[:]...)
+	}
+	if len(idxBuf) > 0 {
+		if _, err := l.idxf.WriteAt(idxBuf, N*indexEntrySize); err != nil {
+			return nil, fmt.Errorf("evidence: open: %w", err)
+		}
 	}
 	if len(buf) > 0 {
 		if _, err := l.hashf.WriteAt(buf, hr.n*tlog.HashSize); err != nil {
@@ -167,7 +187,7 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 			return nil, fmt.Errorf("evidence: open: cut hashes: %w", err)
 		}
 	}
-	if torn || len(buf) > 0 {
+	if torn || len(buf) > 0 || len(idxBuf) > 0 {
 		for _, f := range []*os.File{l.logf, l.idxf, l.hashf} {
 			if err := f.Sync(); err != nil {
 				return nil, fmt.Errorf("evidence: open: %w", err)

@@ -34,6 +34,7 @@ type guardedFile struct {
 
 	mu      sync.Mutex
 	staging *os.File
+	onDisk  bool // staging was moved out of memory (spill)
 	append  bool
 	dirty   bool // written since the last commit
 	// truncated: opened with O_TRUNC (or created) and not committed since.
@@ -86,24 +87,95 @@ var (
 // openGuarded prepares a staging copy of the file at rel (empty when
 // truncating) and returns the handle.
 func (m *Monitor) openGuarded(n *Node, res *principal.Resolved, rel string, flags uint32) (*guardedFile, syscall.Errno) {
-	f, err := os.CreateTemp(m.stagingDir(), "stage-*")
+	var src *os.File
+	var size int64
+	if flags&syscall.O_TRUNC == 0 {
+		var err error
+		if src, err = m.openFileRel(rel, unix.O_RDONLY); err == nil {
+			defer src.Close()
+			if fi, err := src.Stat(); err == nil {
+				size = fi.Size()
+			}
+		} else if !os.IsNotExist(err) {
+			return nil, gofs.ToErrno(err)
+		}
+	}
+	f, onDisk, err := m.stagingFor(size)
 	if err != nil {
 		m.log.Error().Err(err).Msg("cannot create staging file")
 		return nil, syscall.EIO
 	}
-	os.Remove(f.Name()) // unnamed: nothing to clean up after a crash
-	if flags&syscall.O_TRUNC == 0 {
-		src, err := m.openFileRel(rel, unix.O_RDONLY)
-		if err == nil {
-			_, err = io.Copy(f, src)
-			src.Close()
-		}
-		if err != nil && !os.IsNotExist(err) {
+	if src != nil {
+		if _, err := io.Copy(f, src); err != nil {
 			f.Close()
 			return nil, gofs.ToErrno(err)
 		}
 	}
-	return &guardedFile{m: m, node: n, res: res, staging: f, append: flags&syscall.O_APPEND != 0, truncated: flags&syscall.O_TRUNC != 0}, 0
+	return &guardedFile{m: m, node: n, res: res, staging: f, onDisk: onDisk, append: flags&syscall.O_APPEND != 0, truncated: flags&syscall.O_TRUNC != 0}, 0
+}
+
+// stagingFor returns a staging file for content of the given size: in
+// memory up to stagingInMemory, on disk past it.
+func (m *Monitor) stagingFor(size int64) (*os.File, bool, error) {
+	if size > stagingInMemory {
+		f, err := m.diskStaging()
+		return f, true, err
+	}
+	return m.newStaging()
+}
+
+// stagingInMemory is the size up to which staged content stays in memory.
+// Guarded files are memory, identity and configuration files, kilobytes in
+// practice; past this a handle's staging moves to the state directory.
+const stagingInMemory = 16 << 20
+
+// newStaging returns an unnamed file for staged content (nothing to clean
+// up after a crash). It lives in memory (memfd): a staged copy then costs
+// no inode allocation and no unlink in the state directory's filesystem,
+// which on ext4 are a good part of a small commit. Where memfd is not
+// available it is a file in the state directory.
+func (m *Monitor) newStaging() (f *os.File, onDisk bool, err error) {
+	if fd, err := unix.MemfdCreate("aerfs-stage", unix.MFD_CLOEXEC); err == nil {
+		return os.NewFile(uintptr(fd), "aerfs-stage"), false, nil
+	}
+	f, err = m.diskStaging()
+	return f, true, err
+}
+
+func (m *Monitor) diskStaging() (*os.File, error) {
+	f, err := os.CreateTemp(m.stagingDir(), "stage-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
+}
+
+// room moves the staging to disk before it grows past stagingInMemory, so
+// that a large write costs disk, not the daemon's memory. Called with g.mu
+// held (or before g is shared).
+func (g *guardedFile) room(end int64) error {
+	if g.onDisk || end <= stagingInMemory {
+		return nil
+	}
+	f, err := g.m.diskStaging()
+	if err != nil {
+		return err
+	}
+	pos, err := g.staging.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = io.Copy(f, io.NewSectionReader(g.staging, 0, 1<<62))
+	}
+	if err == nil {
+		_, err = f.Seek(pos, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	g.staging.Close()
+	g.staging, g.onDisk = f, true
+	return nil
 }
 
 // openFileRel opens a backing file by relative path without following
@@ -140,6 +212,9 @@ func (g *guardedFile) Write(ctx context.Context, data []byte, off int64) (uint32
 		off = st.Size()
 	}
 	g.noteWriter(ctx)
+	if err := g.room(off + int64(len(data))); err != nil {
+		return 0, gofs.ToErrno(err)
+	}
 	n, err := g.staging.WriteAt(data, off)
 	g.dirty = true
 	return uint32(n), gofs.ToErrno(err)
@@ -156,6 +231,9 @@ func (g *guardedFile) Allocate(ctx context.Context, off, size uint64, mode uint3
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.noteWriter(ctx)
+	if err := g.room(int64(off + size)); err != nil {
+		return gofs.ToErrno(err)
+	}
 	g.dirty = true
 	return gofs.ToErrno(unix.Fallocate(int(g.staging.Fd()), mode, int64(off), int64(size)))
 }
@@ -182,7 +260,10 @@ func (g *guardedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse
 	if sz, ok := in.GetSize(); ok {
 		g.mu.Lock()
 		g.noteWriter(ctx)
-		err := g.staging.Truncate(int64(sz))
+		err := g.room(int64(sz))
+		if err == nil {
+			err = g.staging.Truncate(int64(sz))
+		}
 		g.dirty = true
 		g.mu.Unlock()
 		if err != nil {

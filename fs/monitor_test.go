@@ -64,9 +64,14 @@ func staged(t *testing.T, content string) *os.File {
 	return f
 }
 
-func records(t *testing.T, state string) []*evidence.Record {
+// records reads the log as a reader does: after asking for a flush, so
+// that the checkpoint covers everything appended so far.
+func records(t *testing.T, m *Monitor) []*evidence.Record {
+	if err := m.FlushLog(); err != nil {
+		t.Fatal(err)
+	}
 	var out []*evidence.Record
-	if err := evidence.ReadAll(state, func(_ int64, _ string, r *evidence.Record) error {
+	if err := evidence.ReadAll(m.stateDir, func(_ int64, _ string, r *evidence.Record) error {
 		out = append(out, r)
 		return nil
 	}); err != nil {
@@ -90,7 +95,7 @@ func TestCommitAllowedKeepsPreviousVersion(t *testing.T) {
 	if after.Mode() != before.Mode() {
 		t.Fatalf("mode changed: %v -> %v", before.Mode(), after.Mode())
 	}
-	recs := records(t, m.stateDir)
+	recs := records(t, m)
 	w := recs[len(recs)-1]
 	if w.Type != evidence.TypeWrite || w.Meta.Path != "MEMORY.md" || w.Payload == nil {
 		t.Fatalf("last record %+v", w)
@@ -124,7 +129,7 @@ func TestCommitRefusedQuarantines(t *testing.T) {
 	if string(got) != "old\n" {
 		t.Fatalf("MEMORY.md changed: %q", got)
 	}
-	recs := records(t, m.stateDir)
+	recs := records(t, m)
 	r := recs[len(recs)-1]
 	if r.Type != evidence.TypeQuarantine || r.Meta.Verdict != "deny" || r.Meta.Rule != "R2-taint" || r.Payload == nil || r.Payload.OldHash == "" {
 		t.Fatalf("refusal record %+v", r)

@@ -11,6 +11,10 @@ import (
 // MountOptions are the knobs of a mount.
 type MountOptions struct {
 	Debug bool
+	// NoPassthrough serves plain file data through the daemon, as a
+	// mount without CAP_SYS_ADMIN must: for comparison, and for kernels
+	// whose passthrough misbehaves.
+	NoPassthrough bool
 }
 
 // Mount serves the monitor's backing directory at mountpoint (usually the
@@ -53,6 +57,12 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 			EnableAcl: true,
 		},
 		NullPermissions: true,
+	}
+	if o.NoPassthrough {
+		// Without the capability the kernel refuses to register backing
+		// files, and go-fuse falls back to serving reads and writes
+		// itself: exactly what happens on an unprivileged mount.
+		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
 	}
 	server, err := gofs.Mount(mountpoint, root, opts)
 	if err != nil {

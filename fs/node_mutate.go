@@ -399,15 +399,21 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 }
 
 func (m *Monitor) truncateGuarded(ctx context.Context, res *principal.Resolved, rel string, size uint64) syscall.Errno {
-	f, err := os.CreateTemp(m.stagingDir(), "stage-*")
+	src, _ := m.openFileRel(rel, unix.O_RDONLY)
+	var cur int64
+	if src != nil {
+		defer src.Close()
+		if fi, err := src.Stat(); err == nil {
+			cur = fi.Size()
+		}
+	}
+	f, _, err := m.stagingFor(max(cur, int64(size)))
 	if err != nil {
 		return syscall.EIO
 	}
-	os.Remove(f.Name())
 	defer f.Close()
-	if src, err := m.openFileRel(rel, unix.O_RDONLY); err == nil {
+	if src != nil {
 		_, _ = f.ReadFrom(src)
-		src.Close()
 	}
 	if err := f.Truncate(int64(size)); err != nil {
 		return gofs.ToErrno(err)

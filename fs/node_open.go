@@ -39,7 +39,8 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if fast {
 		// Unlabelled plain file read by anyone: nothing to decide, nothing
 		// to propagate. Kernel passthrough serves it at native speed.
-		return n.LoopbackNode.Open(ctx, flags)
+		fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+		return fh, fl | keepCache(t), errno
 	}
 	res := n.m.caller(ctx)
 	if op == policy.OpWrite && flags&syscall.O_ACCMODE == syscall.O_RDWR {
@@ -69,11 +70,28 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return &guardedReader{FileHandle: fh}, fuse.FOPEN_DIRECT_IO, 0
 	}
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	fl |= keepCache(t)
 	if errno != 0 || op != policy.OpWrite {
 		return fh, fl, errno
 	}
 	n.m.killSUIDGID(ctx, rel, st)
 	return n.m.plainWriter(res, rel, fh, st, l, flags&syscall.O_TRUNC != 0), fl, 0
+}
+
+// keepCache lets the kernel keep a plain file's pages between opens. With
+// kernel passthrough the kernel reads the backing file's own page cache and
+// the flag is moot; without it (an unprivileged mount) every open would
+// otherwise drop the pages and read them through the daemon again. Plain
+// files change only through this mount, whose writes the kernel sees; a
+// change made in the backing directory shows once the attributes expire
+// (plainTimeout), when the kernel notices the new mtime and drops the pages
+// (CAP_AUTO_INVAL_DATA). Guarded files are direct I/O and session
+// namespaces are never cached.
+func keepCache(t policy.Target) uint32 {
+	if t.Class == policy.Plain && t.Namespace == policy.NSNone {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
 }
 
 // Create decides creating name (a guarded class, a namespace) and hands out
@@ -119,7 +137,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return ch, g, fuse.FOPEN_DIRECT_IO, 0
 	}
 	n.m.killSUIDGID(ctx, rel, st)
-	return ch, n.m.plainWriter(res, rel, fh, nst, l, true), fl, 0
+	return ch, n.m.plainWriter(res, rel, fh, nst, l, true), fl | keepCache(t), 0
 }
 
 func boolU32(b bool) uint32 {

@@ -145,3 +145,40 @@ print(get())
 		t.Fatalf("ls -lR misses d/a.txt:\n%s", ls.Stdout)
 	}
 }
+
+// A mount without kernel passthrough (what an unprivileged mount gets)
+// serves plain data through the daemon and lets the kernel keep the pages
+// between opens: every change made through the mount is still seen by the
+// next reader, and guarded files are still decided.
+func TestNoPassthroughMount(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes.txt": "one\n", "MEMORY.md": "m0\n"}).Mount("--no-passthrough")
+	st := e.Aerfs("status")
+	expectOK(t, "status", st)
+	if !strings.Contains(st.Stdout, "passthrough: false") {
+		t.Fatalf("status does not say passthrough is off:\n%s", st.Stdout)
+	}
+	steps := []struct{ script, want string }{
+		{"cat notes.txt", "one\n"},
+		{"echo two >> notes.txt; cat notes.txt", "one\ntwo\n"},
+		{"python3 -c 'open(\"notes.txt\",\"r+\").write(\"ONE\")'; cat notes.txt", "ONE\ntwo\n"},
+		{"sed -i s/two/2/ notes.txt; cat notes.txt", "ONE\n2\n"},
+		{"truncate -s 2 notes.txt; cat notes.txt", "ON"},
+	}
+	for _, s := range steps {
+		r := e.Sh("USER", "np", s.script)
+		expectOK(t, s.script, r)
+		if r.Stdout != s.want {
+			t.Fatalf("%s: got %q, want %q", s.script, r.Stdout, s.want)
+		}
+		if got := e.Read("notes.txt"); got != s.want {
+			t.Fatalf("after %s another reader sees %q, want %q", s.script, got, s.want)
+		}
+	}
+	expectOK(t, "USER commits", e.Sh("USER", "np", "echo m1 > MEMORY.md"))
+	if r := e.Sh("WEB", "npw", "echo evil > MEMORY.md"); r.Code == 0 {
+		t.Fatalf("WEB write to MEMORY.md succeeded without passthrough: %s", r)
+	}
+	if got := e.Read("MEMORY.md"); got != "m1\n" {
+		t.Fatalf("MEMORY.md = %q, want m1", got)
+	}
+}

@@ -140,9 +140,9 @@ func newEnv(t testing.TB, files map[string]string) *Env {
 }
 
 // Mount mounts the workspace and registers the unmount.
-func (e *Env) Mount() *Env {
+func (e *Env) Mount(flags ...string) *Env {
 	e.t.Helper()
-	e.mustAerfs("mount", "--state", e.State, e.WS)
+	e.mustAerfs(append([]string{"mount", "--state", e.State, e.WS}, flags...)...)
 	e.t.Cleanup(e.Unmount)
 	return e
 }

@@ -138,3 +138,35 @@ func abortFuse(t *testing.T, mp string) {
 		}
 	}
 }
+
+// Staged content lives in memory while it is small and moves to disk when a
+// write takes it past the in-memory limit; either way the commit is byte
+// exact, for writes in order, a seek back into the moved part, and an
+// append to a file already past the limit.
+func TestLargeGuardedWriteStagedToDisk(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n"}).Mount()
+	py := `import hashlib, os
+chunk = bytes(range(256)) * 4096          # 1 MiB
+with open("MEMORY.md", "wb") as f:
+    for i in range(20):
+        f.write(bytes([i]) + chunk[1:])
+    f.seek(5)
+    f.write(b"PATCHED")
+with open("MEMORY.md", "ab") as f:
+    f.write(b"tail\n")
+data = bytearray()
+for i in range(20):
+    data += bytes([i]) + chunk[1:]
+data[5:12] = b"PATCHED"
+data += b"tail\n"
+print(len(data), hashlib.sha256(data).hexdigest())
+`
+	r := e.Run("USER", "big", "python3", "-c", py)
+	expectOK(t, "large write", r)
+	got := runCmd(e.WS, nil, "sh", "-c", "wc -c < MEMORY.md; sha256sum MEMORY.md | cut -d' ' -f1")
+	want := strings.Fields(r.Stdout)
+	have := strings.Fields(got.Stdout)
+	if len(want) != 2 || len(have) != 2 || want[0] != have[0] || want[1] != have[1] {
+		t.Fatalf("MEMORY.md after a 20 MiB write: got %q, want %q", got.Stdout, r.Stdout)
+	}
+}

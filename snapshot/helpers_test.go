@@ -66,8 +66,13 @@ func (tl *testLog) write(path, principal, session, old, nw string, parents ...st
 		Payload: &evidence.Payload{OldHash: old, NewHash: nw}})
 }
 
+// index loads the index as readers do: after a flush, so that the
+// checkpoint covers every record appended so far.
 func (tl *testLog) index() *Index {
 	tl.t.Helper()
+	if err := tl.log.Flush(); err != nil {
+		tl.t.Fatal(err)
+	}
 	x, err := Load(tl.dir)
 	if err != nil {
 		tl.t.Fatal(err)

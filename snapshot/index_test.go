@@ -188,6 +188,9 @@ func TestPending(t *testing.T) {
 	q1, q2, q3 := quar("MEMORY.md", q1h), quar("MEMORY.md", q2h), quar("AGENTS.md", q3h)
 	x := New()
 	load := func() {
+		if err := tl.log.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		evidence.ReadAll(tl.dir, func(idx int64, id string, r *evidence.Record) error { x.Add(idx, id, r); return nil })
 	}
 	load()

@@ -73,6 +73,11 @@ func (f *recoveryFixture) add(r *evidence.Record) string {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	// What the daemon does when a reader asks (syncLog): the checkpoint
+	// covers the record before the command reads the log.
+	if err := f.log.Flush(); err != nil {
+		f.t.Fatal(err)
+	}
 	f.ids = append(f.ids, id)
 	return id
 }

@@ -24,6 +24,7 @@ type mountOptions struct {
 	foreground bool
 	readyFd    int
 	debug      bool
+	noPT       bool
 }
 
 func newMountCommand() *cobra.Command {
@@ -39,6 +40,7 @@ func newMountCommand() *cobra.Command {
 	c.Flags().BoolVar(&o.foreground, "foreground", false, "serve in the foreground instead of starting a daemon")
 	c.Flags().IntVar(&o.readyFd, "ready-fd", 0, "file descriptor to report readiness on (used by the background start)")
 	c.Flags().BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	c.Flags().BoolVar(&o.noPT, "no-passthrough", false, "serve plain file data through the daemon, as an unprivileged mount does (for comparison, or a kernel whose passthrough misbehaves)")
 	c.Flags().MarkHidden("ready-fd")
 	return c
 }
@@ -109,7 +111,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 			}
 		}
 	}
-	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, Log: log, Ready: ready, Warn: warn})
+	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, Log: log, Ready: ready, Warn: warn})
 	if errors.Is(err, daemon.ErrNoWorkspace) {
 		return fail(exitNoWorkspace, "check the path", "%v", err)
 	}
@@ -128,6 +130,9 @@ func startDaemon(ws, state string, o mountOptions) error {
 		return err
 	}
 	args := []string{"mount", "--foreground", "--ready-fd", "3", "--state", state, ws}
+	if o.noPT {
+		args = append(args, "--no-passthrough")
+	}
 	if o.debug {
 		args = append(args, "--debug")
 	}

@@ -148,7 +148,7 @@ func run(o options) error {
 		atExit(func() {
 			// Only once nothing is mounted below base: never remove
 			// through a live mount.
-			for _, n := range []string{"ws", tLoop, tNoPT} {
+			for _, n := range []string{"ws", "ws-nopt", tLoop, tNoPT} {
 				if mounted(filepath.Join(base, n)) {
 					fmt.Fprintf(os.Stderr, "aerfs-bench: %s still mounted; leaving %s\n", n, base)
 					return
@@ -184,11 +184,16 @@ func run(o options) error {
 		return err
 	}
 	targets = append(targets, nopt)
-	ae, err := setupAerfs(base, o.aerfs)
+	ae, err := setupAerfs(base, o.aerfs, tAerfs, "ws")
 	if err != nil {
 		return err
 	}
 	targets = append(targets, ae)
+	aenopt, err := setupAerfs(base, o.aerfs, tAerfsNoPT, "ws-nopt", "--no-passthrough")
+	if err != nil {
+		return err
+	}
+	targets = append(targets, aenopt)
 	b.aerfsWS = ae.Root
 
 	for _, t := range targets {

@@ -20,9 +20,12 @@ const (
 	tLoop   = "loopback"
 	tNoPT   = "loopback-nopt"
 	tAerfs  = "aerfs"
+	// tAerfsNoPT is aerfs mounted with --no-passthrough: plain data goes
+	// through the daemon, as on an unprivileged mount.
+	tAerfsNoPT = "aerfs-nopt"
 )
 
-var targetNames = []string{tNative, tLoop, tNoPT, tAerfs}
+var targetNames = []string{tNative, tLoop, tNoPT, tAerfs, tAerfsNoPT}
 
 // target is one place the workloads run: Dir is a plain (unguarded)
 // directory in it.
@@ -134,11 +137,11 @@ func setupLoopback(base, bin, name string, passthrough bool) (*target, error) {
 
 var daemonPID = regexp.MustCompile(`daemon pid (\d+)`)
 
-// setupAerfs initialises and mounts aerfs over base/ws, with the guarded
-// files the guarded workloads use.
-func setupAerfs(base, bin string) (*target, error) {
-	ws := filepath.Join(base, "ws")
-	state := filepath.Join(base, "state")
+// setupAerfs initialises and mounts aerfs over base/<dir>, with the guarded
+// files the guarded workloads use; flags go to aerfs mount.
+func setupAerfs(base, bin, name, dir string, flags ...string) (*target, error) {
+	ws := filepath.Join(base, dir)
+	state := filepath.Join(base, dir+"-state")
 	if err := os.MkdirAll(filepath.Join(ws, "work"), 0o755); err != nil {
 		return nil, err
 	}
@@ -153,7 +156,7 @@ func setupAerfs(base, bin string) (*target, error) {
 	if out, err := exec.Command(bin, "init", "--state", state, ws).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("aerfs init: %v: %s", err, out)
 	}
-	cmd := exec.Command(bin, "mount", "--state", state, ws)
+	cmd := exec.Command(bin, append([]string{"mount", "--state", state, ws}, flags...)...)
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
 	// Register the unmount whatever happened: a half-started mount is
@@ -181,7 +184,7 @@ func setupAerfs(base, bin string) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aerfs mount: %v: %s", err, out)
 	}
-	return &target{Name: tAerfs, Root: ws, Dir: filepath.Join(ws, "work"), PID: pid}, nil
+	return &target{Name: name, Root: ws, Dir: filepath.Join(ws, "work"), PID: pid}, nil
 }
 
 // rssKiB reads a process's resident and peak memory.

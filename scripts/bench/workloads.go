@@ -114,10 +114,12 @@ func (r *Results) finish() []*Row {
 		st := row.Stats
 		row.Speed = map[string]float64{}
 		for k, v := range map[string]float64{
-			"aerfs/native":         speed(st[tAerfs], st[tNative], row.Higher),
-			"aerfs/loopback":       speed(st[tAerfs], st[tLoop], row.Higher),
-			"loopback-nopt/native": speed(st[tNoPT], st[tNative], row.Higher),
-			"loopback/native":      speed(st[tLoop], st[tNative], row.Higher),
+			"aerfs/native":             speed(st[tAerfs], st[tNative], row.Higher),
+			"aerfs/loopback":           speed(st[tAerfs], st[tLoop], row.Higher),
+			"loopback-nopt/native":     speed(st[tNoPT], st[tNative], row.Higher),
+			"loopback/native":          speed(st[tLoop], st[tNative], row.Higher),
+			"aerfs-nopt/native":        speed(st[tAerfsNoPT], st[tNative], row.Higher),
+			"aerfs-nopt/loopback-nopt": speed(st[tAerfsNoPT], st[tNoPT], row.Higher),
 		} {
 			// JSON has no NaN: a ratio that cannot be formed is absent.
 			if !math.IsNaN(v) {
