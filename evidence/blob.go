@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // Blobs are stored once under evidence/blobs/<first two hex>/<other 62>,
@@ -22,7 +24,7 @@ func (l *Log) blobPath(hash string) string { return blobPath(l.dir, hash) }
 // PutBlob stores data and returns its hex SHA-256. Storing the same
 // content twice is a no-op.
 func (l *Log) PutBlob(data []byte) (string, error) {
-	return putBlob(l.dir, bytes.NewReader(data))
+	return l.putBlob(bytes.NewReader(data))
 }
 
 // PutBlobFile stores the content of the file at path, streaming it.
@@ -32,12 +34,17 @@ func (l *Log) PutBlobFile(path string) (string, error) {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	defer f.Close()
-	return putBlob(l.dir, f)
+	return l.putBlob(f)
 }
 
 // putBlob writes to a temp file in the blob tree while hashing, syncs it,
 // and renames it to its hash: a crash leaves either no blob or a whole one.
-func putBlob(dir string, r io.Reader) (string, error) {
+// The directory holding the new name is synced by the next group commit,
+// together with the log and before any record naming the blob is
+// acknowledged (syncBlobDirs); recovery cuts a record past the checkpoint
+// whose blob did not survive.
+func (l *Log) putBlob(r io.Reader) (string, error) {
+	dir := l.dir
 	root := filepath.Join(dir, blobsName)
 	tmp, err := os.CreateTemp(root, ".tmp-blob-*")
 	if err != nil {
@@ -60,16 +67,46 @@ func putBlob(dir string, r io.Reader) (string, error) {
 	if err := tmp.Sync(); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
+	_, err = os.Stat(filepath.Dir(dst))
+	created := err != nil
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
-	if err := syncDir(filepath.Dir(dst)); err != nil {
-		return "", fmt.Errorf("evidence: blob: %w", err)
+	l.dirsMu.Lock()
+	l.blobDirs[filepath.Dir(dst)] = true
+	if created {
+		l.blobDirs[root] = true
 	}
+	l.dirsMu.Unlock()
 	return sum, nil
+}
+
+// syncBlobDirs makes the names of the blobs stored since the last call
+// durable.
+func (l *Log) syncBlobDirs() error {
+	l.dirsMu.Lock()
+	dirs := l.blobDirs
+	l.blobDirs = map[string]bool{}
+	l.dirsMu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(dirs))
+	var mu sync.Mutex
+	for d := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := syncDir(d); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Blob returns a stored blob, checking its hash.

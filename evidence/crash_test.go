@@ -209,3 +209,55 @@ func TestTruncatedBelowCheckpoint(t *testing.T) {
 	_, err := VerifyState(d, "")
 	checkKind(t, err, KindIntegrity, "record 3: truncated")
 }
+
+// A blob's name is synced with the log batch of the record that first names
+// it. A crash can leave such a record (never acknowledged) in the log past
+// the checkpoint without its blob: Open cuts it there. With the blob in
+// place the record is kept.
+func TestTailRecordWithLostBlob(t *testing.T) {
+	ev := func(d, n string) string { return filepath.Join(d, "evidence", n) }
+	for _, lost := range []bool{true, false} {
+		t.Run(fmt.Sprint("blob lost: ", lost), func(t *testing.T) {
+			d := newState(t)
+			l := openLog(t, d)
+			for i := 0; i < 2; i++ {
+				if _, err := l.Append(sampleRecord(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cp, _ := l.Checkpoint()
+			h, err := l.PutBlob([]byte("the content a write recorded\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := sampleRecord(2)
+			r.Payload = &Payload{NewHash: h}
+			if _, err := l.Append(r); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			// The crash: the checkpoint still covers two records, and
+			// (when lost) the blob's name never reached the disk.
+			writeFile(t, ev(d, "checkpoint"), string(cp))
+			if lost {
+				if err := os.Remove(blobPath(ev(d, ""), h)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l = openLog(t, d)
+			size := l.Size()
+			l.Close()
+			last := lastRecord(t, d)
+			if lost {
+				if size != 3 || last.Type != TypeRecovery || !strings.Contains(last.Payload.Detail, "last good record 1") {
+					t.Fatalf("size %d, last %+v: want the record without its blob cut", size, last)
+				}
+			} else if size != 3 || last.Type == TypeRecovery {
+				t.Fatalf("size %d, last %+v: want the record kept", size, last)
+			}
+			if _, err := VerifyState(d, ""); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

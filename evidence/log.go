@@ -48,6 +48,9 @@ type Log struct {
 	ids    map[[32]byte]int64
 	cp     []byte
 	broken error // set when a write failed: the files need Open's recovery
+
+	dirsMu   sync.Mutex
+	blobDirs map[string]bool // blob directories with names not yet synced
 }
 
 type appendReq struct {
@@ -83,7 +86,7 @@ func (l *Log) Flush() error {
 // partial or whose stored hash does not match) and records the cut.
 func Open(stateDir string) (*Log, error) {
 	dir := evDir(stateDir)
-	l := &Log{dir: dir}
+	l := &Log{dir: dir, blobDirs: map[string]bool{}}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
@@ -349,6 +352,11 @@ func (l *Log) commit(batch []*appendReq) {
 		n++
 	}
 	if len(accepted) == 0 {
+		// A flush with nothing new to write still makes the blobs stored
+		// so far durable.
+		if err := l.syncBlobDirs(); err != nil {
+			l.broken = fmt.Errorf("evidence: blob directory not synced, reopen to recover: %w", err)
+		}
 		return
 	}
 	var hashBuf []byte
@@ -357,7 +365,12 @@ func (l *Log) commit(batch []*appendReq) {
 	}
 	err := l.writeBatch(logBuf, idxBuf, hashBuf)
 	if err == nil {
-		err = syncFile(l.logf)
+		// The log and the names of the blobs its new records point to
+		// are flushed together; a record is acknowledged only once both
+		// are durable.
+		blobErr := make(chan error, 1)
+		go func() { blobErr <- l.syncBlobDirs() }()
+		err = errors.Join(syncFile(l.logf), <-blobErr)
 	}
 	if err == nil {
 		for i, r := range accepted {

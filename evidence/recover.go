@@ -119,7 +119,8 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 			break // torn, too long, or the end
 		}
 		body := line[:len(line)-1]
-		if _, err := ParseRecord(body); err != nil {
+		rec, err := ParseRecord(body)
+		if err != nil || !l.blobsStored(rec) {
 			break
 		}
 		id := sha256.Sum256(body)
@@ -201,6 +202,24 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 		return nil, nil
 	}
 	return cut, nil
+}
+
+// blobsStored reports whether every blob r's payload names is stored. A
+// blob's name is synced with the log batch of the first record naming it,
+// so a record whose blob a crash lost was never acknowledged.
+func (l *Log) blobsStored(r *Record) bool {
+	if r.Payload == nil {
+		return true
+	}
+	for _, h := range r.Payload.BlobRefs() {
+		if h == "" {
+			continue
+		}
+		if _, err := os.Stat(l.blobPath(h)); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // checkLine reads record i's line and checks it against the index entry

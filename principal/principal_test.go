@@ -303,3 +303,49 @@ func TestValidSessionID(t *testing.T) {
 		}
 	}
 }
+
+// A cached thread is checked through its /proc directory: an exec in place
+// is seen at the next request, and once the process is gone the cache
+// answers nothing.
+func TestCachedThreadFollowsExecAndExit(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	cmd := exec.Command("sh", "-c", "read x; exec sleep 30")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	first := r.Resolve(pid)
+	if !first.Identified || !strings.HasSuffix(first.Proc.Exe, "sh") {
+		t.Fatalf("before exec: %+v", first.Proc)
+	}
+	r.mu.RLock()
+	e := r.threads[pid]
+	r.mu.RUnlock()
+	if e.dir == nil {
+		t.Fatal("no /proc directory kept for the cached thread")
+	}
+	if again := r.Resolve(pid); again != first {
+		t.Fatal("a cached thread was resolved again")
+	}
+	in.Write([]byte("go\n"))
+	for i := 0; i < 200; i++ {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); strings.HasSuffix(exe, "sleep") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	after := r.Resolve(pid)
+	if !strings.HasSuffix(after.Proc.Exe, "sleep") || after.Proc.ID != first.Proc.ID {
+		t.Fatalf("after exec: %+v (before %+v)", after.Proc, first.Proc)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if gone := r.Resolve(pid); gone.Identified {
+		t.Fatalf("a process that exited is still identified: %+v", gone.Proc)
+	}
+}

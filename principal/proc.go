@@ -120,10 +120,20 @@ func startTime(pid int) (uint64, error) {
 	if err != nil || n <= 0 {
 		return 0, ErrVanished
 	}
-	b := buf[:n]
+	st, err := parseStartTime(buf[:n])
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return st, nil
+}
+
+var errStatFormat = errors.New("unexpected format")
+
+// parseStartTime finds field 22 in the text of a stat file.
+func parseStartTime(b []byte) (uint64, error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return 0, errStatFormat
 	}
 	// After ") " come fields 3, 4, …; starttime is field 22.
 	field := 2
@@ -144,7 +154,7 @@ func startTime(pid int) (uint64, error) {
 			return v, nil
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	return 0, errStatFormat
 }
 
 // exePath reads /proc/<pid>/exe ("" when unreadable).
@@ -159,6 +169,54 @@ func exePath(pid int) string {
 		return ""
 	}
 	return string(buf[:n])
+}
+
+// openThreadDir opens /proc/<tid> and returns it if the thread there is
+// the one with start time start (nil otherwise, or when it cannot be
+// opened). Checking the start time through the opened directory binds it
+// to that thread for good: a reused id gets another directory.
+func openThreadDir(tid int, start uint64) *os.File {
+	var pathBuf [32]byte
+	path := append(pathBuf[:0], procRoot+"/"...)
+	path = strconv.AppendInt(path, int64(tid), 10)
+	fd, err := unix.Open(string(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	sfd, err := unix.Openat(fd, "stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil
+	}
+	var buf [1024]byte
+	n, err := unix.Read(sfd, buf[:])
+	unix.Close(sfd)
+	if err != nil || n <= 0 {
+		unix.Close(fd)
+		return nil
+	}
+	if st, err := parseStartTime(buf[:n]); err != nil || st != start {
+		unix.Close(fd)
+		return nil
+	}
+	return os.NewFile(uintptr(fd), string(path))
+}
+
+// exeAt reads the "exe" link under a thread's /proc directory; ok is false
+// once the thread is gone (or the link cannot be read).
+func exeAt(dir *os.File) (exe string, ok bool) {
+	rc, err := dir.SyscallConn()
+	if err != nil {
+		return "", false
+	}
+	var buf [4096]byte
+	n := -1
+	if err := rc.Control(func(fd uintptr) {
+		n, err = unix.Readlinkat(int(fd), "exe", buf[:])
+	}); err != nil || n <= 0 {
+		return "", false
+	}
+	return string(buf[:n]), true
 }
 
 // Alive reports whether the process is still the one identified by id.

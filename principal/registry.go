@@ -130,15 +130,51 @@ type Registry struct {
 	neg      map[ProcID]uint64    // processes known to be outside sessions, at gen
 	byTgid   map[int]ProcID       // latest ProcID seen for a tgid, for exit events
 	threads  map[int]threadEntry  // thread id → its process, while the thread lives
+	dirs     int                  // threads entries holding an open /proc directory
 }
 
 // threadEntry caches the resolution of a thread. It is valid while the
 // thread's start time and executable are unchanged: a reused thread id has
 // another start time, an exec another executable.
+//
+// dir, when set, is the thread's /proc directory, opened once and checked
+// to belong to the resolved process. Lookups under it fail once that thread
+// is gone, even if its id is reused (procfs binds the directory to the
+// thread, not to the number), so one readlink of its "exe" both proves the
+// thread is the one resolved and tells whether it has exec'd since: one
+// system call instead of reading /proc/<tid>/stat and the exe link.
 type threadEntry struct {
 	start uint64
 	exe   string
 	res   *Resolved
+	dir   *os.File
+}
+
+// maxThreadDirs bounds the /proc directories kept open for cached threads;
+// past it, cached threads are checked through /proc paths.
+const maxThreadDirs = 4096
+
+// setThread caches e for tid, closing the directory of the entry it
+// replaces. Called with r.mu held.
+func (r *Registry) setThread(tid int, e threadEntry) {
+	if old, ok := r.threads[tid]; ok && old.dir != nil && old.dir != e.dir {
+		old.dir.Close()
+		r.dirs--
+	}
+	if e.dir != nil {
+		r.dirs++
+	}
+	r.threads[tid] = e
+}
+
+// dropThread forgets tid. Called with r.mu held.
+func (r *Registry) dropThread(tid int) {
+	if old, ok := r.threads[tid]; ok && old.dir != nil {
+		// Close waits for a concurrent readlink through it to finish.
+		old.dir.Close()
+		r.dirs--
+	}
+	delete(r.threads, tid)
 }
 
 // NewRegistry returns a registry for a workspace owned by ownerUID.
@@ -162,15 +198,17 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
 	}
-	// Fast path: a thread seen before, same start time, same program.
-	if start, err := startTime(tid); err == nil {
-		r.mu.RLock()
-		e, ok := r.threads[tid]
-		r.mu.RUnlock()
-		if ok && e.start == start {
-			if exePath(tid) == e.exe {
-				return e.res
-			}
+	// Fast path: a thread seen before, still alive, same program.
+	r.mu.RLock()
+	e, ok := r.threads[tid]
+	r.mu.RUnlock()
+	if ok && e.dir != nil && e.exe != "" {
+		if exe, ok := exeAt(e.dir); ok && exe == e.exe {
+			return e.res
+		}
+	} else if ok {
+		if start, err := startTime(tid); err == nil && e.start == start && exePath(tid) == e.exe {
+			return e.res
 		}
 	}
 	p, err := ReadProc(tid)
@@ -183,10 +221,19 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if !ok || res.Proc.Exe != p.Exe {
 		res = r.resolve(p, res)
 	}
+	r.mu.RLock()
+	room := r.dirs < maxThreadDirs
+	r.mu.RUnlock()
+	var dir *os.File
+	if room {
+		dir = openThreadDir(tid, p.ID.Start)
+	}
 	if st, err := startTime(tid); err == nil {
 		r.mu.Lock()
-		r.threads[tid] = threadEntry{start: st, exe: p.Exe, res: res}
+		r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir})
 		r.mu.Unlock()
+	} else if dir != nil {
+		dir.Close()
 	}
 	return res
 }
@@ -374,7 +421,7 @@ func (r *Registry) Forget(id ProcID) {
 	if r.byTgid[id.Tgid] == id {
 		delete(r.byTgid, id.Tgid)
 	}
-	delete(r.threads, id.Tgid)
+	r.dropThread(id.Tgid)
 	if m, ok := r.members[id]; ok {
 		delete(r.members, id)
 		if m.sess.Root == id && r.events != nil {
@@ -405,7 +452,7 @@ func (r *Registry) Prune() {
 	r.mu.RUnlock()
 	r.mu.Lock()
 	for _, tid := range tids {
-		delete(r.threads, tid)
+		r.dropThread(tid)
 	}
 	r.mu.Unlock()
 	for _, id := range ids {
