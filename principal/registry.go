@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -150,9 +152,17 @@ type threadEntry struct {
 	dir   *os.File
 }
 
-// maxThreadDirs bounds the /proc directories kept open for cached threads;
-// past it, cached threads are checked through /proc paths.
-const maxThreadDirs = 4096
+// maxThreadDirs bounds the /proc directories kept open for cached threads
+// (past it, cached threads are checked through /proc paths): 4096, or a
+// quarter of the daemon's descriptor limit if that is less, so that the
+// cache never starves the descriptors that FUSE requests need.
+var maxThreadDirs = func() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	return int(min(4096, rl.Cur/4))
+}()
 
 // setThread caches e for tid, closing the directory of the entry it
 // replaces. Called with r.mu held.
