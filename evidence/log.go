@@ -163,10 +163,10 @@ func Open(stateDir string) (*Log, error) {
 
 // Append adds r to the log and returns its id once the record is durable.
 // The checkpoint that covers it is signed before any reader (Size,
-// Checkpoint, Flush) or later batch sees the log. It fills Version, Meta.Time (now,
-// UTC, nanoseconds) and empty Taint/Parents arrays when unset. Parents
-// must already be in the log and payload hashes must name stored blobs.
-// Concurrent callers share fsyncs (group commit).
+// Checkpoint, Flush) or later batch sees the log. It fills Version,
+// Meta.Time (now, UTC, nanoseconds) and empty Taint/Parents arrays when
+// unset. Parents must already be in the log and payload hashes must name
+// stored blobs. Concurrent callers share fsyncs (group commit).
 func (l *Log) Append(r *Record) (string, error) {
 	req, err := l.enqueue(r)
 	if err != nil {
@@ -516,7 +516,8 @@ func (l *Log) Close() error {
 	<-l.done
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.closeFiles()
+	// Blobs stored after the last batch (no record names them yet).
+	return errors.Join(l.syncBlobDirs(), l.closeFiles())
 }
 
 func (l *Log) closeFiles() error {

@@ -153,7 +153,7 @@ func (m *Monitor) diskStaging() (*os.File, error) {
 
 // room moves the staging to disk before it grows past stagingInMemory, so
 // that a large write costs disk, not the daemon's memory. Called with g.mu
-// held (or before g is shared).
+// held.
 func (g *guardedFile) room(end int64) error {
 	if g.onDisk || end <= stagingInMemory {
 		return nil
