@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,9 +138,15 @@ type Micro struct {
 	NsOp     *Stat   `json:"ns_per_op"`
 	AllocsOp float64 `json:"allocs_per_op"`
 	BytesOp  float64 `json:"bytes_per_op"`
+	// Metrics the benchmark reports itself (b.ReportMetric), by unit:
+	// the worst run's value, e.g. the label store's "MiB/100k".
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
-var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+([\d.]+) B/op\s+([\d.]+) allocs/op)?`)
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op((?:\s+[\d.]+ \S+)*)`)
+
+// benchMetric is one "value unit" pair after ns/op.
+var benchMetric = regexp.MustCompile(`([\d.]+) (\S+)`)
 
 // runMicro runs the Go benchmarks of the pure packages.
 func runMicro(runs int, quick bool) ([]*Micro, error) {
@@ -187,11 +195,19 @@ func runMicro(runs int, quick bool) ([]*Micro, error) {
 		}
 		ns, _ := strconv.ParseFloat(m[2], 64)
 		a.ns = append(a.ns, ns)
-		if m[4] != "" {
-			al, _ := strconv.ParseFloat(m[4], 64)
-			by, _ := strconv.ParseFloat(m[3], 64)
-			a.m.AllocsOp = math.Max(a.m.AllocsOp, al)
-			a.m.BytesOp = math.Max(a.m.BytesOp, by)
+		for _, pm := range benchMetric.FindAllStringSubmatch(m[3], -1) {
+			v, _ := strconv.ParseFloat(pm[1], 64)
+			switch pm[2] {
+			case "B/op":
+				a.m.BytesOp = math.Max(a.m.BytesOp, v)
+			case "allocs/op":
+				a.m.AllocsOp = math.Max(a.m.AllocsOp, v)
+			default:
+				if a.m.Metrics == nil {
+					a.m.Metrics = map[string]float64{}
+				}
+				a.m.Metrics[pm[2]] = math.Max(a.m.Metrics[pm[2]], v)
+			}
 		}
 	}
 	var res []*Micro
@@ -320,16 +336,25 @@ func (r *Report) Text() string {
 	if r.DaemonRSSKiB > 0 {
 		fmt.Fprintf(&b, "aerfs daemon memory after the run: RSS %d KiB, peak %d KiB\n", r.DaemonRSSKiB, r.DaemonPeakKiB)
 	}
+	for _, mi := range r.Micro {
+		if v, ok := mi.Metrics["MiB/100k"]; ok {
+			fmt.Fprintf(&b, "label store with 100,000 labelled files: %s MiB of heap (%s)\n", num(v), mi.Name)
+		}
+	}
 	if len(r.Micro) > 0 {
-		b.WriteString("\nGo microbenchmarks (ns/op median (min–max) over runs; B/op and allocs/op, worst run)\n\n")
+		b.WriteString("\nGo microbenchmarks (ns/op median (min–max) over runs; B/op, allocs/op and reported metrics, worst run)\n\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.Debug)
-		fmt.Fprintln(tw, "| package\t benchmark\t ns/op\t B/op\t allocs/op\t")
-		fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t")
+		fmt.Fprintln(tw, "| package\t benchmark\t ns/op\t B/op\t allocs/op\t other\t")
+		fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t")
 		ms := append([]*Micro(nil), r.Micro...)
 		sort.SliceStable(ms, func(i, j int) bool { return ms[i].Package < ms[j].Package })
 		for _, mi := range ms {
-			fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t\n", strings.TrimPrefix(mi.Package, "github.com/aerfs/aerfs/"), mi.Name,
-				cell(mi.NsOp), num(mi.BytesOp), num(mi.AllocsOp))
+			var other []string
+			for _, u := range slices.Sorted(maps.Keys(mi.Metrics)) {
+				other = append(other, num(mi.Metrics[u])+" "+u)
+			}
+			fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t\n", strings.TrimPrefix(mi.Package, "github.com/aerfs/aerfs/"), mi.Name,
+				cell(mi.NsOp), num(mi.BytesOp), num(mi.AllocsOp), strings.Join(other, ", "))
 		}
 		tw.Flush()
 	}
