@@ -242,3 +242,26 @@ func TestIsCommitTemp(t *testing.T) {
 		}
 	}
 }
+
+// The temporary file of a commit that a crash interrupted is removed when
+// the monitor starts; a user's file that merely starts like one is not.
+func TestStaleCommitTemporariesRemovedAtStart(t *testing.T) {
+	m, ws, _ := testMonitor(t, map[string]string{
+		".aerfs-commit-1795332915994843541-3363":      "half a commit",
+		"memory/.aerfs-commit-1795332915994843542-12": "another",
+		".aerfs-commit-notes.md":                      "the user's",
+		"MEMORY.md":                                   "m\n",
+	})
+	_ = m
+	for rel, want := range map[string]bool{
+		".aerfs-commit-1795332915994843541-3363":      false,
+		"memory/.aerfs-commit-1795332915994843542-12": false,
+		".aerfs-commit-notes.md":                      true,
+		"MEMORY.md":                                   true,
+	} {
+		_, err := os.Stat(filepath.Join(ws, rel))
+		if got := err == nil; got != want {
+			t.Errorf("%s exists: %v, want %v", rel, got, want)
+		}
+	}
+}

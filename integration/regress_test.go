@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,5 +169,35 @@ print(len(data), hashlib.sha256(data).hexdigest())
 	have := strings.Fields(got.Stdout)
 	if len(want) != 2 || len(have) != 2 || want[0] != have[0] || want[1] != have[1] {
 		t.Fatalf("MEMORY.md after a 20 MiB write: got %q, want %q", got.Stdout, r.Stdout)
+	}
+	// Where the staging lived: the daemon's descriptors while a handle
+	// is open, first with a little content, then past the limit.
+	probe := `import os, sys
+pid = sys.argv[1]
+def staging():
+    kinds = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if "aerfs-stage" in target:
+            kinds.add("memory")
+        elif "/staging/stage-" in target:
+            kinds.add("disk")
+    return ",".join(sorted(kinds))
+with open("MEMORY.md", "wb") as f:
+    f.write(b"x" * 1024)
+    f.flush()
+    print(staging())
+    for i in range(20):
+        f.write(b"y" * (1 << 20))
+    f.flush()
+    print(staging())
+`
+	pr := e.Run("USER", "big", "python3", "-c", probe, strconv.Itoa(daemonPid(t, e)))
+	expectOK(t, "staging probe", pr)
+	if pr.Stdout != "memory\ndisk\n" {
+		t.Fatalf("staging while open: got %q, want in memory at 1 KiB and on disk past 16 MiB", pr.Stdout)
 	}
 }
