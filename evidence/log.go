@@ -301,7 +301,7 @@ func (l *Log) committer() {
 // of the open that preceded it instead of queueing behind it; a burst of
 // refusals shares one flush. It is also the bound on what a crash can lose
 // of queued records.
-const queuedLinger = 2 * time.Millisecond
+var queuedLinger = 2 * time.Millisecond // a variable only so that a test can widen it
 
 func (l *Log) commit(batch []*appendReq) {
 	l.mu.Lock()

@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,11 +152,20 @@ print(get())
 // between opens: every change made through the mount is still seen by the
 // next reader, and guarded files are still decided.
 func TestNoPassthroughMount(t *testing.T) {
-	e := newEnv(t, map[string]string{"notes.txt": "one\n", "MEMORY.md": "m0\n"}).Mount("--no-passthrough")
+	big := strings.Repeat("0123456789abcdef", 16384) // 256 KiB
+	e := newEnv(t, map[string]string{"notes.txt": "one\n", "MEMORY.md": "m0\n", "big.txt": big}).Mount("--no-passthrough")
 	st := e.Aerfs("status")
 	expectOK(t, "status", st)
 	if !strings.Contains(st.Stdout, "passthrough: false") {
 		t.Fatalf("status does not say passthrough is off:\n%s", st.Stdout)
+	}
+	// A plain file's pages outlive the open that read them (fincore opens
+	// the file again to count them); a guarded file is never in the page
+	// cache of the mount.
+	r := e.Sh("USER", "np", "cat big.txt MEMORY.md > /dev/null; fincore --bytes --noheadings -o RES big.txt MEMORY.md")
+	expectOK(t, "fincore", r)
+	if f := strings.Fields(r.Stdout); len(f) != 2 || f[0] != strconv.Itoa(len(big)) || f[1] != "0" {
+		t.Fatalf("resident bytes after a read (big.txt, MEMORY.md): %q, want %d and 0", r.Stdout, len(big))
 	}
 	steps := []struct{ script, want string }{
 		{"cat notes.txt", "one\n"},

@@ -369,23 +369,20 @@ func (b *bench) prepRepo(t *target) error {
 }
 
 func (b *bench) wlGit(t *target, rep int) error {
-	idle()
-	out, d, err := b.run(filepath.Join(t.Dir, "repo"), "git", "status", "--porcelain")
-	if err != nil {
-		return err
+	// The first after the tree sat idle since the previous round; the
+	// second a moment later, when aerfs's caches still hold and the
+	// loopback's one-second ones do not.
+	for _, key := range []string{"gitstatus", "gitstatus-again"} {
+		idle()
+		out, d, err := b.run(filepath.Join(t.Dir, "repo"), "git", "status", "--porcelain")
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(out)) > 0 {
+			return fmt.Errorf("git status in %s: tree not clean: %s", t.Name, lastLines(string(out)))
+		}
+		b.res.add(key, t.Name, d.Seconds())
 	}
-	if len(bytes.TrimSpace(out)) > 0 {
-		return fmt.Errorf("git status in %s: tree not clean: %s", t.Name, lastLines(string(out)))
-	}
-	b.res.add("gitstatus", t.Name, d.Seconds())
-	idle()
-	if out, d, err = b.run(filepath.Join(t.Dir, "repo"), "git", "status", "--porcelain"); err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(out)) > 0 {
-		return fmt.Errorf("git status in %s: tree not clean: %s", t.Name, lastLines(string(out)))
-	}
-	b.res.add("gitstatus-again", t.Name, d.Seconds())
 	return nil
 }
 
