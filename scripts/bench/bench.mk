@@ -7,7 +7,7 @@
 GO ?= go
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-quick bench-bins
+.PHONY: bench bench-quick bench-bins bench-requests
 
 bench-bins:
 	$(GO) build -o bin/aerfs ./cmd/aerfs
@@ -19,3 +19,8 @@ bench: bench-bins
 
 bench-quick: bench-bins
 	./bin/aerfs-bench -quick $(BENCH_FLAGS)
+
+# FUSE requests per file of each metadata workload, loopback and aerfs side
+# by side (request logs of both servers; about 30 s).
+bench-requests: bench-bins
+	scripts/bench/requests.sh $(REQUESTS_FLAGS)

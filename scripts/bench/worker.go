@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The workers are the bench binary re-executed with "__worker": every
@@ -33,6 +35,8 @@ func workerMain(args []string) {
 		out, err = workerCommit(args[1], atoi(args[2]), args[3] == "fsync")
 	case "open":
 		out, err = workerOpen(args[1], atoi(args[2]))
+	case "xattr":
+		out, err = workerXattr(args[1], atoi(args[2]))
 	default:
 		err = fmt.Errorf("unknown worker mode %q", args[0])
 	}
@@ -212,4 +216,27 @@ func workerOpen(path string, n int) (*LatResult, error) {
 	}
 	_ = start
 	return summarise(lat, spent, errs, errno), nil
+}
+
+// workerXattr times n getxattr calls of an attribute path does not have.
+// The kernel caches no answer for a user.* attribute, so on a FUSE mount
+// each call is exactly one request and its reply: the round trip every
+// uncached operation pays.
+func workerXattr(path string, n int) (*LatResult, error) {
+	buf := make([]byte, 64)
+	lat := make([]time.Duration, 0, n)
+	var spent time.Duration
+	for i := 0; i < n+20; i++ {
+		t := time.Now()
+		_, err := unix.Getxattr(path, "user.aerfs-bench-absent", buf)
+		d := time.Since(t)
+		if err != unix.ENODATA {
+			return nil, fmt.Errorf("getxattr %s: want ENODATA, got %v", path, err)
+		}
+		if i >= 20 {
+			lat = append(lat, d)
+			spent += d
+		}
+	}
+	return summarise(lat, spent, 0, ""), nil
 }

@@ -8,10 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Row is one figure of the table.
@@ -58,6 +61,9 @@ var rowDefs = []rowDef{
 	{"guarded-p50", "guarded commit p50", "µs", false, "-", "aerfs column: open–write 4 KiB–close of MEMORY.md by a USER session (durable at close); other columns: the plain fsync loop"},
 	{"guarded-p99", "guarded commit p99", "µs", false, "-", "as above"},
 	{"guarded-ops", "guarded commit", "ops/s", true, "-", "as above"},
+	{"rtt", "FUSE round trip p50", "µs", false, "-", "getxattr of an absent user.* attribute: one request, never cached (native: the system call alone)"},
+	{"rtt-same", "FUSE round trip p50, one CPU", "µs", false, "-", "the same with the caller and every server thread on CPU 0"},
+	{"rtt-cross", "FUSE round trip p50, two CPUs", "µs", false, "-", "the caller on CPU 0, every server thread on CPU 1"},
 	{"open-p50", "open(O_WRONLY) plain file p50", "µs", false, "-", "existing file, entry cached"},
 	{"refused-p50", "refused open p50", "µs", false, "-", "aerfs column: WEB session opens SOUL.md for write (EACCES); other columns: plain open"},
 }
@@ -456,4 +462,86 @@ func (b *bench) wlOpen(t *target, rep int) error {
 	}
 	b.res.add("refused-p50", t.Name, l.P50us)
 	return nil
+}
+
+// wlRTT measures what one FUSE request and its reply cost, three ways: as
+// the scheduler places the caller and the server, with both on one CPU,
+// and with each on its own CPU. Every uncached metadata operation is a
+// sequence of such round trips, so this row is the floor under the
+// metadata rows (docs/performance.md, "Where metadata time goes").
+func (b *bench) wlRTT(t *target, rep int) error {
+	p := filepath.Join(t.Dir, "rtt.dat")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		return err
+	}
+	n := strconv.Itoa(b.latN * 10)
+	measure := func(key string, args ...string) error {
+		out, _, err := b.run(t.Dir, args[0], args[1:]...)
+		if err != nil {
+			return err
+		}
+		l, err := parseLat(out)
+		if err != nil {
+			return err
+		}
+		b.res.add(key, t.Name, l.P50us)
+		return nil
+	}
+	if err := measure("rtt", b.self, workerArg, "xattr", p, n); err != nil {
+		return err
+	}
+	if runtime.NumCPU() < 2 {
+		return nil
+	}
+	for _, v := range []struct {
+		key    string
+		server int
+	}{{"rtt-same", 0}, {"rtt-cross", 1}} {
+		if t.PID != 0 {
+			restore, err := pinProcess(t.PID, v.server)
+			if err != nil {
+				return fmt.Errorf("pinning the server of %s: %w", t.Name, err)
+			}
+			err = measure(v.key, "taskset", "-c", "0", b.self, workerArg, "xattr", p, n)
+			restore()
+			if err != nil {
+				return err
+			}
+		} else if err := measure(v.key, "taskset", "-c", "0", b.self, workerArg, "xattr", p, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pinProcess binds every thread of pid to one CPU and returns a function
+// that gives each thread back the affinity it had. A thread started while
+// pinned inherits the pin, so restore also covers threads it did not see.
+func pinProcess(pid, cpu int) (restore func(), err error) {
+	tids := func() []int {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		var out []int
+		for _, e := range ents {
+			if tid, err := strconv.Atoi(e.Name()); err == nil {
+				out = append(out, tid)
+			}
+		}
+		return out
+	}
+	var orig unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &orig); err != nil {
+		return nil, err
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	for _, tid := range tids() {
+		if err := unix.SchedSetaffinity(tid, &one); err != nil && err != unix.ESRCH {
+			return nil, err
+		}
+	}
+	return func() {
+		for _, tid := range tids() {
+			unix.SchedSetaffinity(tid, &orig)
+		}
+	}, nil
 }
