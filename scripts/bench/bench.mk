@@ -1,6 +1,7 @@
 # Benchmark targets, included by the main Makefile (include scripts/bench/bench.mk).
 # Run as root: FUSE mounts with allow_other, kernel passthrough, drop_caches.
-#   make bench        full run (5 runs, 256 MiB fio files, 10,000 files); ~10 min
+#   make bench        full run (5 runs, 256 MiB fio files, 10,000 files); ~25 min
+#   make bench-requests  FUSE requests per file of each metadata workload (~30 s)
 #   make bench-quick  reduced sizes, 3 runs: checks that everything works
 # BENCH_FLAGS passes extra flags, e.g. BENCH_FLAGS='-only fio,meta -keep'.
 

@@ -58,7 +58,7 @@ trap cleanup EXIT INT TERM
 "$aerfs" init --state "$base/state" "$ws" >/dev/null
 "$aerfs" mount --state "$base/state" --foreground --debug "$ws" > /dev/null 2> "$base/aerfs.log" &
 pids+=($!)
-"$loopback" -debug "$lbb" "$lbm" 2> "$base/loopback.log" &
+"$loopback" -debug "$lbb" "$lbm" > /dev/null 2> "$base/loopback.log" &
 pids+=($!)
 for i in $(seq 100); do
 	mountpoint -q "$ws" && mountpoint -q "$lbm" && break

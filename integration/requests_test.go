@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What the kernel answers from its caches and what it must ask the daemon,
+// checked by counting the FUSE requests the daemon receives (`aerfs mount
+// --debug` logs each one). These requests are what the benchmark's metadata
+// rows are made of (docs/performance.md, "Where metadata time goes"); the
+// tests count them, they never time them.
+
+var rxLine = regexp.MustCompile(`rx \d+: ([A-Z_0-9]+)( n\d+)?(?: \["([^"]*)"\])?(.*)`)
+
+// requests is what the daemon received while one command ran.
+type requests struct {
+	op    map[string]int // by opcode
+	named map[string]int // "OPCODE name" for requests that carry a name
+	lines []string
+}
+
+func (r requests) total() int {
+	n := 0
+	for _, c := range r.op {
+		n += c
+	}
+	return n
+}
+
+func (r requests) String() string {
+	return fmt.Sprintf("%d requests %v\n%s", r.total(), r.op, strings.Join(r.lines, "\n"))
+}
+
+// requestsDuring runs f and returns the requests the daemon logged
+// meanwhile. The mount must have been made with --debug.
+func (e *Env) requestsDuring(f func()) requests {
+	e.t.Helper()
+	logp := filepath.Join(e.State, "daemon.log")
+	// Requests the kernel sends asynchronously (RELEASE, FORGET) after an
+	// earlier command must not be counted against this one.
+	time.Sleep(300 * time.Millisecond)
+	st, err := os.Stat(logp)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f()
+	time.Sleep(300 * time.Millisecond)
+	b, err := os.ReadFile(logp)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := requests{op: map[string]int{}, named: map[string]int{}}
+	for _, line := range strings.Split(string(b[st.Size():]), "\n") {
+		m := rxLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		r.op[m[1]]++
+		r.lines = append(r.lines, strings.TrimSpace(line[strings.Index(line, "rx "):]))
+		name := m[3]
+		if m[1] == "GETXATTR" || m[1] == "LISTXATTR" {
+			// GETXATTR n5 {sz 255} "security.selinux"
+			if q := regexp.MustCompile(`"([^"]+)"`).FindStringSubmatch(m[4]); q != nil {
+				name = q[1]
+			}
+		}
+		if name != "" {
+			r.named[m[1]+" "+name]++
+		}
+	}
+	return r
+}
+
+// A plain file's entry and attributes are served by the kernel for the
+// plain timeout; a guarded file's never are: every stat of MEMORY.md
+// reaches the daemon, which is what lets a restore or a decision take
+// effect at once.
+func TestKernelCachesPlainEntriesNotGuarded(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes.txt": "n\n", "MEMORY.md": "m\n"}).Mount("--debug")
+	expectOK(t, "warm up", e.Owner("stat notes.txt MEMORY.md >/dev/null"))
+
+	var r Result
+	plain := e.requestsDuring(func() { r = e.Owner("for i in 1 2 3 4 5 6 7 8 9 10; do stat -c %s notes.txt; done") })
+	expectOK(t, "stat plain", r)
+	if n := plain.named["LOOKUP notes.txt"] + plain.op["GETATTR"] + plain.op["STATX"]; n > 2 {
+		t.Errorf("10 stats of a plain file sent %d lookups/getattrs, want the kernel to answer them:\n%s", n, plain)
+	}
+
+	guarded := e.requestsDuring(func() { r = e.Owner("for i in 1 2 3 4 5 6 7 8 9 10; do stat -c %s MEMORY.md; done") })
+	expectOK(t, "stat guarded", r)
+	if n := guarded.named["LOOKUP MEMORY.md"] + guarded.op["GETATTR"] + guarded.op["STATX"]; n < 10 {
+		t.Errorf("10 stats of MEMORY.md sent only %d lookups/getattrs: a guarded file was answered from the kernel's cache:\n%s", n, guarded)
+	}
+}
+
+// ls -l asks every entry for its SELinux context and its ACL. On a host
+// without SELinux the first "not supported" makes ls stop asking for the
+// context; the kernel keeps each inode's ACL once fetched. A repeated
+// listing within the cache lifetime sends nothing per entry.
+func TestListingRequests(t *testing.T) {
+	const dirs, perDir = 4, 50
+	e := newEnv(t, nil).Mount("--debug")
+	expectOK(t, "make tree", e.Owner(fmt.Sprintf(
+		"for d in $(seq %d); do mkdir -p tree/d$d; for f in $(seq %d); do echo x > tree/d$d/f$f; done; done", dirs, perDir)))
+	entries := dirs * perDir
+	time.Sleep(1100 * time.Millisecond)
+
+	var r Result
+	first := e.requestsDuring(func() { r = e.Owner("ls -lR tree") })
+	expectOK(t, "ls -lR", r)
+	if !strings.Contains(r.Stdout, "f50") {
+		t.Fatalf("listing incomplete:\n%s", r.Stdout)
+	}
+	if _, err := os.Stat("/sys/fs/selinux"); os.IsNotExist(err) {
+		if n := first.named["GETXATTR security.selinux"]; n > 1 {
+			t.Errorf("first listing asked %d entries for their SELinux context; want one \"not supported\" answer, then none:\n%s", n, first)
+		}
+	}
+	// The tree is dirs directories under tree/: each inode's access ACL,
+	// and a directory's default ACL too, fetched once.
+	if n := first.op["GETXATTR"]; n > entries+2*(dirs+1)+1 {
+		t.Errorf("first listing of %d entries sent %d GETXATTR, want at most an inode's ACLs, once:\n%s", entries, n, first)
+	}
+	if n := first.op["LOOKUP"] + first.op["GETATTR"]; n > dirs+2 {
+		t.Errorf("first listing of a tree made through the mount sent %d lookups/getattrs; want the entries from the kernel's cache:\n%s", n, first)
+	}
+
+	again := e.requestsDuring(func() { r = e.Owner("ls -lR tree") })
+	expectOK(t, "ls -lR again", r)
+	if n := again.total(); n > entries/8 {
+		t.Errorf("repeated listing of %d entries sent %d requests, want only the per-directory ones:\n%s", entries, n, again)
+	}
+	du := e.requestsDuring(func() { r = e.Owner("du -s tree") })
+	expectOK(t, "du", r)
+	if n := du.total(); n > entries/8 {
+		t.Errorf("du of %d entries sent %d requests, want only the per-directory ones:\n%s", entries, n, du)
+	}
+}
