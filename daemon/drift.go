@@ -83,6 +83,13 @@ func startDriftWatcher(ctx context.Context, m *aerfs.Monitor, log zerolog.Logger
 	for dir := range dirs {
 		d.watch(dir)
 	}
+	// A directory that held no guarded file at mount may get one through
+	// the mount: watch it from the first commit on.
+	m.SetOnKnown(func(rel string) {
+		if dir := path.Dir(rel); dir != "." {
+			d.watch(dir)
+		}
+	})
 	go d.run(ctx)
 	return nil
 }

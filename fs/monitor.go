@@ -84,6 +84,7 @@ type Monitor struct {
 	writers  map[fileKey]int     // inodes open for writing through the mount
 	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
 	inflight map[string]int      // guarded paths aerfs is changing right now
+	onKnown  func(rel string)    // see SetOnKnown
 
 	Stats Stats
 

@@ -27,7 +27,23 @@ func (m *Monitor) expect(rel, hash string) {
 	if m.expected == nil {
 		m.expected = map[string]string{}
 	}
+	_, known := m.expected[rel]
 	m.expected[rel] = hash
+	onKnown := m.onKnown
+	m.mu.Unlock()
+	if !known && onKnown != nil {
+		onKnown(rel)
+	}
+}
+
+// SetOnKnown sets a function called with each guarded path aerfs starts to
+// know the content of while mounted (its first commit, a rename onto it),
+// before aerfs changes the file. The drift watcher watches the path's
+// directory from then on: a guarded file may appear in a directory that
+// held none when the mount started.
+func (m *Monitor) SetOnKnown(f func(rel string)) {
+	m.mu.Lock()
+	m.onKnown = f
 	m.mu.Unlock()
 }
 

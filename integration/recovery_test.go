@@ -430,3 +430,17 @@ func TestReviewSession(t *testing.T) {
 		t.Fatalf("MEMORY.md = %q after approval", got)
 	}
 }
+
+// A guarded file aerfs first writes in a directory that held no guarded
+// file when the mount started is watched from then on: a change behind
+// aerfs's back is drift while mounted, not only at the next mount.
+func TestDriftInDirectoryWithoutGuardedFilesAtMount(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes/todo.txt": "t\n"})
+	view := bindView(t, e)
+	e.Mount()
+	expectOK(t, "first memory file in notes/", e.Sh("USER", "u", "echo mine > notes/MEMORY.md"))
+	if err := os.WriteFile(filepath.Join(view, "notes/MEMORY.md"), []byte("planted behind aerfs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a drift record for notes/MEMORY.md", func() bool { return len(e.records("drift", "notes/MEMORY.md")) > 0 })
+}
