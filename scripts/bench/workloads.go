@@ -268,10 +268,10 @@ const warmReadLoops = 8
 
 func (b *bench) wlFio(t *target, rep int) error {
 	// An unmeasured write first, removed at once: the measured write then
-	// gets page-cache memory the guest has just used. On a virtual machine
-	// that returns free memory to its host (free page reporting), memory
-	// left free for a few seconds must be faulted in from the host again,
-	// which made single 256 MiB writes vary tenfold from run to run.
+	// gets page-cache memory the guest has just used. Single 256 MiB writes
+	// varied tenfold from run to run without it, most likely because the
+	// virtual machine hands memory left free for a few seconds back to its
+	// host (free page reporting), which must then fault it in again.
 	dat := filepath.Join(t.Dir, "fio.dat")
 	os.Remove(dat)
 	if _, _, err := b.fio(t, "write", "1M", 1); err != nil {
@@ -513,17 +513,16 @@ func (b *bench) wlRTT(t *target, rep int) error {
 		key    string
 		server int
 	}{{"rtt-same", 0}, {"rtt-cross", 1}} {
-		if t.PID != 0 {
-			restore, err := pinProcess(t.PID, v.server)
-			if err != nil {
+		restore := func() {}
+		if t.PID != 0 { // native has no server to place
+			var err error
+			if restore, err = pinProcess(t.PID, v.server); err != nil {
 				return fmt.Errorf("pinning the server of %s: %w", t.Name, err)
 			}
-			err = measure(v.key, "taskset", "-c", "0", b.self, workerArg, "xattr", p, n)
-			restore()
-			if err != nil {
-				return err
-			}
-		} else if err := measure(v.key, "taskset", "-c", "0", b.self, workerArg, "xattr", p, n); err != nil {
+		}
+		err := measure(v.key, "taskset", "-c", "0", b.self, workerArg, "xattr", p, n)
+		restore()
+		if err != nil {
 			return err
 		}
 	}
