@@ -16,7 +16,10 @@ import (
 // rows are made of (docs/performance.md, "Where metadata time goes"); the
 // tests count them, they never time them.
 
-var rxLine = regexp.MustCompile(`rx \d+: ([A-Z_0-9]+)( n\d+)?(?: \["([^"]*)"\])?(.*)`)
+// rxLine is go-fuse's log line of a request. Its first quoted string is
+// the name a request carries: the entry of a LOOKUP (`LOOKUP n1 ["a.txt"]`),
+// the attribute of a GETXATTR (`GETXATTR n5 {sz 255} "security.selinux"`).
+var rxLine = regexp.MustCompile(`(rx \d+: ([A-Z_0-9]+)[^"]*(?:"([^"]*)")?.*)`)
 
 // requests is what the daemon received while one command ran.
 type requests struct {
@@ -61,17 +64,11 @@ func (e *Env) requestsDuring(f func()) requests {
 		if m == nil {
 			continue
 		}
-		r.op[m[1]]++
-		r.lines = append(r.lines, strings.TrimSpace(line[strings.Index(line, "rx "):]))
+		r.op[m[2]]++
+		r.lines = append(r.lines, m[1])
 		name := m[3]
-		if m[1] == "GETXATTR" || m[1] == "LISTXATTR" {
-			// GETXATTR n5 {sz 255} "security.selinux"
-			if q := regexp.MustCompile(`"([^"]+)"`).FindStringSubmatch(m[4]); q != nil {
-				name = q[1]
-			}
-		}
 		if name != "" {
-			r.named[m[1]+" "+name]++
+			r.named[m[2]+" "+name]++
 		}
 	}
 	return r

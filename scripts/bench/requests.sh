@@ -24,6 +24,7 @@ while [ $# -gt 0 ]; do
 	*) echo "usage: $0 [-n FILES] [-src DIR] [-keep]" >&2; exit 2 ;;
 	esac
 done
+[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 10 ] || { echo "requests.sh: -n wants a number of files, at least 10 (got \"$n\")" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "requests.sh: run as root (allow_other, drop_caches)" >&2; exit 1; }
 for b in bin/aerfs bin/aerfs-loopback; do
 	[ -x "$b" ] || { echo "requests.sh: $b not found; run: make bench-bins" >&2; exit 1; }
@@ -79,7 +80,7 @@ phase() {
 	a=$(wc -l < "$log")
 	"$@" > /dev/null
 	sleep 0.3
-	tail -n +"$((a + 1))" "$log" | grep -ao 'rx [0-9]*: [A-Z_0-9]*' | awk '{print $3}' | sort | uniq -c | sort -rn |
+	tail -n +"$((a + 1))" "$log" | { grep -ao 'rx [0-9]*: [A-Z_0-9]*' || true; } | awk '{print $3}' | sort | uniq -c | sort -rn |
 		awk -v name="$name" -v per="$per" '
 		{ t += $1; if (NR <= 6) s = s sprintf(" %s %.2f", $2, $1 / per) }
 		END { printf "%-30s %6.2f  %s\n", name, t / per, s }'

@@ -514,7 +514,10 @@ func (b *bench) wlRTT(t *target, rep int) error {
 		server int
 	}{{"rtt-same", 0}, {"rtt-cross", 1}} {
 		restore := func() {}
-		if t.PID != 0 { // native has no server to place
+		if t.Name != tNative { // native has no server to place
+			if t.PID == 0 {
+				return fmt.Errorf("%s: the FUSE server's pid is not known; cannot place it on a CPU", t.Name)
+			}
 			var err error
 			if restore, err = pinProcess(t.PID, v.server); err != nil {
 				return fmt.Errorf("pinning the server of %s: %w", t.Name, err)
