@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/aerfs
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test unit integration vet demo fuzz clean
+.PHONY: all build test unit integration vet demo fuzz posix soak clean
 
 all: build
 
@@ -33,6 +33,15 @@ demo: build
 FUZZTIME ?= 20s
 fuzz:
 	bash scripts/fuzz.sh $(FUZZTIME)
+
+# pjdfstest on a plain directory of a real mount (about 4 minutes, root).
+# The suite is built from ../shared/tools into a scratch directory.
+posix:
+	bash scripts/posix.sh
+
+# fsx on a plain and on a guarded file, fsstress with 4 processes (root).
+soak:
+	bash scripts/soak.sh
 
 clean:
 	rm -rf bin
