@@ -7,8 +7,13 @@ export GOFLAGS ?= -buildvcs=false
 
 all: build
 
+# The version printed by `aerfs version`: the nearest tag and the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/aerfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/aerfs
 
 # vet, formatting, module tidiness, layering, unit tests under the race
 # detector, then real mounts (integration), then a leftover-mount check.

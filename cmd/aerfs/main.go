@@ -66,8 +66,11 @@ from which process writes and what it has read, never from the bytes.`,
 		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
-		newRestoreCommand(), newApproveCommand(), newRejectCommand(),
+		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
 	)
+	// --version prints what `aerfs version` prints.
+	root.Version = buildVersion().Version
+	root.SetVersionTemplate(buildVersion().String())
 	return root
 }
 

@@ -70,3 +70,22 @@ func TestInitRefusesStateInsideWorkspace(t *testing.T) {
 		t.Fatalf("state inside workspace: %v", err)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var b bytes.Buffer
+	if err := printVersion(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"aerfs ", "go1.", "go-fuse  v2.", "kernel   "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("aerfs version lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := printVersion(&b, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"go_fuse":"v2.`) {
+		t.Errorf("aerfs version --json: %s", b.String())
+	}
+}
