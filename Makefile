@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/aerfs
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test unit integration vet demo fuzz posix soak clean
+.PHONY: all build test unit integration vet demo fuzz posix soak man install clean
 
 all: build
 
@@ -47,6 +47,32 @@ posix:
 # fsx on a plain and on a guarded file, fsstress with 4 processes (root).
 soak:
 	bash scripts/soak.sh
+
+# Man pages for every command, generated from the CLI's own help.
+man: build
+	$(BIN) man bin/man/man1
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the systemd
+# unit, the mount(8) helper (in SBINDIR, where mount looks for
+# mount.fuse.aerfs), man pages and shell completions.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+SBINDIR ?= /sbin
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= /etc/systemd/system
+install: build man
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/aerfs
+	sed 's|@BINDIR@|$(BINDIR)|g' configs/mount.fuse.aerfs > $(DESTDIR)$(SBINDIR)/mount.fuse.aerfs
+	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.fuse.aerfs
+	sed 's|@BINDIR@|$(BINDIR)|g' configs/aerfs@.service > $(DESTDIR)$(UNITDIR)/aerfs@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/aerfs@.service
+	install -m 0644 bin/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/aerfs
+	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_aerfs
+	$(BIN) completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/aerfs.fish
 
 clean:
 	rm -rf bin

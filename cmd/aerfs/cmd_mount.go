@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/policy"
@@ -81,7 +82,13 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	defer logf.Close()
 	var w io.Writer = logf
 	if o.readyFd == 0 {
-		w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+		// In the foreground: readable lines on a terminal; JSON lines
+		// otherwise (a systemd unit: journald keeps them as they are).
+		if isTerminal(os.Stderr) {
+			w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+		} else {
+			w = zerolog.MultiLevelWriter(logf, os.Stderr)
+		}
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	var ready func(error)
@@ -111,7 +118,23 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 			}
 		}
 	}
+	// Operators' lines: when the mount serves and when it ends, with the
+	// version that served it.
+	v := buildVersion()
+	announce := ready
+	ready = func(err error) {
+		if err == nil {
+			log.Info().Str("event", "mounted").Str("workspace", ws).Str("state", state).
+				Str("version", v.Version).Str("revision", v.Revision).Int("pid", os.Getpid()).Msg("mounted")
+		}
+		announce(err)
+	}
 	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, Log: log, Ready: ready, Warn: warn})
+	if err != nil {
+		log.Error().Str("event", "unmounted").Str("workspace", ws).Err(err).Msg("stopped with an error")
+	} else {
+		log.Info().Str("event", "unmounted").Str("workspace", ws).Msg("unmounted")
+	}
 	if errors.Is(err, daemon.ErrNoWorkspace) {
 		return fail(exitNoWorkspace, "check the path", "%v", err)
 	}
@@ -175,4 +198,10 @@ func startDaemon(ws, state string, o mountOptions) error {
 		return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "mount failed: %s", msg)
 	}
 	return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "the aerfs daemon exited before the mount was ready")
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

@@ -68,6 +68,7 @@ from which process writes and what it has read, never from the bytes.`,
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
 		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
 	)
+	root.AddCommand(newManCommand(root))
 	// --version prints what `aerfs version` prints.
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String())
