@@ -72,6 +72,11 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if _, err := policy.Load(filepath.Join(state, daemon.PolicyName)); err != nil {
 		return err
 	}
+	if os.Geteuid() != 0 {
+		if err := rootlessPreflight(); err != nil {
+			return err
+		}
+	}
 	if !o.foreground {
 		return startDaemon(ws, state, o)
 	}
@@ -204,4 +209,36 @@ func startDaemon(ws, state string, o mountOptions) error {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// rootlessPreflight checks, before an unprivileged mount, the pieces it
+// needs and names the one that is missing: /dev/fuse readable and writable
+// by this user, and a setuid fusermount3 (or fusermount) to mount and
+// unmount through.
+func rootlessPreflight() error {
+	uid := os.Geteuid()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	switch {
+	case err == nil:
+		unix.Close(fd)
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
+		return fail(exitError, "as root: modprobe fuse (the kernel's FUSE module), then try again", "/dev/fuse is missing: this kernel offers no FUSE")
+	default:
+		mode := ""
+		if fi, serr := os.Stat("/dev/fuse"); serr == nil {
+			mode = fmt.Sprintf(" (mode %04o)", fi.Mode().Perm())
+		}
+		return fail(exitError, "as root: chmod 0666 /dev/fuse (Debian's fuse3 package does it through udev), or run aerfs mount as root",
+			"/dev/fuse is not readable and writable by uid %d%s: %v", uid, mode, err)
+	}
+	helper, err := exec.LookPath("fusermount3")
+	if err != nil {
+		if helper, err = exec.LookPath("fusermount"); err != nil {
+			return fail(exitError, "as root: apt-get install fuse3 (it provides the setuid fusermount3)", "an unprivileged mount needs fusermount3, and it is not on PATH")
+		}
+	}
+	if fi, err := os.Stat(helper); err == nil && (fi.Mode()&os.ModeSetuid == 0) {
+		return fail(exitError, "as root: chmod u+s "+helper+" (and make sure it is owned by root)", "%s is not setuid: an unprivileged user cannot mount through it", helper)
+	}
+	return nil
 }
