@@ -175,13 +175,17 @@ func (e *Env) Unmount() {
 // failures do not always surface as a failed syscall.
 func (e *Env) checkDaemonLog() {
 	e.t.Helper()
-	b, err := os.ReadFile(filepath.Join(e.State, "daemon.log"))
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, "panic") || strings.Contains(line, "DATA RACE") {
-			e.t.Errorf("daemon logged an error: %s", line)
+	// daemon.log: the daemon's JSON lines; daemon.stderr: whatever else
+	// the process printed (a panic, the race detector's reports).
+	for _, name := range []string{"daemon.log", "daemon.stderr"} {
+		b, err := os.ReadFile(filepath.Join(e.State, name))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"level":"error"`) || strings.Contains(line, "panic") || strings.Contains(line, "DATA RACE") {
+				e.t.Errorf("daemon logged an error in %s: %s", name, line)
+			}
 		}
 	}
 }

@@ -157,3 +157,37 @@ func TestMountTypeFuseAerfs(t *testing.T) {
 		t.Fatal("mounted despite an unknown option")
 	}
 }
+
+// daemon.log holds only JSON lines — among them the mounted line with the
+// version and the unmounted line — and the rotation flags reach the daemon.
+func TestDaemonLogJSONOnly(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"})
+	e.Mount("--log-max-size=100000", "--log-keep=2", "--debug")
+	expectOK(t, "owner write", e.Owner("echo more >> MEMORY.md"))
+	expectFail(t, "WEB write", e.Sh("WEB", "w", "echo x >> MEMORY.md"))
+	e.Unmount()
+	b, err := os.ReadFile(filepath.Join(e.State, "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var v struct {
+			Event, Version string
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("daemon.log has a line that is not JSON: %q", line)
+		}
+		events[v.Event] = true
+		if v.Event == "mounted" && v.Version == "" {
+			t.Errorf("mounted line without a version: %s", line)
+		}
+	}
+	if !events["mounted"] || !events["unmounted"] {
+		t.Errorf("daemon.log lacks the mounted/unmounted lines:\n%s", b)
+	}
+	// --debug's request log went to daemon.stderr, not into the JSON log.
+	if st, err := os.ReadFile(filepath.Join(e.State, "daemon.stderr")); err != nil || !strings.Contains(string(st), "LOOKUP") {
+		t.Errorf("daemon.stderr should hold go-fuse's request log: %v", err)
+	}
+}

@@ -22,6 +22,8 @@ import (
 )
 
 type mountOptions struct {
+	logMax     int64 // bytes of daemon.log before it rotates
+	logKeep    int   // rotated files kept
 	foreground bool
 	readyFd    int
 	debug      bool
@@ -42,6 +44,8 @@ func newMountCommand() *cobra.Command {
 	c.Flags().IntVar(&o.readyFd, "ready-fd", 0, "file descriptor to report readiness on (used by the background start)")
 	c.Flags().BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	c.Flags().BoolVar(&o.noPT, "no-passthrough", false, "serve plain file data through the daemon, as an unprivileged mount does (for comparison, or a kernel whose passthrough misbehaves)")
+	c.Flags().Int64Var(&o.logMax, "log-max-size", 10<<20, "rotate daemon.log in the state directory past this many bytes (0: never)")
+	c.Flags().IntVar(&o.logKeep, "log-keep", 5, "rotated daemon logs to keep (daemon.log.1 … daemon.log.N)")
 	c.Flags().MarkHidden("ready-fd")
 	return c
 }
@@ -80,7 +84,9 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if !o.foreground {
 		return startDaemon(ws, state, o)
 	}
-	logf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	// daemon.log holds only JSON lines, rotated by size; anything else
+	// the process prints (a Go runtime panic) goes to daemon.stderr.
+	logf, err := openRotating(filepath.Join(state, "daemon.log"), o.logMax, o.logKeep)
 	if err != nil {
 		return err
 	}
@@ -164,11 +170,12 @@ func startDaemon(ws, state string, o mountOptions) error {
 	if o.debug {
 		args = append(args, "--debug")
 	}
+	args = append(args, fmt.Sprintf("--log-max-size=%d", o.logMax), fmt.Sprintf("--log-keep=%d", o.logKeep))
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stdin = nil
 	cmd.Dir = "/"
-	errf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	errf, err := os.OpenFile(filepath.Join(state, "daemon.stderr"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -202,7 +209,7 @@ func startDaemon(ws, state string, o mountOptions) error {
 	if msg, ok := strings.CutPrefix(line, "error "); ok {
 		return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "mount failed: %s", msg)
 	}
-	return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "the aerfs daemon exited before the mount was ready")
+	return fail(exitError, "details in "+filepath.Join(state, "daemon.log")+" and "+filepath.Join(state, "daemon.stderr"), "the aerfs daemon exited before the mount was ready")
 }
 
 // isTerminal reports whether f is a terminal.
