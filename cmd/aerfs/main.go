@@ -67,6 +67,7 @@ from which process writes and what it has read, never from the bytes.`,
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
 		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
+		newWatchCommand(),
 	)
 	root.AddCommand(newManCommand(root))
 	// --version prints what `aerfs version` prints.
