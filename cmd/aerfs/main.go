@@ -70,6 +70,11 @@ from which process writes and what it has read, never from the bytes.`,
 		newWatchCommand(),
 	)
 	root.AddCommand(newManCommand(root))
+	// cobra would add completion and help when it runs; make them now so
+	// that they get their examples too.
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	addExamples(root)
 	// --version prints what `aerfs version` prints.
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String())
