@@ -46,6 +46,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// aerfs init leaves a pointer to a custom --state in the user's
+	// default state area; keep the tests' pointers out of root's home.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "xdg-state"))
 	aerfsBin = filepath.Join(dir, "aerfs")
 	// AERFS_RACE=1 builds the daemon with the race detector: make test
 	// runs a selection of these tests that way (the whole package would

@@ -63,13 +63,13 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	}
 	state := gopts.state
 	if state == "" {
-		state = defaultStateDir(ws)
+		state = findStateDir(ws)
 	}
 	if state, err = filepath.Abs(state); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err != nil {
-		return fail(exitNotMounted, "run: aerfs init "+ws, "%s is not initialised (no policy in %s)", ws, state)
+		return fail(exitNotMounted, "run: aerfs init "+ws+" (or pass the --state DIR it was initialised with)", "%s is not initialised (no policy in %s)", ws, state)
 	}
 	// Check the policy here too, so a bad one is reported to the user
 	// and not only in the daemon's log.
