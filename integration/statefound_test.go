@@ -45,3 +45,32 @@ func TestStateFoundNotRemembered(t *testing.T) {
 		t.Fatalf("mount without a findable state should say to pass --state: %s", r)
 	}
 }
+
+// Shell completion offers what the daemon and the log know: session ids,
+// pending ids, principals and taint flags.
+func TestCompletionFromTheDaemon(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	expectOK(t, "a session", e.Sh("USER", "agent-one", "true"))
+	expectFail(t, "a refused WEB write", e.Sh("WEB", "web-two", "echo x >> notes.md; cat notes.md; true; echo y >> MEMORY.md"))
+	complete := func(args ...string) string {
+		r := e.Aerfs(append([]string{"__complete"}, args...)...)
+		return r.Stdout
+	}
+	if out := complete("taint", "--session", "agent-one", "--workspace", e.WS, "WEB"); !strings.Contains(out, "WEB_DERIVED") {
+		t.Errorf("taint flags: %q", out)
+	}
+	if out := complete("run", "--workspace", e.WS, "--principal", "TOOL"); !strings.Contains(out, "TOOL_AUTH") || !strings.Contains(out, "TOOL_UNAUTH") {
+		t.Errorf("principals: %q", out)
+	}
+	if out := complete("log", "--workspace", e.WS, "--session", "agent"); !strings.Contains(out, "agent-one") || strings.Contains(out, "web-two") {
+		t.Errorf("session ids: %q", out)
+	}
+	if out := complete("prove", "--workspace", e.WS, ""); strings.Count(out, "\n") < 3 {
+		t.Errorf("record ids: %q", out)
+	}
+	// Refused at close (tainted between open and close): kept in quarantine.
+	e.Sh("USER", "reader", "exec 3>>MEMORY.md; cat notes.md >/dev/null; echo z >&3; exec 3>&-")
+	if out := complete("approve", "--workspace", e.WS, ""); !strings.Contains(out, "MEMORY.md") {
+		t.Errorf("pending ids: %q", out)
+	}
+}

@@ -75,6 +75,7 @@ from which process writes and what it has read, never from the bytes.`,
 	root.InitDefaultCompletionCmd()
 	root.InitDefaultHelpCmd()
 	addExamples(root)
+	addCompletions(root)
 	// --version prints what `aerfs version` prints.
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String())
