@@ -201,6 +201,35 @@ func changes(b *Bundle, x *snapshot.Index) []Change {
 			out = append(out, c)
 		}
 	}
+	// A write held in quarantine is a change proposed and not applied:
+	// its diff is what approving it would do.
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		r := e.Rec
+		if r.Type != evidence.TypeQuarantine || r.Payload == nil || r.Payload.NewHash == "" {
+			continue
+		}
+		c := Change{Anchor: changeAnchor(e.Idx, e.Path), Idx: e.Idx, Time: fmtTime(e.Time), Type: "quarantined (not applied)",
+			Path: e.Path, Principal: Printable(r.Principal), Session: Printable(orDash(r.Meta.Session)),
+			Rule: Printable(orDash(r.Meta.Rule)), Record: short(e.ID)}
+		old, okOld := b.content(r.Payload.OldHash)
+		cur, okNew := b.content(r.Payload.NewHash)
+		if !okOld || !okNew {
+			c.Note = "content not in the bundle"
+		} else {
+			aName := e.Path
+			if r.Payload.OldHash == "" {
+				aName = "/dev/null"
+			}
+			d := snapshot.Diff(aName, e.Path, old, cur)
+			if len(d) > maxDiff {
+				d = d[:maxDiff]
+				c.Note = "diff cut at 256 KiB"
+			}
+			c.Lines = diffLines(d)
+		}
+		out = append(out, c)
+	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Idx < out[j].Idx })
 	return out
 }

@@ -47,6 +47,7 @@ type Mark struct {
 }
 
 const (
+	maxLanes  = 120
 	laneH     = 28
 	labelW    = 250
 	timelineW = 1200
@@ -85,6 +86,11 @@ func timeline(b *Bundle) Timeline {
 		}
 		k, label := laneKey(e.Rec)
 		li, ok := lanes[k]
+		if !ok && len(tl.Lanes) >= maxLanes {
+			// Past the limit, every further session shares one lane.
+			k, label = "more", "further sessions"
+			li, ok = lanes[k]
+		}
 		if !ok {
 			li = len(tl.Lanes)
 			lanes[k] = li
@@ -198,6 +204,7 @@ type Graph struct {
 	Width, Height int
 	Records       int
 	Refused       int
+	Omitted       int // records left out of the drawing
 	Nodes         []GNode
 	Edges         []GEdge
 	Files         []GFile
@@ -226,10 +233,11 @@ type GFile struct {
 }
 
 const (
-	nodeW = 230
-	nodeH = 58
-	gapX  = 28
-	gapY  = 56
+	maxNodes = 400
+	nodeW    = 230
+	nodeH    = 58
+	gapX     = 28
+	gapY     = 56
 )
 
 type gnode struct {
@@ -365,6 +373,37 @@ func graph(b *Bundle, x *snapshot.Index, sc *snapshot.Scope, changeOf map[int64]
 	}
 	if len(ns) == 0 {
 		return g
+	}
+	if len(ns) > maxNodes {
+		// Keep the first records in log order: parents come before
+		// children, so every kept node keeps its edges to kept parents.
+		keep := make([]int, len(ns))
+		for i := range keep {
+			keep[i] = i
+		}
+		sort.SliceStable(keep, func(i, j int) bool { return ns[keep[i]].idx < ns[keep[j]].idx })
+		newPos := map[int]int{}
+		var kept []*gnode
+		for _, i := range keep[:maxNodes] {
+			newPos[i] = len(kept)
+			kept = append(kept, ns[i])
+		}
+		for _, n := range kept {
+			var ps []int
+			for _, p := range n.parents {
+				if q, ok := newPos[p]; ok {
+					ps = append(ps, q)
+				}
+			}
+			n.parents = ps
+			if q, ok := newPos[n.treePar]; ok {
+				n.treePar = q
+			} else {
+				n.treePar = -1
+			}
+		}
+		g.Omitted = len(ns) - maxNodes
+		ns = kept
 	}
 	// Layers: longest path from a root, in log order (parents come first).
 	order := make([]int, len(ns))
