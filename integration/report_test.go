@@ -193,11 +193,16 @@ func checkReportPage(t *testing.T, page string) {
 	}
 }
 
-// findChromium returns the Chromium binary. Without one the test is
-// skipped, except in CI where it fails.
+// findChromium returns the Chromium binary ($AERFS_CHROMIUM, else the
+// usual names). Without one the test is skipped, except in CI where it
+// fails.
 func findChromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
+	names := []string{"/usr/bin/chromium", "chromium", "chromium-browser"}
+	if c := os.Getenv("AERFS_CHROMIUM"); c != "" {
+		names = []string{c}
+	}
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
