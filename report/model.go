@@ -188,15 +188,7 @@ func changes(b *Bundle, x *snapshot.Index) []Change {
 				if v.Hash == "" {
 					bName = "/dev/null"
 				}
-				d := snapshot.Diff(aName, bName, old, cur)
-				if d == "" {
-					c.Note = "content unchanged"
-				}
-				if len(d) > maxDiff {
-					d = d[:maxDiff]
-					c.Note = "diff cut at 256 KiB"
-				}
-				c.Lines = diffLines(d)
+				c.Lines, c.Note = diff(aName, bName, old, cur)
 			}
 			out = append(out, c)
 		}
@@ -217,21 +209,37 @@ func changes(b *Bundle, x *snapshot.Index) []Change {
 		if !okOld || !okNew {
 			c.Note = "content not in the bundle"
 		} else {
-			aName := e.Path
+			aName := r.Meta.Path
 			if r.Payload.OldHash == "" {
 				aName = "/dev/null"
 			}
-			d := snapshot.Diff(aName, e.Path, old, cur)
-			if len(d) > maxDiff {
-				d = d[:maxDiff]
-				c.Note = "diff cut at 256 KiB"
-			}
-			c.Lines = diffLines(d)
+			c.Lines, c.Note = diff(aName, r.Meta.Path, old, cur)
 		}
 		out = append(out, c)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Idx < out[j].Idx })
 	return out
+}
+
+// maxDiffInput bounds the content compared for one change: the diff's
+// cost grows with the size of what differs.
+const maxDiffInput = 8 << 20
+
+// diff is the unified diff of one change as lines, and a note when there
+// is none to show or it was cut.
+func diff(aName, bName string, a, b []byte) ([]DiffLine, string) {
+	if len(a)+len(b) > maxDiffInput {
+		return nil, fmt.Sprintf("content too large to compare here (%d and %d bytes); use aerfs diff", len(a), len(b))
+	}
+	d := snapshot.Diff(aName, bName, a, b)
+	note := ""
+	switch {
+	case d == "":
+		note = "content unchanged"
+	case len(d) > maxDiff:
+		d, note = d[:maxDiff], "diff cut at 256 KiB"
+	}
+	return diffLines(d), note
 }
 
 // content returns the blob with hash; "" is an absent file.
@@ -262,7 +270,7 @@ func diffLines(d string) []DiffLine {
 		case strings.HasPrefix(l, `\`):
 			c = "hunk"
 		}
-		out = append(out, DiffLine{Class: c, Text: Printable(l)})
+		out = append(out, DiffLine{Class: c, Text: printable(l, true)})
 	}
 	return out
 }

@@ -179,7 +179,8 @@ func TestOpenRefusesTamperedBundle(t *testing.T) {
 }
 
 func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{"a.md": "a.md", "a\xffb": `a\xffb`, "x\ny": `x\ny`, "é": "é"} {
+	for in, want := range map[string]string{"a.md": "a.md", "a\xffb": `a\xffb`, "x\ny": `x\ny`, "é": "é",
+		"evil\u202etxt.md": `evil\u202etxt.md`, "a\u200bb": `a\u200bb`, "t\tb": `t\tb`} {
 		if got := Printable(in); got != want {
 			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
 		}
