@@ -77,6 +77,13 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 			return fail(exitError, "check it with: aerfs verify --state "+t.stateDir, "cannot export the evidence log: %v", err)
 		}
 		source = "state directory " + t.stateDir
+		// A source path is taken as aerfs scope takes it: relative to the
+		// current directory inside the workspace.
+		if o.source != "" && t.workspace != "" && !looksLikeRecordID(o.source) {
+			if o.source, err = workspaceRel(t, o.source); err != nil {
+				return err
+			}
+		}
 	}
 	b, trust, err := htmlreport.Open(bundle, key, evidence.DefaultLimits)
 	if err != nil {
