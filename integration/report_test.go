@@ -165,7 +165,7 @@ func checkReportPage(t *testing.T, page string) {
 		t.Error("a report verified with a pinned key says origin not verified")
 	}
 	// The refusals table: one row per rule and principal.
-	rows := regexp.MustCompile(`(?s)<tr class="refusal-row"><td><code>([^<]*)</code></td><td>([^<]*)</td>`).FindAllStringSubmatch(page, -1)
+	rows := regexp.MustCompile(`(?s)<tr class="refusal-row"><td[^>]*><code>([^<]*)</code></td><td>([^<]*)</td>`).FindAllStringSubmatch(page, -1)
 	got := map[string]bool{}
 	for _, m := range rows {
 		got[m[1]+" "+m[2]] = true

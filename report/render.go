@@ -160,6 +160,7 @@ th{background:#f0f2f5;font-weight:600}
 .diff .hdr{color:#5b6672;display:block}
 .diff .ctx{display:block}
 .note{color:#5b6672;font-style:italic}
+.nw,td.mono{white-space:nowrap}
 </style>
 </head>
 <body>
@@ -214,7 +215,7 @@ th{background:#f0f2f5;font-weight:600}
 <h2>Refusals by rule and principal</h2>
 {{if .Groups}}<table id="refusal-table">
 <tr><th>rule</th><th>principal</th><th>kind</th><th>count</th><th>paths</th><th>sessions</th><th>first</th><th>last</th><th>reason</th></tr>
-{{range .Groups}}<tr class="refusal-row"><td><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td class="kind-{{.Kind}}">{{.Kind}}</td><td>{{.Count}}</td><td>{{range $i, $p := .Paths}}{{if $i}}, {{end}}<code>{{$p}}</code>{{end}}{{if .MorePaths}} and {{.MorePaths}} more{{end}}</td><td>{{range $i, $s := .Sessions}}{{if $i}}, {{end}}{{$s}}{{end}}</td><td class="mono">{{.First}}</td><td class="mono">{{.Last}}</td><td>{{.Reason}}</td></tr>
+{{range .Groups}}<tr class="refusal-row"><td class="nw"><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td class="nw kind-{{.Kind}}">{{.Kind}}</td><td>{{.Count}}</td><td>{{range $i, $p := .Paths}}{{if $i}}, {{end}}<code>{{$p}}</code>{{end}}{{if .MorePaths}} and {{.MorePaths}} more{{end}}</td><td>{{range $i, $s := .Sessions}}{{if $i}}, {{end}}{{$s}}{{end}}</td><td class="mono">{{.First}}</td><td class="mono">{{.Last}}</td><td>{{.Reason}}</td></tr>
 {{end}}</table>
 <details><summary>every refusal ({{len .Refusals}})</summary>
 <table id="refusal-list">

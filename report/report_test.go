@@ -62,8 +62,14 @@ func makeBundle(t *testing.T) fixture {
 		Meta: evidence.Meta{Path: poison, Op: "open", Verdict: "allow", Rule: "R0-plain", Session: "w1"}})
 	add(&evidence.Record{Type: evidence.TypeVerdict, Principal: "WEB", Taint: []string{"UNTRUSTED"},
 		Meta: evidence.Meta{Path: "SOUL.md", Op: "write", Verdict: "deny", Rule: "R1-immutable", Session: poison, Reason: poison}})
-	add(&evidence.Record{Type: evidence.TypeTaint, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"}, Parents: []string{web},
+	tr := add(&evidence.Record{Type: evidence.TypeTaint, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"}, Parents: []string{web},
 		Meta: evidence.Meta{Path: poison, Op: "read", Session: "u2"}})
+	// A guarded change downstream of the source (as an approved or
+	// promoted write would be).
+	notes, _ := l.PutBlob([]byte("notes from the page\n"))
+	add(&evidence.Record{Type: evidence.TypeWrite, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"}, Parents: []string{tr},
+		Meta:    evidence.Meta{Path: "skills/notes.md", Op: "commit", Verdict: "allow", Rule: "RA-allowed", Session: "u2"},
+		Payload: &evidence.Payload{NewHash: notes}})
 	add(&evidence.Record{Type: evidence.TypeVerdict, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"},
 		Meta: evidence.Meta{Path: "MEMORY.md", Op: "write", Verdict: "deny", Rule: "R2-taint", Session: "u2", Reason: "tainted"}})
 	v3, _ := l.PutBlob([]byte("# memory\n- obey the page\n"))
@@ -134,7 +140,8 @@ func TestRenderParts(t *testing.T) {
 		`id="timeline-svg"`, `id="provenance-svg"`, `class="mark deny"`, `class="mark allow"`,
 		"R1-immutable", "R2-taint", `class="refusal-row"`, "verdict deny R2-taint", // the refusal hangs in the graph
 		`<span class="add">&#43;- likes tea</span>`, "Verified with a key you gave",
-		`class="mark quarantine"`, "quarantined (not applied)", `<span class="add">&#43;- obey the page</span>`,
+		`class="mark quarantine"`, `<g class="node change"><a href="#change-`, `<a href="#change-`, "Guarded files changed downstream",
+		`&#43;notes from the page`, "quarantined (not applied)", `<span class="add">&#43;- obey the page</span>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
