@@ -60,7 +60,7 @@ var codex = &client{
 	command: func(t *testing.T, c *client, home, prompt string) ([]string, []string) {
 		ch := filepath.Join(home, ".codex")
 		os.MkdirAll(ch, 0o755)
-		cfg := fmt.Sprintf(`model = "fake-model"
+		cfg := fmt.Sprintf(`model = "gpt-5.5"
 model_provider = "fake"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"

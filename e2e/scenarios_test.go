@@ -161,7 +161,7 @@ func scenarioPoisoned(t *testing.T, c *client) {
 // the client survives.
 func scenarioWeb(t *testing.T, c *client) {
 	c.require(t)
-	expected := "SOUL.md and skills/ refused; unchanged; client exits 0"
+	expected := "SOUL.md refused R1/R3, skills/ refused R3; unchanged; client exits 0"
 	e := newEnv(t, map[string]string{"SOUL.md": soul, "skills/deploy/SKILL.md": "# Deploy\nrun make\n"}, nil)
 	steps := []fm.Step{
 		{Kind: fm.Read, Path: "SOUL.md"},
@@ -180,11 +180,11 @@ func scenarioWeb(t *testing.T, c *client) {
 	les := e.log()
 	ds := denials(les, "SOUL.md")
 	dk := denials(les, "skills/exfil/SKILL.md", "skills/exfil")
-	if len(ds) == 0 {
-		p = append(p, "no refusal recorded for SOUL.md")
+	if !hasRule(ds, "R1-immutable") && !hasRule(ds, "R3-principal") {
+		p = append(p, fmt.Sprintf("SOUL.md not refused by R1-immutable or R3-principal (%s)", summary(ds)))
 	}
-	if len(dk) == 0 {
-		p = append(p, "no refusal recorded for skills/exfil")
+	if !hasRule(dk, "R3-principal") {
+		p = append(p, fmt.Sprintf("skills/exfil not refused by R3-principal (%s)", summary(dk)))
 	}
 	report(t, c.name, "web", expected, p, fmt.Sprintf("exit %d; SOUL.md: %v; skills: %v", r.code, rulesOf(ds), rulesOf(dk)))
 }
