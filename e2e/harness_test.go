@@ -359,9 +359,15 @@ func (r result) tail() string {
 // plain directory, for timings).
 func runClient(t *testing.T, c *client, dir, principal, session, prompt string, steps []fakemodel.Step) result {
 	t.Helper()
+	return runClientMode(t, c, dir, principal, session, prompt, steps, false)
+}
+
+// runClientMode runs the client's first-run command when first is set.
+func runClientMode(t *testing.T, c *client, dir, principal, session, prompt string, steps []fakemodel.Step, first bool) result {
+	t.Helper()
 	model.SetScript(dir, steps)
 	home := t.TempDir()
-	envv, argv := c.commandFor(t, home, prompt)
+	envv, argv := c.commandFor(t, home, dir, prompt, first)
 	if principal != "" {
 		argv = append([]string{aerfsBin, "run", "--principal", principal, "--session", session, "--"}, argv...)
 	}
@@ -369,7 +375,7 @@ func runClient(t *testing.T, c *client, dir, principal, session, prompt string, 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(baseEnv(home), envv...)
+	cmd.Env = mergeEnv(baseEnv(home), envv)
 	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -405,4 +411,23 @@ func baseEnv(home string) []string {
 		env = append(env, "TMPDIR="+tmp)
 	}
 	return env
+}
+
+// mergeEnv appends extra to base, an entry of extra replacing one of base
+// with the same name.
+func mergeEnv(base, extra []string) []string {
+	out := []string{}
+	for _, b := range base {
+		name := b[:strings.IndexByte(b, '=')+1]
+		replaced := false
+		for _, x := range extra {
+			if strings.HasPrefix(x, name) {
+				replaced = true
+			}
+		}
+		if !replaced {
+			out = append(out, b)
+		}
+	}
+	return append(out, extra...)
 }

@@ -243,7 +243,7 @@ func scenarioFirstRun(t *testing.T, c *client) {
 	expected := "exit 0; bootstrap files created; no refusals"
 	e := newEnv(t, nil, nil)
 	steps := []fm.Step{{Kind: fm.Final, Text: "FIRST-RUN-DONE"}}
-	r := runClient(t, c, e.WS, "USER", "first", "Hello.", steps)
+	r := runClientMode(t, c, e.WS, "USER", "first", "Hello.", steps, true)
 	p := clientOK(c, r, "FIRST-RUN-DONE")
 	les := e.log()
 	if d := denials(les); len(d) > 0 {

@@ -229,7 +229,7 @@ func (s *Server) render(st Step, tools map[string]bool, custom map[string]bool) 
 			return call{name: n, args: map[string]any{"file_path": s.abs(st.Path), "old_string": st.Old, "new_string": st.New}}, nil
 		}
 		if n := has(tools, "edit"); n != "" {
-			return call{name: n, args: map[string]any{"path": st.Path, "oldText": st.Old, "newText": st.New, "old_string": st.Old, "new_string": st.New}}, nil
+			return call{name: n, args: map[string]any{"path": st.Path, "edits": []any{map[string]any{"oldText": st.Old, "newText": st.New}}}}, nil
 		}
 		if tools["apply_patch"] {
 			return s.patch(custom["apply_patch"], updatePatch(st.Path, st.Old, st.New)), nil
