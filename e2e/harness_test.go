@@ -368,6 +368,11 @@ func runClientMode(t *testing.T, c *client, dir, principal, session, prompt stri
 	model.SetScript(dir, steps)
 	home := t.TempDir()
 	envv, argv := c.commandFor(t, home, dir, prompt, first)
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	if os.Getenv("AERFS_E2E_STRACE") != "" {
+		// For diagnosis: every system call of the client's process tree.
+		argv = append([]string{"strace", "-f", "-qq", "-o", filepath.Join(logDir, name+".strace"), "--"}, argv...)
+	}
 	if principal != "" {
 		argv = append([]string{aerfsBin, "run", "--principal", principal, "--session", session, "--"}, argv...)
 	}
@@ -390,7 +395,6 @@ func runClientMode(t *testing.T, c *client, dir, principal, session, prompt stri
 		r.code = -1
 		r.stderr += err.Error()
 	}
-	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	os.WriteFile(filepath.Join(logDir, name+".out"), []byte(fmt.Sprintf("argv: %q\ndir: %s\nexit %d after %v, %d turns\n--- stdout\n%s\n--- stderr\n%s\n",
 		argv, dir, r.code, r.dur, r.turns, r.stdout, r.stderr)), 0o644)
 	return r
