@@ -92,6 +92,10 @@ var (
 func report(t *testing.T, client, scenario, expected string, problems []string, facts string) {
 	verdict := "PASS"
 	actual := facts
+	// Refusals first: they are usually the cause of the rest.
+	sort.SliceStable(problems, func(i, j int) bool {
+		return strings.Contains(problems[i], "refus") && !strings.Contains(problems[j], "refus")
+	})
 	if len(problems) > 0 {
 		verdict = "FAIL"
 		actual = strings.Join(problems, "; ")
@@ -115,9 +119,10 @@ func printTable() {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "CLIENT\tSCENARIO\tRESULT\tEXPECTED\tACTUAL")
 	for _, r := range table {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.client, r.scenario, r.verdict, r.expected, r.actual)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.client, r.scenario, r.verdict, r.expected, clip(r.actual, 160))
 	}
 	w.Flush()
+	fmt.Println("(the whole of each ACTUAL is in the test's error above; client output and model requests in the logs)")
 }
 
 // ---- one mounted workspace ----
@@ -434,4 +439,21 @@ func mergeEnv(base, extra []string) []string {
 		}
 	}
 	return append(out, extra...)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// leftovers lists temporary files a client left in the workspace (names
+// with ".tmp"), found by an owner process.
+func (e *env) leftovers() []string {
+	cmd := exec.Command("find", ".", "-path", "./.git", "-prune", "-o", "-path", "./sessions", "-prune", "-o",
+		"-path", "./shared", "-prune", "-o", "-name", "*.tmp*", "-print")
+	cmd.Dir = e.WS
+	out, _ := cmd.Output()
+	return strings.Fields(string(out))
 }

@@ -66,6 +66,9 @@ func TestTurnTiming(t *testing.T) {
 					tm.aerfs = append(tm.aerfs, r.dur/time.Duration(r.turns))
 					tm.turns = r.turns
 				}
+				if d := denials(e.log()); len(d) > 0 {
+					tm.note = fmt.Sprintf("aerfs run %d had %d refusals %v", i, len(d), rulesOf(d))
+				}
 				e.unmount()
 				bare := t.TempDir()
 				os.WriteFile(bare+"/README.md", []byte("# timing\n"), 0o644)
