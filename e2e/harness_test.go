@@ -241,7 +241,7 @@ func denials(les []logEntry, paths ...string) []logEntry {
 	var out []logEntry
 	for _, le := range les {
 		m := le.Record.Meta
-		if m.Verdict != "deny" && le.Record.Type != evidence.TypeQuarantine {
+		if m.Verdict != "deny" {
 			continue
 		}
 		if len(paths) == 0 {
@@ -258,16 +258,15 @@ func denials(les []logEntry, paths ...string) []logEntry {
 	return out
 }
 
-// summary renders refusals as "R4-namespace lookup sessions/.git ×5, …".
+// summary renders refusals as "R4-namespace lookup sessions/.git ×5, …"
+// (rule, operation, path; a refused commit kept for approval has the
+// operation "commit").
 func summary(les []logEntry) string {
 	count := map[string]int{}
 	var keys []string
 	for _, le := range les {
 		m := le.Record.Meta
 		k := fmt.Sprintf("%s %s %s", m.Rule, m.Op, m.Path)
-		if le.Record.Type == evidence.TypeQuarantine {
-			k = "quarantine " + m.Session
-		}
 		if count[k] == 0 {
 			keys = append(keys, k)
 		}
