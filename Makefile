@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/aerfs
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test unit integration vet demo fuzz posix soak man install clean
+.PHONY: all build test unit integration vet demo fuzz posix soak man install clean e2e
 
 all: build
 
@@ -73,6 +73,14 @@ install: build man
 	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/aerfs
 	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_aerfs
 	$(BIN) completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/aerfs.fish
+
+# The real agent clients (Claude Code, Codex, OpenClaw, installed from npm
+# into a cached scratch directory) driven by a scripted model on 127.0.0.1,
+# each scenario on a real mount (root). Prints the scenario table and the
+# wall time per turn on aerfs and on a plain directory.
+e2e:
+	bash e2e/install.sh
+	cd e2e && $(GO) test -tags e2e -count=1 -timeout 40m
 
 clean:
 	rm -rf bin
