@@ -78,10 +78,12 @@ func bindPeer(c *net.UnixConn, log func(string)) (*peer, error) {
 			log("SO_PEERPIDFD unavailable (" + perr.Error() + "): control connections are bound by SO_PEERCRED pid and start time only; a connector that exits before accept can be mistaken for a process that reuses its pid")
 		})
 		p.pid = int(cred.Pid)
-	default:
+	case errors.Is(perr, unix.ESRCH) || errors.Is(perr, unix.EINVAL) || errors.Is(perr, unix.ENODATA):
 		// The connector has exited already (the kernel has no process
 		// to give a pidfd for).
 		return nil, errPeerGone
+	default:
+		return nil, fmt.Errorf("SO_PEERPIDFD: %w", perr)
 	}
 	if p.pid <= 0 {
 		p.close()

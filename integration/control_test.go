@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -346,5 +347,54 @@ func TestControlDescriptorFlood(t *testing.T) {
 	}
 	if commits < 2 {
 		t.Fatalf("the owner's writes are not recorded: %d commits", commits)
+	}
+}
+
+// The accept loop survives running out of descriptors: with the daemon's
+// soft limit lowered below what it holds, accept fails with EMFILE; once the
+// limit is back, the daemon answers again.
+func TestControlAcceptSurvivesEMFILE(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	st := runT("/", nil, aerfsBin, "status", "--json", "--workspace", e.WS)
+	var status struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal([]byte(st.Stdout), &status); err != nil || status.PID == 0 {
+		t.Fatalf("status: %s", st)
+	}
+	// Well below what it holds: no new descriptor at all.
+	lim := "10"
+	hard := "20000"
+	limits, _ := os.ReadFile(fmt.Sprintf("/proc/%d/limits", status.PID))
+	for _, line := range strings.Split(string(limits), "\n") {
+		if f := strings.Fields(line); strings.HasPrefix(line, "Max open files") && len(f) > 4 {
+			hard = f[4]
+		}
+	}
+	restore := func() { runT("/", nil, "prlimit", "--pid", strconv.Itoa(status.PID), "--nofile="+hard+":"+hard) }
+	defer restore()
+	if r := runT("/", nil, "prlimit", "--pid", strconv.Itoa(status.PID), "--nofile="+lim+":"+hard); r.Code != 0 {
+		t.Skipf("prlimit: %s", r)
+	}
+	for i := 0; i < 3; i++ {
+		c, err := net.DialTimeout("unix", filepath.Join(e.State, "control.sock"), time.Second)
+		if err != nil {
+			continue
+		}
+		c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		c.Write([]byte(`{"op":"ping"}` + "\n"))
+		buf := make([]byte, 512)
+		n, _ := c.Read(buf)
+		c.Close()
+		t.Logf("with no descriptor to spare: %q", buf[:n])
+	}
+	restore()
+	time.Sleep(1500 * time.Millisecond)
+	if r := runT("/", nil, aerfsBin, "status", "--workspace", e.WS); r.Code != 0 {
+		bugf(t, "the control socket no longer serves after EMFILE: %s", r)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.State, "daemon.log"))
+	if !strings.Contains(string(b), "accept failed") {
+		t.Fatalf("no EMFILE seen (the test did not exhaust the daemon): %s", b)
 	}
 }
