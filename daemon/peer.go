@@ -44,6 +44,9 @@ var errPeerGone = errors.New("the process that connected has exited")
 
 var noPidfdOnce sync.Once
 
+// usePeerPidfd is false only in tests of the fallback.
+var usePeerPidfd = true
+
 // bindPeer identifies the process at the other end of c.
 func bindPeer(c *net.UnixConn, log func(string)) (*peer, error) {
 	raw, err := c.SyscallConn()
@@ -55,8 +58,10 @@ func bindPeer(c *net.UnixConn, log func(string)) (*peer, error) {
 	pidfd := -1
 	err = raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if cerr == nil {
+		if cerr == nil && usePeerPidfd {
 			pidfd, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+		} else if cerr == nil {
+			perr = unix.ENOPROTOOPT
 		}
 	})
 	if err == nil {
