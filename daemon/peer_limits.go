@@ -36,9 +36,11 @@ type connLimits struct {
 }
 
 // newConnLimits sizes the limits from the daemon's descriptor limit: at
-// most an eighth of it for the socket in all (each connection holds two
-// descriptors), a quarter of that for one uid, a quarter of that for one
-// session tree or the processes of one uid outside sessions.
+// most a sixteenth of it in connections (an eighth in descriptors, each
+// connection holding two), and at most 512; a quarter of that for one uid;
+// a quarter of that for one session tree (a session and those started from
+// within it) or for the processes of one uid outside sessions, so that an
+// agent's session cannot take the owner's share.
 func newConnLimits() *connLimits {
 	total := 512
 	var rl unix.Rlimit
