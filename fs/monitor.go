@@ -85,6 +85,7 @@ type Monitor struct {
 	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
 	inflight map[string]int      // guarded paths aerfs is changing right now
 	onKnown  func(rel string)    // see SetOnKnown
+	paths    pathLocks           // one lock per guarded path being changed
 
 	Stats Stats
 
