@@ -49,6 +49,15 @@ func (p *pathLocks) lock(rel string) func() {
 	}
 }
 
+// busy reports whether a change of rel holds or awaits its lock: a stat
+// taken now may belong to the version being replaced, and the label it is
+// checked against to the one being published.
+func (p *pathLocks) busy(rel string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[rel] != nil
+}
+
 // lockPath serialises changes of the guarded path rel.
 func (m *Monitor) lockPath(rel string) func() { return m.paths.lock(rel) }
 

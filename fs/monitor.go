@@ -281,6 +281,9 @@ func (m *Monitor) effectiveLabel(st *syscall.Stat_t, rel string) *Label {
 			return l
 		}
 	}
+	if m.paths.busy(rel) {
+		return l // a commit of rel is publishing a version: the stat raced it
+	}
 	m.log.Warn().Str("path", rel).Msg("label binding broken: content changed outside the mount; treated as EXTERNAL")
 	m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: policy.External.String(),
 		Meta: evidence.Meta{Path: rel, Op: "drift", Verdict: "allow", Rule: "drift",

@@ -67,7 +67,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return &guardedReader{FileHandle: fh}, fuse.FOPEN_DIRECT_IO, 0
+		return &guardedReader{FileHandle: fh, node: n}, guardedReadFlags, 0
 	}
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
 	fl |= keepCache(t)
@@ -155,6 +155,7 @@ func isReserved(name string) bool {
 // or page cache.
 type guardedReader struct {
 	gofs.FileHandle
+	node *Node
 }
 
 func (g *guardedReader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
