@@ -498,7 +498,8 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 	}
 	m.expect(rel, newHash)
 	var id string
-	errno := m.replaceThen(rel, staged, st, func() syscall.Errno {
+	var preKey *fileKey
+	errno := m.replaceThen(rel, staged, st, func(tmp *syscall.Stat_t) syscall.Errno {
 		b := <-blobc
 		if b.err != nil {
 			m.log.Error().Err(b.err).Msg("cannot store staged content")
@@ -506,10 +507,30 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 		}
 		newHash = b.hash
 		var errno syscall.Errno
-		id, errno = m.appendWrite(res, subj, rel, oldHash, newHash, v)
-		return errno
+		if id, errno = m.appendWrite(res, subj, rel, oldHash, newHash, v); errno != 0 {
+			return errno
+		}
+		if pl := labelForWriter(subj); pl != nil && tmp != nil {
+			// A labelled version is labelled before anyone can open
+			// it: a reader between the rename and bindWrite inherits
+			// its taint (the rename changes its ctime; the label's
+			// hash still binds it).
+			pl.Hash, pl.Record = newHash, id
+			pl.bindFingerprint(tmp)
+			k := keyOf(tmp)
+			if err := m.Labels.Set(k, pl); err != nil {
+				m.log.Error().Err(err).Str("path", rel).Msg("label of the new version not stored")
+				return syscall.EIO
+			}
+			preKey = &k
+		}
+		return 0
 	})
 	if errno != 0 {
+		if preKey != nil {
+			// The temporary file is gone; its inode number is free.
+			m.Labels.Set(*preKey, nil)
+		}
 		m.expect(rel, oldHash)
 		return errno
 	}
@@ -579,7 +600,10 @@ func (m *Monitor) replace(rel string, staged *os.File, old *syscall.Stat_t) sysc
 // durable and the rename that publishes it: a commit makes its record
 // durable there, so that no file ever holds content the log has not
 // recorded. A step that fails aborts the replacement.
-func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, beforeRename func() syscall.Errno) syscall.Errno {
+//
+// beforeRename is given the temporary file's stat (nil when the file is
+// rewritten in place).
+func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, beforeRename func(tmp *syscall.Stat_t) syscall.Errno) syscall.Errno {
 	dir, name := path.Split(rel)
 	dfd, err := m.openDir(strings.TrimSuffix(dir, "/"))
 	if err != nil {
@@ -628,9 +652,14 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 		// The content is written (a full disk has said so by now); its
 		// flush and the record's flush are independent, so they overlap.
 		// Both are done before the rename.
+		var tst *syscall.Stat_t
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err == nil {
+			tst = &st
+		}
 		synced := make(chan error, 1)
 		go func() { synced <- out.Sync() }()
-		if errno := beforeRename(); errno != 0 {
+		if errno := beforeRename(tst); errno != 0 {
 			<-synced
 			return errno
 		}
@@ -663,9 +692,9 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 }
 
 // rewriteInPlace gives the existing inode the staged content.
-func (m *Monitor) rewriteInPlace(dfd int, name, rel string, staged *os.File, beforeRename func() syscall.Errno) syscall.Errno {
+func (m *Monitor) rewriteInPlace(dfd int, name, rel string, staged *os.File, beforeRename func(*syscall.Stat_t) syscall.Errno) syscall.Errno {
 	if beforeRename != nil {
-		if errno := beforeRename(); errno != 0 {
+		if errno := beforeRename(nil); errno != 0 {
 			return errno
 		}
 	}
