@@ -246,3 +246,47 @@ print("mapped")
 		bugf(t, "MEMORY.md changed through a map: %q", got)
 	}
 }
+
+// The same with Python appenders, each line its own open("a")/write/close,
+// and a reader mapping the file meanwhile.
+func TestCommitConcurrentPythonAppends(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "base\n"}).Mount()
+	// runCmd, not OwnerT: 4,000 commits take longer than cmdTimeout.
+	r := runCmd(e.WS, toolEnv(t), "sh", "-c", `for p in 1 2 3 4 5 6 7 8; do
+  "$PY" -c '
+import sys
+p = sys.argv[1]
+for i in range(500):
+    with open("MEMORY.md", "a") as f:
+        f.write("py-%s-%d\n" % (p, i))
+' $p &
+done
+"$PY" -c '
+import mmap, os
+for i in range(200):
+    fd = os.open("MEMORY.md", os.O_RDONLY)
+    if os.fstat(fd).st_size:
+        m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+        assert m[:5] == b"base\n", m[:5]
+        m.close()
+    os.close(fd)
+' || echo "mapped reader failed" >&2
+wait`)
+	expectOK(t, "appends", r)
+	if r.Stderr != "" {
+		bugErrorf(t, "appenders or reader failed: %s", r.Stderr)
+	}
+	got := e.Read("MEMORY.md")
+	missing := 0
+	for p := 1; p <= 8; p++ {
+		for i := 0; i < 500; i++ {
+			if !strings.Contains(got, fmt.Sprintf("py-%d-%d\n", p, i)) {
+				missing++
+			}
+		}
+	}
+	if missing > 0 {
+		bugf(t, "%d of 4000 appended lines lost", missing)
+	}
+	checkChain(t, e.Log(), "MEMORY.md", sha("base\n"), sha(got))
+}
