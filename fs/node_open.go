@@ -152,7 +152,7 @@ func isReserved(name string) bool {
 }
 
 // guardedReader serves reads of a guarded file without kernel passthrough
-// or page cache.
+// (its page cache lives only from an open to its close: fs/mmap.go).
 type guardedReader struct {
 	gofs.FileHandle
 	node *Node
