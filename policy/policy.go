@@ -29,6 +29,7 @@ type Policy struct {
 	burstWindow time.Duration
 	review      map[string]bool
 	onDrift     DriftAction
+	writable    []string // sandbox.writable as written
 
 	classPatterns [numClasses][]string // as written, for Patterns
 }
@@ -221,3 +222,20 @@ const (
 
 // OnDrift is the policy's drift action.
 func (p *Policy) OnDrift() DriftAction { return p.onDrift }
+
+// SandboxWritable returns the paths a confined session may change besides
+// the workspace, absolute, with a leading "~" replaced by home (the
+// workspace owner's home directory).
+func (p *Policy) SandboxWritable(home string) []string {
+	out := make([]string, 0, len(p.writable))
+	for _, w := range p.writable {
+		if rest, ok := strings.CutPrefix(w, "~"); ok {
+			if home == "" || !strings.HasPrefix(home, "/") {
+				continue
+			}
+			w = strings.TrimSuffix(home, "/") + rest
+		}
+		out = append(out, w)
+	}
+	return out
+}
