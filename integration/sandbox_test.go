@@ -129,6 +129,24 @@ func (s *sbEnv) startOwnerProcess(t *testing.T) int {
 	return cmd.Process.Pid
 }
 
+// startOwnerTmux starts the owner's tmux server outside every session, at
+// its usual socket under /tmp, and returns the socket path.
+func (s *sbEnv) startOwnerTmux(t *testing.T) string {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed")
+	}
+	dir := filepath.Join("/tmp", "tmux-"+strconv.Itoa(s.uid))
+	sock := filepath.Join(dir, "aerfs-sbx")
+	os.Mkdir(dir, 0o700)
+	os.Chown(dir, s.uid, s.gid)
+	r := s.asOwner("tmux", "-S", sock, "new-session", "-d", "sleep 120")
+	if r.Code != 0 {
+		t.Fatalf("owner tmux: %s", r)
+	}
+	t.Cleanup(func() { s.asOwner("tmux", "-S", sock, "kill-server") })
+	return sock
+}
+
 // attackScript tries each route around the mount and prints one line per
 // attempt: "<name> ok" or "<name> <errno name>".
 const attackScript = `
@@ -163,6 +181,8 @@ def kill():
     os.kill(pid, 0)
 report("signal", kill)
 PY
+try tmux tmux -S "$TMUX_SOCK" run-shell 'echo pwned > "$HOME/pwned-by-tmux"'
+try state-list sh -c 'ls -A "$STATE" | tr "\n" " " | grep -q aerfs.yaml'
 try unshare-userns unshare -rm true
 try umount-in-userns unshare -rm umount -l "$WS"
 try fusermount fusermount -u "$WS"
@@ -183,20 +203,23 @@ func TestSandboxWebRefused(t *testing.T) {
 	s := newOwnedEnv(t, map[string]string{"README": "hi\n", "proj/main.c": "int main(){}\n"})
 	bashrc := filepath.Join(s.home, ".bashrc")
 	before, _ := os.ReadFile(bashrc)
+	os.Remove(filepath.Join(s.home, "pwned-by-tmux"))
 	policyBefore, _ := os.ReadFile(filepath.Join(s.State, "aerfs.yaml"))
 	pid := s.startOwnerProcess(t)
-	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+"; export OWNER_PID\n"+attackScript)
+	sock := s.startOwnerTmux(t)
+	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+" TMUX_SOCK="+sock+"; export OWNER_PID TMUX_SOCK\n"+attackScript)
 	got := parseAttempts(r.Stdout)
 	t.Logf("confined WEB session:\n%s%s", r.Stdout, r.Stderr)
 	want := map[string][]string{
 		"bashrc":           {"Permission denied"},
-		"state-policy":     {"Permission denied"},
-		"state-read":       {"Permission denied"},
+		"state-policy":     {"Permission denied", "Read-only file system", "No such file or directory"},
+		"state-read":       {"Permission denied", "No such file or directory"},
 		"proc-mem":         {"EACCES", "EPERM"},
 		"pidfd-getfd":      {"EPERM"},
 		"ptrace":           {"EPERM"},
 		"signal":           {"EPERM"},
 		"unshare-userns":   {"Operation not permitted"},
+		"tmux":             {"No such file or directory", "no server running"},
 		"umount-in-userns": {"Operation not permitted"},
 	}
 	for name, errs := range want {
@@ -207,6 +230,12 @@ func TestSandboxWebRefused(t *testing.T) {
 		if !ok {
 			t.Errorf("%s from a confined WEB session: got %q, want one of %v", name, got[name], errs)
 		}
+	}
+	if got["state-list"] == "ok" {
+		t.Errorf("the state directory's files are visible in a confined session")
+	}
+	if _, err := os.Stat(filepath.Join(s.home, "pwned-by-tmux")); err == nil {
+		t.Errorf("the owner's tmux server ran a command for a confined session")
 	}
 	if got["fusermount"] == "ok" {
 		t.Errorf("fusermount -u of the workspace succeeded in a confined session")
@@ -224,11 +253,20 @@ func TestSandboxWebRefused(t *testing.T) {
 
 func TestSandboxOffUnconfined(t *testing.T) {
 	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	bashrc := filepath.Join(s.home, ".bashrc")
+	before, err := os.ReadFile(bashrc)
+	t.Cleanup(func() {
+		if err == nil {
+			os.WriteFile(bashrc, before, 0o644)
+		}
+		os.Remove(filepath.Join(s.home, "pwned-by-tmux"))
+	})
 	pid := s.startOwnerProcess(t)
-	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+"; export OWNER_PID\necho \"sandbox=$AERFS_SANDBOX\"\n"+attackScript, "--sandbox=off")
+	sock := s.startOwnerTmux(t)
+	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+" TMUX_SOCK="+sock+"; export OWNER_PID TMUX_SOCK\necho \"sandbox=$AERFS_SANDBOX\"\n"+attackScript, "--sandbox=off")
 	got := parseAttempts(r.Stdout)
 	t.Logf("unconfined WEB session:\n%s%s", r.Stdout, r.Stderr)
-	for _, name := range []string{"bashrc", "state-policy", "proc-mem", "pidfd-getfd", "signal", "unshare-userns"} {
+	for _, name := range []string{"bashrc", "state-policy", "proc-mem", "pidfd-getfd", "signal", "unshare-userns", "tmux", "state-list"} {
 		if got[name] != "ok" {
 			t.Errorf("%s with --sandbox=off: got %q, want ok (the route the confinement closes)", name, got[name])
 		}

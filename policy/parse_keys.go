@@ -341,6 +341,7 @@ func compile(name string, s *spec) *Policy {
 		review:      s.review,
 		onDrift:     s.onDrift,
 		writable:    s.sandbox.writable,
+		privateTmp:  s.sandbox.privateTmp,
 	}
 	for c := Identity; c < numClasses; c++ {
 		r := classRank(c)
@@ -380,11 +381,18 @@ func (ps *parser) onDrift(n *yaml.Node, s *spec) error {
 // sandboxSpec is the sandbox key: what a confined session may change
 // outside the workspace.
 type sandboxSpec struct {
-	writable []string // absolute, or "~" and "~/…" for the owner's home
+	writable   []string // absolute, or "~" and "~/…" for the owner's home
+	privateTmp bool
 }
 
 func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
-	return ps.mapping(n, []string{"writable", "network"}, func(key string, _, v *yaml.Node) error {
+	return ps.mapping(n, []string{"writable", "private_tmp", "network"}, func(key string, _, v *yaml.Node) error {
+		if key == "private_tmp" {
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&s.sandbox.privateTmp) != nil {
+				return ps.errf(v, "write private_tmp: true or private_tmp: false", "sandbox.private_tmp must be true or false, found %s", kindName(v))
+			}
+			return nil
+		}
 		if key == "network" {
 			net, err := ps.str(v, "sandbox.network")
 			if err != nil {

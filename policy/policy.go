@@ -30,6 +30,7 @@ type Policy struct {
 	review      map[string]bool
 	onDrift     DriftAction
 	writable    []string // sandbox.writable as written
+	privateTmp  bool
 
 	classPatterns [numClasses][]string // as written, for Patterns
 }
@@ -239,3 +240,7 @@ func (p *Policy) SandboxWritable(home string) []string {
 	}
 	return out
 }
+
+// SandboxPrivateTmp reports whether a session gets a /tmp of its own
+// instead of the shared one.
+func (p *Policy) SandboxPrivateTmp() bool { return p.privateTmp }

@@ -18,6 +18,13 @@ func TestSandboxWritable(t *testing.T) {
 	if got := strings.Join(q.SandboxWritable("/home/o/"), " "); got != "/scratch /home/o/.cargo/registry" {
 		t.Errorf("writable = %q", got)
 	}
+	if p.SandboxPrivateTmp() {
+		t.Error("default has a private /tmp")
+	}
+	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {private_tmp: true}\n"))
+	if err != nil || !q.SandboxPrivateTmp() {
+		t.Errorf("private_tmp: true not read: %v", err)
+	}
 	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {network: open}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +50,7 @@ func TestSandboxErrors(t *testing.T) {
 		{"sandbox:\n  writable: [/a, /a]\n", `p.yaml:3: sandbox.writable "/a" listed twice`},
 		{"sandbox:\n  writable: [\"/tmp/*\"]\n", `p.yaml:3: sandbox.writable "/tmp/*" contains a wildcard`},
 		{"sandbox:\n  writable: /tmp\n", `p.yaml:3: sandbox.writable must be a list`},
+		{"sandbox:\n  private_tmp: yes please\n", `p.yaml:3: sandbox.private_tmp must be true or false`},
 		{"sandbox:\n  network: closed\n", `p.yaml:3: unknown sandbox.network "closed"`},
 		{"sandbox: [/tmp]\n", `p.yaml:2: expected a mapping`},
 	} {

@@ -40,6 +40,7 @@ type Report struct {
 	Scoped      []string `json:"scoped,omitempty"`   // signal, abstract_unix_socket
 	Writable    []string `json:"writable,omitempty"` // the write rules added
 	Hidden      []string `json:"hidden,omitempty"`   // paths kept out of reads
+	Private     []string `json:"private,omitempty"`  // paths replaced in the session's mount namespace
 	NoNewPrivs  bool     `json:"no_new_privs"`
 	Seccomp     bool     `json:"seccomp"`
 	Warnings    []string `json:"warnings,omitempty"`
@@ -57,6 +58,9 @@ func (r *Report) String() string {
 		parts = append(parts, s)
 	} else {
 		parts = append(parts, "no landlock")
+	}
+	if len(r.Private) > 0 {
+		parts = append(parts, "mount namespace (private "+strings.Join(r.Private, " ")+")")
 	}
 	if r.Seccomp {
 		parts = append(parts, "seccomp")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/policy"
@@ -68,12 +70,28 @@ func runRun(o runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	var sb *sandbox.Config
+	var (
+		sb         *sandbox.Config
+		privateTmp bool
+	)
 	planned := "off"
+	inNS := false
 	if o.sandbox == "on" {
-		sb = sessionSandbox(t)
+		if os.Getenv(mountNSEnv) == "" && !confined() {
+			// The session gets its own mount namespace: run this
+			// command again in it; it registers and executes there.
+			if code, ok := runInNamespace(); ok {
+				os.Exit(code)
+			}
+		}
+		inNS = os.Getenv(mountNSEnv) != "" && os.Getenv(mountNSEnv) != mountNS()
+		sb, privateTmp = sessionSandbox(t)
 		planned = "landlock abi " + strconv.Itoa(sandbox.LandlockABI()) + ", seccomp, no_new_privs"
+		if inNS {
+			planned += ", mount namespace"
+		}
 	}
+	os.Unsetenv(mountNSEnv)
 	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Sandbox: planned})
 	if err != nil {
 		return err
@@ -85,10 +103,30 @@ func runRun(o runOptions, args []string) error {
 		// The confinement holds for this thread and what it executes:
 		// keep the goroutine on it until execve.
 		runtime.LockOSThread()
+		var private []string
+		if inNS {
+			cwd, _ := os.Getwd()
+			var writable []string
+			private, writable, err = sandbox.SetupMounts(sandbox.Mounts{Workspace: t.workspace, StateDir: t.stateDir,
+				Socket: filepath.Join(t.stateDir, daemon.SocketName), UID: os.Getuid(), PrivateTmp: privateTmp})
+			if err != nil {
+				return fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", reg.Session, err)
+			}
+			sb.Writable = append(sb.Writable, writable...)
+			if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+				return fail(exitError, "", "cannot drop the namespace's capabilities: %v", err)
+			}
+			// Resolve the working directory again in the new tree: the
+			// old one is a way back into what was covered.
+			if os.Chdir(cwd) != nil {
+				os.Chdir(t.workspace)
+			}
+		}
 		rep, err := sandbox.Apply(*sb)
 		if err != nil {
 			return fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot confine session %s: %v", reg.Session, err)
 		}
+		rep.Private = private
 		env = append(env, "AERFS_SANDBOX="+rep.String())
 	} else {
 		env = append(env, "AERFS_SANDBOX=off")
@@ -99,8 +137,9 @@ func runRun(o runOptions, args []string) error {
 
 // sessionSandbox is the confinement of a session in workspace t: writes
 // beneath the workspace and the policy's sandbox.writable paths (~ being
-// the workspace owner's home), no reads of the state directory.
-func sessionSandbox(t *target) *sandbox.Config {
+// the workspace owner's home), no reads of the state directory; and
+// whether the policy gives it a private /tmp.
+func sessionSandbox(t *target) (*sandbox.Config, bool) {
 	pol, err := policy.Load(filepath.Join(t.stateDir, daemon.PolicyName))
 	if err != nil {
 		// An unreadable or broken file: the daemon keeps its last good
@@ -126,5 +165,81 @@ func sessionSandbox(t *target) *sandbox.Config {
 			}
 		}
 	}
-	return &sandbox.Config{Workspace: t.workspace, Writable: writable, Hidden: []string{t.stateDir}}
+	return &sandbox.Config{Workspace: t.workspace, Writable: writable, Hidden: []string{t.stateDir}}, pol.SandboxPrivateTmp()
+}
+
+// mountNSEnv tells the copy of aerfs run started in the session's new
+// namespaces the mount namespace of its parent (to tell that it is in a
+// new one).
+const mountNSEnv = "AERFS_RUN_PARENT_MOUNTNS"
+
+func mountNS() string {
+	l, _ := os.Readlink("/proc/self/ns/mnt")
+	return l
+}
+
+// confined reports whether this process is already in a session's
+// confinement (a nested aerfs run): no_new_privs is set.
+func confined() bool {
+	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	return err == nil && v == 1
+}
+
+// runInNamespace runs this aerfs run again in a new user namespace (the
+// caller's uid mapped to itself, so files and the daemon see the owner)
+// and a new mount namespace, waits for it and returns its exit code. ok is
+// false when the kernel refuses the namespaces: the session is then
+// confined without one.
+func runInNamespace() (code int, ok bool) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, false
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	size := 1
+	if uid == 0 {
+		size = 1<<32 - 1 // root keeps its power over every file it had
+	}
+	cmd := exec.Command(self, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), mountNSEnv+"="+mountNS())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: size}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: size}},
+		GidMappingsEnableSetgroups: uid == 0,
+		// The owner's uid has no capabilities after execve, even in its
+		// own namespace: keep the one the mounts need. The copy drops it
+		// before it executes the session's command.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 0, false
+	}
+	// A terminal sends SIGINT and SIGQUIT to the whole foreground group,
+	// the session included: forward them only when it cannot have.
+	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	fromTTY := err == nil && pg == unix.Getpgrp()
+	go func() {
+		for s := range sigs {
+			if fromTTY && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
+				continue
+			}
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	if ee, isExit := err.(*exec.ExitError); isExit {
+		if ws, isWS := ee.Sys().(syscall.WaitStatus); isWS && ws.Signaled() {
+			return 128 + int(ws.Signal()), true
+		}
+		return ee.ExitCode(), true
+	}
+	if err != nil {
+		return exitError, true
+	}
+	return 0, true
 }
