@@ -129,6 +129,34 @@ func (s *sbEnv) startOwnerProcess(t *testing.T) int {
 	return cmd.Process.Pid
 }
 
+// startSession starts a long-running confined session and returns the pid
+// of its command.
+func (s *sbEnv) startSession(t *testing.T, principal, session string) int {
+	pidFile := filepath.Join("/tmp", "aerfs-sbx-"+session+"-"+strconv.Itoa(os.Getpid())+".pid")
+	os.Remove(pidFile)
+	t.Cleanup(func() { os.Remove(pidFile) })
+	cmd := exec.Command("setpriv", "--reuid", strconv.Itoa(s.uid), "--regid", strconv.Itoa(s.gid), "--init-groups", "--",
+		aerfsBin, "run", "--workspace", s.WS, "--principal", principal, "--session", session, "--",
+		"sh", "-c", "echo $$ > "+pidFile+" && exec sleep 120")
+	cmd.Dir = s.WS
+	cmd.Env = s.ownerEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; i < 100; i++ {
+		if b, err := os.ReadFile(pidFile); err == nil && len(b) > 1 {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err == nil {
+				return pid
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("session %s did not start", session)
+	return 0
+}
+
 // startOwnerTmux starts the owner's tmux server outside every session, at
 // its usual socket under /tmp, and returns the socket path.
 func (s *sbEnv) startOwnerTmux(t *testing.T) string {
@@ -163,6 +191,9 @@ def report(name, fn):
     except OSError as e:
         print(name, errno.errorcode.get(e.errno, e.errno))
 report("proc-mem", lambda: open("/proc/%d/mem" % pid, "r+b").close())
+other = int(os.environ.get("OTHER_PID", "0"))
+if other:
+    report("other-session-mem", lambda: open("/proc/%d/mem" % other, "r+b").close())
 libc = ctypes.CDLL(None, use_errno=True)
 def getfd():
     pfd = libc.syscall(434, pid, 0)  # pidfd_open
@@ -172,6 +203,10 @@ def getfd():
     if fd < 0:
         e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
 report("pidfd-getfd", getfd)
+if other:
+    pid, owner = other, pid
+    report("other-session-getfd", getfd)
+    pid = owner
 def ptrace():
     if libc.ptrace(16, pid, 0, 0) < 0:  # PTRACE_ATTACH
         e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
@@ -207,20 +242,23 @@ func TestSandboxWebRefused(t *testing.T) {
 	policyBefore, _ := os.ReadFile(filepath.Join(s.State, "aerfs.yaml"))
 	pid := s.startOwnerProcess(t)
 	sock := s.startOwnerTmux(t)
-	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+" TMUX_SOCK="+sock+"; export OWNER_PID TMUX_SOCK\n"+attackScript)
+	other := s.startSession(t, "USER", "other")
+	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+" OTHER_PID="+strconv.Itoa(other)+" TMUX_SOCK="+sock+"; export OWNER_PID OTHER_PID TMUX_SOCK\n"+attackScript)
 	got := parseAttempts(r.Stdout)
 	t.Logf("confined WEB session:\n%s%s", r.Stdout, r.Stderr)
 	want := map[string][]string{
-		"bashrc":           {"Permission denied"},
-		"state-policy":     {"Permission denied", "Read-only file system", "No such file or directory"},
-		"state-read":       {"Permission denied", "No such file or directory"},
-		"proc-mem":         {"EACCES", "EPERM"},
-		"pidfd-getfd":      {"EPERM"},
-		"ptrace":           {"EPERM"},
-		"signal":           {"EPERM"},
-		"unshare-userns":   {"Operation not permitted"},
-		"tmux":             {"No such file or directory", "no server running"},
-		"umount-in-userns": {"Operation not permitted"},
+		"bashrc":              {"Permission denied"},
+		"state-policy":        {"Permission denied", "Read-only file system", "No such file or directory"},
+		"state-read":          {"Permission denied", "No such file or directory"},
+		"proc-mem":            {"EACCES", "EPERM"},
+		"pidfd-getfd":         {"EPERM"},
+		"other-session-mem":   {"EACCES", "EPERM"},
+		"other-session-getfd": {"EPERM"},
+		"ptrace":              {"EPERM"},
+		"signal":              {"EPERM"},
+		"unshare-userns":      {"Operation not permitted"},
+		"tmux":                {"No such file or directory", "no server running"},
+		"umount-in-userns":    {"Operation not permitted"},
 	}
 	for name, errs := range want {
 		ok := false
@@ -343,5 +381,31 @@ cd hello && go build -o hello . && ./hello && cd ..
 	r = s.session("USER", "u1", `/usr/bin/python3 -m venv venv && ./venv/bin/python -c 'print("venv ok")'`)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "venv ok") {
 		t.Fatalf("python3 -m venv in a confined USER session: %s", r)
+	}
+}
+
+// With sandbox.private_tmp, a session's /tmp is its own, and a workspace
+// beneath /tmp stays where it is.
+func TestSandboxPrivateTmp(t *testing.T) {
+	e := newEnv(t, map[string]string{"README": "hi\n"})
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "private_tmp: false", "private_tmp: true", 1))
+	if err := os.WriteFile(pol, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	outside := filepath.Join(filepath.Dir(e.WS), "outside")
+	os.WriteFile(outside, []byte("owner\n"), 0o644)
+	r := e.Sh("USER", "p1", "cat README && echo $AERFS_SANDBOX && echo mine > /tmp/aerfs-sbx-private && cat /tmp/aerfs-sbx-private && ! test -e "+outside)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "hi") || !strings.Contains(r.Stdout, "mine") || !strings.Contains(r.Stdout, "private /tmp") {
+		t.Fatalf("session with a private /tmp: %s", r)
+	}
+	if _, err := os.Stat("/tmp/aerfs-sbx-private"); err == nil {
+		os.Remove("/tmp/aerfs-sbx-private")
+		t.Errorf("the session's /tmp file is visible outside it")
 	}
 }
