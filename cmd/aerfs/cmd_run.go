@@ -212,7 +212,12 @@ func runInNamespace() (code int, ok bool) {
 		// own namespace: keep the one the mounts need. The copy drops it
 		// before it executes the session's command.
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
+		// Killing aerfs run kills the session's command, as when they
+		// were one process. The signal follows the thread that started
+		// the child: keep this goroutine on it.
+		Pdeathsig: syscall.SIGKILL,
 	}
+	runtime.LockOSThread()
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
