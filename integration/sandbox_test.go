@@ -215,12 +215,17 @@ report("ptrace", ptrace)
 def kill():
     os.kill(pid, 0)
 report("signal", kill)
+def bind():
+    if libc.mount(b"/tmp", os.environ["WS"].encode(), None, 4096, None) < 0:  # MS_BIND
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+report("bind-over-workspace", bind)
 PY
 try tmux tmux -S "$TMUX_SOCK" run-shell 'echo pwned > "$HOME/pwned-by-tmux"'
 try state-list sh -c 'ls -A "$STATE" | tr "\n" " " | grep -q aerfs.yaml'
 try unshare-userns unshare -rm true
 try umount-in-userns unshare -rm umount -l "$WS"
 try fusermount fusermount -u "$WS"
+try systemd-run systemd-run --user --quiet sh -c 'echo pwned > "$HOME/pwned-by-systemd"' 
 `
 
 // parseAttempts reads the lines attackScript prints.
@@ -274,6 +279,9 @@ func TestSandboxWebRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.home, "pwned-by-tmux")); err == nil {
 		t.Errorf("the owner's tmux server ran a command for a confined session")
+	}
+	if got["systemd-run"] == "ok" {
+		t.Errorf("systemd-run --user ran a command for a confined session")
 	}
 	if got["fusermount"] == "ok" {
 		t.Errorf("fusermount -u of the workspace succeeded in a confined session")
@@ -366,6 +374,18 @@ git init -q . && git add README && git commit -qm first && git log --oneline | w
 echo scratch > /tmp/aerfs-sbx-scratch.$$ && rm /tmp/aerfs-sbx-scratch.$$
 cd hello && go build -o hello . && ./hello && cd ..
 `)
+	if r.Code == 0 && exec.Command("npm", "--version").Run() == nil {
+		// npm install of a small package from a local tarball, its cache
+		// in ~/.npm.
+		r2 := s.session("USER", "u1", `set -e
+mkdir -p pkgsrc && cd pkgsrc && printf '{"name":"tiny","version":"1.0.0","main":"index.js"}' > package.json && echo 'module.exports = 42' > index.js && npm pack --silent >/dev/null && cd ..
+mkdir -p app && cd app && printf '{"name":"app","version":"1.0.0"}' > package.json
+npm install --offline --no-audit --no-fund --silent ../pkgsrc/tiny-1.0.0.tgz && node -e 'console.log("tiny=" + require("tiny"))'
+`)
+		if r2.Code != 0 || !strings.Contains(r2.Stdout, "tiny=42") {
+			t.Errorf("npm install from a local tarball in a confined USER session: %s", r2)
+		}
+	}
 	if r.Code != 0 || !strings.Contains(r.Stdout, "hello") {
 		t.Fatalf("legitimate work in a confined USER session: %s", r)
 	}
@@ -407,5 +427,36 @@ func TestSandboxPrivateTmp(t *testing.T) {
 	if _, err := os.Stat("/tmp/aerfs-sbx-private"); err == nil {
 		os.Remove("/tmp/aerfs-sbx-private")
 		t.Errorf("the session's /tmp file is visible outside it")
+	}
+}
+
+// A session started from the owner's terminal shares it: TIOCSTI would type
+// a command into the owner's shell once the session ends.
+func TestSandboxTIOCSTI(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script (util-linux) is not installed")
+	}
+	legacy := true
+	if b, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		t.Log("the kernel refuses TIOCSTI already (dev.tty.legacy_tiocsti=0)")
+		legacy = false
+	}
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	py := `import fcntl, termios, errno
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"#")
+    print("tiocsti ok")
+except OSError as e:
+    print("tiocsti", errno.errorcode[e.errno])`
+	for _, mode := range []string{"on", "off"} {
+		line := aerfsBin + " run --workspace " + s.WS + " --principal WEB --session tty-" + mode + " --sandbox=" + mode + " -- /usr/bin/python3 -c '" + py + "'"
+		r := s.asOwner("script", "-qec", line, "/dev/null")
+		t.Logf("--sandbox=%s: %s", mode, strings.TrimSpace(r.Stdout))
+		if mode == "on" && !strings.Contains(r.Stdout, "tiocsti EPERM") {
+			t.Errorf("TIOCSTI from a confined session: %s", r)
+		}
+		if mode == "off" && legacy && !strings.Contains(r.Stdout, "tiocsti ok") {
+			t.Errorf("TIOCSTI from an unconfined session: %s", r)
+		}
 	}
 }
