@@ -460,3 +460,41 @@ except OSError as e:
 		}
 	}
 }
+
+// The outer aerfs run waits for the session's command in its namespaces:
+// killing it kills the command, as when both were one process.
+func TestSandboxKillRun(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	pidFile := filepath.Join("/tmp", "aerfs-sbx-kill-"+strconv.Itoa(os.Getpid())+".pid")
+	os.Remove(pidFile)
+	t.Cleanup(func() { os.Remove(pidFile) })
+	cmd := exec.Command("setpriv", "--reuid", strconv.Itoa(s.uid), "--regid", strconv.Itoa(s.gid), "--init-groups", "--",
+		aerfsBin, "run", "--workspace", s.WS, "--principal", "WEB", "--session", "k", "--", "sh", "-c", "echo $$ > "+pidFile+" && exec sleep 120")
+	cmd.Dir = s.WS
+	cmd.Env = s.ownerEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for i := 0; i < 100 && pid == 0; i++ {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pid == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the session did not start")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for i := 0; i < 40; i++ {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	exec.Command("kill", "-9", strconv.Itoa(pid)).Run()
+	t.Errorf("the session's command %d outlived its aerfs run", pid)
+}

@@ -105,6 +105,13 @@ func runRun(o runOptions, args []string) error {
 		runtime.LockOSThread()
 		var private []string
 		if inNS {
+			// Executing with the kept capability cleared the death
+			// signal the outer aerfs run asked for: ask again, on the
+			// thread that executes the command.
+			unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+			if os.Getppid() == 1 {
+				return fail(exitError, "", "aerfs run ended before session %s started", reg.Session)
+			}
 			cwd, _ := os.Getwd()
 			var writable []string
 			private, writable, err = sandbox.SetupMounts(sandbox.Mounts{Workspace: t.workspace, StateDir: t.stateDir,
@@ -213,8 +220,9 @@ func runInNamespace() (code int, ok bool) {
 		// before it executes the session's command.
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
 		// Killing aerfs run kills the session's command, as when they
-		// were one process. The signal follows the thread that started
-		// the child: keep this goroutine on it.
+		// were one process (the copy sets it again: its execve with a
+		// capability clears it). The signal follows the thread that
+		// started the child: keep this goroutine on it.
 		Pdeathsig: syscall.SIGKILL,
 	}
 	runtime.LockOSThread()
