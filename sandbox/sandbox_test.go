@@ -81,3 +81,29 @@ func TestFilterLinks(t *testing.T) {
 		t.Fatalf("filter has %d instructions", len(p))
 	}
 }
+
+func TestSocketDirs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"tmux-0", "plain", "ssh-x"} {
+		os.Mkdir(filepath.Join(dir, d), 0o700)
+	}
+	os.WriteFile(filepath.Join(dir, "plain", "f"), nil, 0o600)
+	for _, s := range []string{"tmux-0/default", "ssh-x/agent.1"} {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(dir, s)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := socketDirs(dir, os.Getuid())
+	want := []string{filepath.Join(dir, "ssh-x"), filepath.Join(dir, "tmux-0")}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("socketDirs = %q, want %q", got, want)
+	}
+	if len(socketDirs(dir, os.Getuid()+1)) != 0 {
+		t.Errorf("another uid's socket directories are listed")
+	}
+}

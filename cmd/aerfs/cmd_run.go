@@ -77,7 +77,7 @@ func runRun(o runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	env = append(env, "AERFS_SANDBOX="+confinement)
+	env = append(env, confinement...)
 	// Same pid: the registration names this process as the session root.
 	return syscall.Exec(path, args, env)
 }

@@ -51,11 +51,11 @@ func prepareSandbox(on bool, t *target) *runSandbox {
 }
 
 // apply confines the calling thread, which must execute the session's
-// command next, and returns what was applied for AERFS_SANDBOX. It fails
-// closed.
-func (sc *runSandbox) apply(t *target, session string) (string, error) {
+// command next, and returns the environment entries that say what was
+// applied (AERFS_SANDBOX, AERFS_SANDBOX_WARNINGS). It fails closed.
+func (sc *runSandbox) apply(t *target, session string) ([]string, error) {
 	if sc.cfg == nil {
-		return "off", nil
+		return []string{"AERFS_SANDBOX=off"}, nil
 	}
 	// The confinement holds for this thread and what it executes: keep
 	// the goroutine on it until execve.
@@ -67,7 +67,7 @@ func (sc *runSandbox) apply(t *target, session string) (string, error) {
 		// executes the command.
 		unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
 		if os.Getppid() == 1 {
-			return "", fail(exitError, "", "aerfs run ended before session %s started", session)
+			return nil, fail(exitError, "", "aerfs run ended before session %s started", session)
 		}
 		cwd, _ := os.Getwd()
 		var (
@@ -77,11 +77,11 @@ func (sc *runSandbox) apply(t *target, session string) (string, error) {
 		private, writable, err = sandbox.SetupMounts(sandbox.Mounts{Workspace: t.workspace, StateDir: t.stateDir,
 			Socket: filepath.Join(t.stateDir, daemon.SocketName), UID: os.Getuid(), PrivateTmp: sc.privateTmp})
 		if err != nil {
-			return "", fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", session, err)
+			return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", session, err)
 		}
 		sc.cfg.Writable = append(sc.cfg.Writable, writable...)
 		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return "", fail(exitError, "", "cannot drop the namespace's capabilities: %v", err)
+			return nil, fail(exitError, "", "cannot drop the namespace's capabilities: %v", err)
 		}
 		// Resolve the working directory again in the new tree: the old
 		// one is a way back into what was covered.
@@ -91,10 +91,16 @@ func (sc *runSandbox) apply(t *target, session string) (string, error) {
 	}
 	rep, err := sandbox.Apply(*sc.cfg)
 	if err != nil {
-		return "", fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot confine session %s: %v", session, err)
+		return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot confine session %s: %v", session, err)
 	}
 	rep.Private = private
-	return rep.String(), nil
+	env := []string{"AERFS_SANDBOX=" + rep.String()}
+	if len(rep.Warnings) > 0 && !sc.inNS {
+		// With a namespace the state directory is covered whatever
+		// Landlock could not keep out of it.
+		env = append(env, "AERFS_SANDBOX_WARNINGS="+strings.Join(rep.Warnings, "; "))
+	}
+	return env, nil
 }
 
 // sessionSandbox is the confinement of a session in workspace t: writes
