@@ -27,6 +27,7 @@ type Request struct {
 	Op        string   `json:"op"` // register, taint, status, promote, ping, snapshot, restore, approve, reject
 	Principal string   `json:"principal,omitempty"`
 	Session   string   `json:"session,omitempty"`
+	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none)
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
 	Label     string   `json:"label,omitempty"`

@@ -302,7 +302,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	sess, peer, v, err := s.reg.Register(pid, p, req.Session)
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}}
+			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox}}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}
