@@ -195,7 +195,9 @@ with open("MEMORY.md", "wb") as f:
     f.flush()
     print(staging())
 `
-	pr := e.Run("USER", "big", "python3", "-c", probe, strconv.Itoa(daemonPid(t, e)))
+	// The owner looks (a confined session may not read the daemon's
+	// descriptors, which is the point of confinement).
+	pr := runCmd(e.WS, nil, "python3", "-c", probe, strconv.Itoa(daemonPid(t, e)))
 	expectOK(t, "staging probe", pr)
 	if pr.Stdout != "memory\ndisk\n" {
 		t.Fatalf("staging while open: got %q, want in memory at 1 KiB and on disk past 16 MiB", pr.Stdout)

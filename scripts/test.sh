@@ -12,6 +12,8 @@ step() { printf '\n== %s\n' "$*"; }
 # logs. The leftover check at the end looks only there, so FUSE mounts that
 # belong to anything else on the machine are never this run's business.
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/aerfs-test.XXXXXX")
+# Readable by all: the confinement tests run aerfs as an unprivileged owner.
+chmod 0755 "$run_dir"
 export TMPDIR=$run_dir
 log=$run_dir/integration.log
 echo "test run directory: $run_dir"

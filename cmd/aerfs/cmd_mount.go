@@ -133,17 +133,24 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	// version that served it.
 	v := buildVersion()
 	announce := ready
+	served := false
 	ready = func(err error) {
 		if err == nil {
+			served = true
 			log.Info().Str("event", "mounted").Str("workspace", ws).Str("state", state).
 				Str("version", v.Version).Str("revision", v.Revision).Int("pid", os.Getpid()).Msg("mounted")
 		}
 		announce(err)
 	}
 	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, Log: log, Ready: ready, Warn: warn})
-	if err != nil {
+	switch {
+	case err != nil && !served:
+		// The user is told by the command itself; the line is for the
+		// record (a second mount of a mounted workspace ends here).
+		log.Warn().Str("event", "mount_failed").Str("workspace", ws).Err(err).Msg("did not mount")
+	case err != nil:
 		log.Error().Str("event", "unmounted").Str("workspace", ws).Err(err).Msg("stopped with an error")
-	} else {
+	default:
 		log.Info().Str("event", "unmounted").Str("workspace", ws).Msg("unmounted")
 	}
 	if errors.Is(err, daemon.ErrNoWorkspace) {
