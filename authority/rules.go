@@ -42,16 +42,16 @@ const (
 	RuleAttestRepeat       // ignored: this attestor already attested this hash
 
 	// Owner tokens.
-	RuleMint           // minted on the owner channel
-	RuleMintSession    // refused: minted from inside a session
-	RuleMintNotOwner   // refused: the minter is not a trusted, identified principal
-	RuleMintBad        // refused: invalid action or time to live
-	RuleTokenUnknown   // refused: no such token
-	RuleTokenReplay    // refused: the token was already spent
-	RuleTokenPath      // refused: the token is for another file
-	RuleTokenAction    // refused: the token is for another action
-	RuleTokenContent   // refused: the content changed since the token was minted
-	RuleTokenExpired   // refused: the token expired
+	RuleMint         // minted on the owner channel
+	RuleMintSession  // refused: minted from inside a session
+	RuleMintNotOwner // refused: the minter is not a trusted, identified principal
+	RuleMintBad      // refused: invalid action or time to live
+	RuleTokenUnknown // refused: no such token
+	RuleTokenReplay  // refused: the token was already spent
+	RuleTokenPath    // refused: the token is for another file
+	RuleTokenAction  // refused: the token is for another action
+	RuleTokenContent // refused: the content changed since the token was minted
+	RuleTokenExpired // refused: the token expired
 	numRules
 )
 
