@@ -126,7 +126,7 @@ type Decision struct {
 }
 
 // Allowed reports whether the action goes ahead.
-func (d *Decision) Allowed() bool { return d.Outcome == Allow }
+func (d Decision) Allowed() bool { return d.Outcome == Allow }
 
 // Check is the hot act-gate decision for content whose class is known,
 // without elevation or tokens: pure, constant time, no allocation. A nil
