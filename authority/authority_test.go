@@ -498,3 +498,23 @@ func TestStampJSON(t *testing.T) {
 		t.Fatal("bad class accepted")
 	}
 }
+
+func TestReplay(t *testing.T) {
+	cfg := Config{Attestors: domains3}
+	m := New(cfg, nil)
+	st := m.Write(webW, "skills/pay.sh", hashOf("pay"))
+	m.Attest(attestor("erp"), st.Hash)
+	m.Attest(attestor("bank"), st.Hash)
+	m.Attest(Writer{Principal: policy.Web, Identified: true, Name: "web-bot"}, st.Hash)
+	before := m.Elevation(st.Hash, Exec)
+
+	r := New(cfg, nil)
+	for _, a := range before.All {
+		r.Replay(st.Hash, a)
+		r.Replay(st.Hash, a)
+	}
+	after := r.Elevation(st.Hash, Exec)
+	if !after.Elevated || len(after.All) != 3 || len(after.Domains) != 2 {
+		t.Fatalf("replayed elevation: %+v", after)
+	}
+}

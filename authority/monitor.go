@@ -392,3 +392,19 @@ func (m *Monitor) Authorize(r Request) Decision {
 	}
 	return d
 }
+
+// Replay restores an attestation decided before a restart, as the evidence
+// log recorded it (name, domain, rule, counted), without deciding it again:
+// the attestor's taint at the time is not known any more. The daemon
+// replays the log's attestation records at start; tokens are not replayed
+// (a restart voids every unspent token, which fails closed).
+func (m *Monitor) Replay(h Hash, a Attestation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, x := range m.attests[h] {
+		if x == a {
+			return
+		}
+	}
+	m.attests[h] = append(m.attests[h], a)
+}
