@@ -518,3 +518,24 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("replayed elevation: %+v", after)
 	}
 }
+
+// TestRenameLinkKeepClass: a rename or hard link keeps the label (fs moves
+// the stamp with the inode), so it never raises the class; a token stays
+// bound to the path it was minted for, an elevation to the content hash.
+func TestRenameLinkKeepClass(t *testing.T) {
+	m := New(Config{Attestors: domains3}, nil)
+	st := m.Write(webW, "notes/x.sh", hashOf("x"))
+	moved := st // what fs keeps for the inode under its new name
+	if d := m.Authorize(Request{Path: "skills/x.sh", Stamp: &moved, Action: Control, Now: t0}); d.Allowed() || d.Rule != RuleControlNone {
+		t.Fatalf("renamed into skills/: %v %v", d.Outcome, d.Rule)
+	}
+	tok, _ := m.Mint(owner, "notes/x.sh", st.Hash, Control, t0, time.Minute)
+	if d := m.Authorize(Request{Path: "skills/x.sh", Stamp: &moved, Action: Control, Token: tok.Secret, Now: t0}); d.Allowed() || d.Rule != RuleTokenPath {
+		t.Fatalf("token for the old name: %v %v", d.Outcome, d.Rule)
+	}
+	m.Attest(attestor("erp"), st.Hash)
+	m.Attest(attestor("bank"), st.Hash)
+	if d := m.Authorize(Request{Path: "skills/x.sh", Stamp: &moved, Action: Control, Now: t0}); d.Rule != RuleElevated {
+		t.Fatalf("elevation after rename: %v", d.Rule)
+	}
+}
