@@ -1,0 +1,5 @@
+//go:build !race
+
+package authority
+
+const raceEnabled = false
