@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -83,10 +84,18 @@ func reloadPolicy(m *aerfs.Monitor, log zerolog.Logger, file, hash string) {
 	}
 }
 
+// fileHash is the hash of the policy file's content, or, for a file
+// policy.ReadFile refuses (too large, not a regular file), of its size and
+// time, so that the change is still seen, refused and recorded — without
+// reading a huge file into memory.
 func fileHash(p string) string {
-	b, err := os.ReadFile(p)
+	b, err := policy.ReadFile(p)
 	if err != nil {
-		return ""
+		fi, serr := os.Stat(p)
+		if serr != nil {
+			return ""
+		}
+		b = []byte(fmt.Sprintf("unreadable %d %d %v", fi.Size(), fi.ModTime().UnixNano(), fi.Mode()))
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])

@@ -432,7 +432,12 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 		if end > logSize {
 			return nil, verr(KindIntegrity, "%s: truncated: log ends at byte %d, record ends at %d", what, logSize, end)
 		}
-		line = line[:end-pos]
+		// Records run up to MaxRecordSize: grow the buffer to the record.
+		if n := int(end - pos); n > cap(line) {
+			line = make([]byte, n)
+		} else {
+			line = line[:n]
+		}
 		if _, err := io.ReadFull(logr, line); err != nil {
 			return nil, ioErr("log: %v", err)
 		}

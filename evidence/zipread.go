@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -168,9 +169,9 @@ func readDirBundle(root string, lim Limits) (map[string][]byte, error) {
 		if len(out) >= lim.MaxEntries {
 			return ioErr("bundle: more than %d files", lim.MaxEntries)
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|syscallNoFollow, 0)
+		f, _, err := openRegular(p, syscallNoFollow)
 		if err != nil {
-			return ioErr("bundle: %s: %v", name, err)
+			return err
 		}
 		defer f.Close()
 		budget := min(lim.MaxEntrySize, lim.MaxTotalSize-total)
@@ -199,19 +200,33 @@ func readDirBundle(root string, lim Limits) (map[string][]byte, error) {
 // its files by slash path. Nothing is extracted or written.
 func ReadBundleFiles(path string, lim Limits) (map[string][]byte, error) {
 	if strings.HasSuffix(path, ".zip") {
-		f, err := os.Open(path)
+		f, fi, err := openRegular(path, 0)
 		if err != nil {
-			return nil, ioErr("bundle: %v", err)
+			return nil, err
 		}
 		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, ioErr("bundle: %v", err)
-		}
-		if !fi.Mode().IsRegular() {
-			return nil, ioErr("bundle: %s is not a regular file", path)
-		}
 		return readZip(f, fi.Size(), lim)
 	}
 	return readDirBundle(path, lim)
+}
+
+// openRegular opens path for reading only if it is a regular file. The
+// open does not block (O_NONBLOCK: a FIFO put in place of a bundle would
+// otherwise wait for a writer forever), and the type is checked on the
+// opened descriptor, so a file swapped in between cannot slip through.
+func openRegular(path string, extra int) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|extra, 0)
+	if err != nil {
+		return nil, nil, ioErr("bundle: %v", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, ioErr("bundle: %v", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, ioErr("bundle: %s is not a regular file or a directory", path)
+	}
+	return f, fi, nil
 }

@@ -1,13 +1,49 @@
 package policy
 
-import "os"
+import (
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
 
 // Load reads and parses the policy file at path. Errors name the file as
 // path, so that "path:line" opens in an editor.
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// ReadFile reads a policy file, checking before it reads that it is a
+// regular file of at most maxPolicySize bytes: a 50 MB file is refused
+// without being read, and a FIFO without blocking.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read policy: " + err.Error(), Hint: "check the path, or run aerfs init to write the default policy"}
 	}
-	return Parse(path, data)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read policy: " + err.Error()}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &Error{File: path, Msg: "the policy is not a regular file", Hint: "name the policy file itself"}
+	}
+	tooLarge := &Error{File: path, Msg: fmt.Sprintf("policy file is larger than %d bytes", maxPolicySize), Hint: "a policy is a page of YAML; check that the right file is named"}
+	if fi.Size() > maxPolicySize {
+		return nil, tooLarge
+	}
+	// The file may grow after the stat: never read past the limit.
+	data, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read policy: " + err.Error()}
+	}
+	if len(data) > maxPolicySize {
+		return nil, tooLarge
+	}
+	return data, nil
 }
