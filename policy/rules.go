@@ -17,6 +17,7 @@ const (
 	RuleUnidentified             // R9-unidentified: a caller that cannot be identified is refused
 	RuleGrant                    // RG-grant: trust is only lowered when a principal is handed out
 	RuleAllowed                  // RA-allowed: a guarded mutation by a trusted, untainted subject
+	RuleSession                  // RS-session: a session id belongs to the registration that created it
 	numRules
 )
 
@@ -34,6 +35,7 @@ var ruleIDs = [numRules]string{
 	RuleUnidentified: "R9-unidentified",
 	RuleGrant:        "RG-grant",
 	RuleAllowed:      "RA-allowed",
+	RuleSession:      "RS-session",
 }
 
 var ruleReasons = [numRules]string{
@@ -50,6 +52,7 @@ var ruleReasons = [numRules]string{
 	RuleUnidentified: "the caller could not be identified",
 	RuleGrant:        "trust is only lowered, never raised",
 	RuleAllowed:      "trusted, untainted subject",
+	RuleSession:      "a session id belongs to the registration that created it",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

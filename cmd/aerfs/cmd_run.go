@@ -15,6 +15,7 @@ import (
 type runOptions struct {
 	principal string
 	session   string
+	resume    bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -33,6 +34,7 @@ credentials and grants only principals at or below the caller's own.`,
 	}
 	c.Flags().StringVar(&o.principal, "principal", "", "SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL or EXTERNAL (default: your own)")
 	c.Flags().StringVar(&o.session, "session", "", "session name (default: a new session)")
+	c.Flags().BoolVar(&o.resume, "resume", false, "rejoin the existing session --session (the owner, outside sessions)")
 	return c
 }
 
@@ -42,6 +44,9 @@ func runRun(o runOptions, args []string) error {
 			return fail(exitUsage, "principals are SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL, EXTERNAL", "unknown principal %q", o.principal)
 		}
 	}
+	if o.resume && o.session == "" {
+		return fail(exitUsage, "name the session to rejoin: aerfs run --resume --session ID -- CMD", "--resume needs --session")
+	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		return fail(exitUsage, "check the command name and PATH", "%v", err)
@@ -50,7 +55,7 @@ func runRun(o runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session})
+	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume})
 	if err != nil {
 		return err
 	}
