@@ -79,8 +79,16 @@ func NewCgroups(stateDir string) (*Cgroups, error) {
 	if own, err := cgroupOf(os.Getpid()); err != nil || own == "" {
 		return nil, fmt.Errorf("cannot read the daemon's own cgroup: %v", err)
 	}
-	if err := os.MkdirAll(c.dir(""), 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup subtree: %w", err)
+	// Another mount's teardown may remove <cgroup2>/aerfs between the
+	// two levels of MkdirAll: try again.
+	for i := 0; ; i++ {
+		err = os.MkdirAll(c.dir(""), 0o755)
+		if err == nil {
+			break
+		}
+		if i == 5 || !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("cgroup subtree: %w", err)
+		}
 	}
 	if err := unix.Access(filepath.Join(c.dir(""), "cgroup.procs"), unix.W_OK); err != nil {
 		return nil, fmt.Errorf("cgroup subtree not writable: %w", err)
