@@ -141,7 +141,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := mon.EnsureNamespaces(); err != nil {
 		return err
 	}
-	mon.OnBurst = func(s *principal.Session) { rollbackSession(mon, o.StateDir, o.Log, s) }
+	mon.OnBurst = func(root *principal.Session) {
+		// The quarantine covers the session tree: every session started
+		// from the root has its guarded changes rolled back.
+		for _, s := range reg.Sessions() {
+			if s.TreeRoot() == root {
+				rollbackSession(mon, o.StateDir, o.Log, s)
+			}
+		}
+	}
 	if err := checkDriftAtMount(ctx, mon, o); err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ func TestSessionSquattingAfterRemount(t *testing.T) {
 	if r.Code != 0 || r.Stdout != "the plan\n" {
 		bugErrorf(t, "the owner's --resume of its own session: %s", r)
 	}
+	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+	if st := e.Aerfs("status", "--json"); !strings.Contains(st.Stdout, `"session_tracking":"cgroup"`) {
+		t.Errorf("status does not say sessions are cgroups (this host has cgroup v2 and the daemon is root): %s", st)
+	}
 }
 
 // A session's grandchildren stay in the session even when their parent
