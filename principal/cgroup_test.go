@@ -132,3 +132,30 @@ func TestImplicitSessionTaintsLaterChildren(t *testing.T) {
 		t.Fatalf("child of a tainted process: %+v", s)
 	}
 }
+
+// An implicit session whose processes have all exited is removed.
+func TestImplicitSessionPruned(t *testing.T) {
+	r, cg := cgroupRegistry(t)
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	res := r.Resolve(cmd.Process.Pid)
+	res.AddTaint(policy.WebDerived)
+	rel := "i-" + strconv.Itoa(res.Proc.ID.Tgid) + "-" + strconv.FormatUint(res.Proc.ID.Start, 10)
+	if _, err := os.Stat(cg.dir(rel)); err != nil {
+		t.Fatalf("no implicit cgroup: %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	r.Prune()
+	if _, err := os.Stat(cg.dir(rel)); !os.IsNotExist(err) {
+		t.Fatalf("implicit cgroup left after its process exited: %v", err)
+	}
+	r.mu.RLock()
+	_, known := r.byCg[rel]
+	r.mu.RUnlock()
+	if known {
+		t.Fatal("implicit session still known")
+	}
+}

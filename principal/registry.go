@@ -3,6 +3,7 @@ package principal
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -722,6 +723,28 @@ func (r *Registry) Prune() {
 		if !Alive(id) {
 			r.Forget(id)
 		}
+	}
+	r.pruneImplicit()
+}
+
+// pruneImplicit removes the implicit sessions whose cgroup is empty: the
+// process they were made for and every child it started have exited.
+func (r *Registry) pruneImplicit() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cg == nil {
+		return
+	}
+	for id := range r.implicit {
+		if Alive(id) {
+			continue
+		}
+		rel := fmt.Sprintf("i-%d-%d", id.Tgid, id.Start)
+		if err := unix.Rmdir(r.cg.dir(rel)); err != nil && !errors.Is(err, unix.ENOENT) {
+			continue // still populated
+		}
+		delete(r.byCg, rel)
+		delete(r.implicit, id)
 	}
 }
 
