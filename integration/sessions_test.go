@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -194,5 +197,48 @@ func TestSessionBurstCountsTheTree(t *testing.T) {
 			bugErrorf(t, "burst record for the clean session:%s", describe([]LogEntry{le}))
 			break
 		}
+	}
+}
+
+// A session process that outlives a remount is still in its session
+// afterwards: the registration and its cgroup are rebuilt from the log.
+func TestSessionProcessSurvivesRemount(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n"}).Mount()
+	out := filepath.Join(t.TempDir(), "out")
+	// Outside the workspace, so that the unmount is not busy.
+	cmd := exec.Command(aerfsBin, "run", "--workspace", e.WS, "--principal", "WEB", "--session", "long", "--",
+		"sh", "-c", `read x; echo injected >> "$1/MEMORY.md" && echo WROTE > "$2" || echo REFUSED > "$2"`, "sh", e.WS, out)
+	cmd.Dir = "/"
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// Registered once the session start is in the log.
+	waitFor(t, "the registration", func() bool {
+		for _, le := range e.Log() {
+			if le.Record.Type == "session_start" && le.Record.Meta.Session == "long" {
+				return true
+			}
+		}
+		return false
+	})
+	e.Unmount()
+	e.Mount()
+	in.Write([]byte("go\n"))
+	cmd.Wait()
+	b, _ := os.ReadFile(out)
+	if strings.TrimSpace(string(b)) != "REFUSED" {
+		bugErrorf(t, "a WEB session's process after a remount: %q", b)
+	}
+	if got := e.Read("MEMORY.md"); got != "m0\n" {
+		bugErrorf(t, "MEMORY.md = %q", got)
+	}
+	ds := e.index().denials("long", "MEMORY.md")
+	if !hasRule(ds, "R3-principal") {
+		bugErrorf(t, "no R3-principal refusal as session long:%s", describe(ds))
 	}
 }
