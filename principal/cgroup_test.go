@@ -159,3 +159,22 @@ func TestImplicitSessionPruned(t *testing.T) {
 		t.Fatal("implicit session still known")
 	}
 }
+
+// Without cgroups, a fork event carries a tainted process's taint to its
+// child (the weaker fallback of implicit sessions).
+func TestAncestryForkCarriesTaint(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	cmd := exec.Command("sh", "-c", "read x; sleep 30 & wait")
+	in, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	r.Resolve(cmd.Process.Pid).AddTaint(policy.WebDerived)
+	in.Write([]byte("go\n"))
+	kid := waitChildren(t, cmd.Process.Pid, 1)[0]
+	r.Fork(cmd.Process.Pid, kid)
+	if s := r.Resolve(kid).Subject(); s.Taint&policy.WebDerived == 0 {
+		t.Fatalf("child of a tainted process: %+v", s)
+	}
+}

@@ -758,8 +758,18 @@ func (r *Registry) Fork(parentTgid, childTgid int) {
 		return
 	}
 	pm, found := r.members[r.byTgid[parentTgid]]
+	pres := r.procs[r.byTgid[parentTgid]]
 	r.mu.RUnlock()
 	if !found {
+		// Ancestry mode's stand-in for implicit sessions: a tainted
+		// process outside sessions passes its taint to the children it
+		// forks, as far as the fork event arrives before the child's
+		// first request.
+		if pres != nil && pres.Session == nil && pres.own.Load() != 0 {
+			if p, err := ReadProc(childTgid); err == nil && p.ID.Tgid == childTgid {
+				r.resolve(p, pres)
+			}
+		}
 		return
 	}
 	st, err := startTime(childTgid)
