@@ -178,3 +178,21 @@ func TestAncestryForkCarriesTaint(t *testing.T) {
 		t.Fatalf("child of a tainted process: %+v", s)
 	}
 }
+
+// Joining a session never washes the joining process's taint.
+func TestJoiningCarriesTaint(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	a := start(t, "sleep", "30")
+	b := start(t, "sleep", "30")
+	s, _, v, _ := r.Register(a.Process.Pid, policy.User, "j")
+	if s == nil || !v.Allow {
+		t.Fatalf("register: %v", v)
+	}
+	r.Resolve(b.Process.Pid).AddTaint(policy.WebDerived)
+	if s2, _, v, _ := r.Register(b.Process.Pid, policy.User, "j"); s2 != s || !v.Allow {
+		t.Fatalf("the owner rejoining its session: %v", v)
+	}
+	if s.Taint()&policy.WebDerived == 0 {
+		t.Fatal("a tainted process joined a session and the session stayed clean")
+	}
+}

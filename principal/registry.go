@@ -566,6 +566,9 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 		if !inTree && !(ownerOutside && (resume || !s.restored)) {
 			return nil, peer, policy.Verdict{Rule: policy.RuleSession}, nil
 		}
+		// Joining never washes: what the joining process carries, the
+		// session carries from now on.
+		s.AddTaint(peer.Subject().Taint)
 	} else {
 		s = &Session{ID: id, Principal: p, Started: time.Now().UTC(), Root: peer.Proc.ID, parent: parent}
 		s.taint.Store(uint32(peer.Subject().Taint))
