@@ -189,3 +189,54 @@ func cgroupOf(pid int) (string, error) {
 	}
 	return "", errors.New("no cgroup v2 line in " + string(path))
 }
+
+// ErrNoCgroups is returned by what needs cgroup mode when it is not in force.
+var ErrNoCgroups = errors.New("sessions are not cgroups here (aerfs status says why)")
+
+// sessionCgroups lists the registration cgroups of s. Freezing or killing
+// one covers the sessions nested in it: they are its child cgroups.
+func (r *Registry) sessionCgroups(s *Session) (*Cgroups, []string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for rel, m := range r.byCg {
+		if m.sess == s {
+			out = append(out, rel)
+		}
+	}
+	return r.cg, out
+}
+
+// Freeze freezes (on) or thaws every process of session s and of the
+// sessions started from it, through cgroup.freeze.
+func (r *Registry) Freeze(s *Session, on bool) error {
+	cg, rels := r.sessionCgroups(s)
+	if cg == nil {
+		return ErrNoCgroups
+	}
+	v := "0"
+	if on {
+		v = "1"
+	}
+	for _, rel := range rels {
+		if err := cg.Set(rel, "cgroup.freeze", v); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Kill kills every process of session s and of the sessions started from
+// it, through cgroup.kill.
+func (r *Registry) Kill(s *Session) error {
+	cg, rels := r.sessionCgroups(s)
+	if cg == nil {
+		return ErrNoCgroups
+	}
+	for _, rel := range rels {
+		if err := cg.Set(rel, "cgroup.kill", "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

@@ -196,3 +196,50 @@ func TestJoiningCarriesTaint(t *testing.T) {
 		t.Fatal("a tainted process joined a session and the session stayed clean")
 	}
 }
+
+// Freeze and Kill reach every process of a session, nested sessions too.
+func TestFreezeAndKillSession(t *testing.T) {
+	r, _ := cgroupRegistry(t)
+	root := start(t, "sh", "-c", "read x; sleep 30 & wait")
+	s, _, v, _ := r.Register(root.Process.Pid, policy.Web, "fk")
+	if s == nil || !v.Allow {
+		t.Fatalf("register: %v", v)
+	}
+	defer r.Kill(s)
+	if err := r.Freeze(s, true); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(root.Process.Pid) + "/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "State:") {
+				return l
+			}
+		}
+		return ""
+	}
+	frozen := false
+	for i := 0; i < 100 && !frozen; i++ {
+		abs, _ := cgroupOf(root.Process.Pid)
+		rel, _ := r.cg.Within(abs)
+		ev, _ := os.ReadFile(r.cg.dir(rel) + "/cgroup.events")
+		frozen = strings.Contains(string(ev), "frozen 1")
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !frozen {
+		t.Fatalf("session not frozen: %s", state())
+	}
+	if err := r.Freeze(s, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Kill(s); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- root.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session's process survived cgroup.kill")
+	}
+}
