@@ -19,7 +19,17 @@ func cgroupRegistry(t *testing.T) (*Registry, *Cgroups) {
 	if err != nil {
 		t.Skipf("cgroup mode unavailable: %v", err)
 	}
-	t.Cleanup(cg.RemoveEmpty)
+	t.Cleanup(func() {
+		// cgroup.kill is asynchronous: wait for the cgroups to empty.
+		for i := 0; i < 200; i++ {
+			cg.RemoveEmpty()
+			if _, err := os.Stat(cg.dir("")); os.IsNotExist(err) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Errorf("cgroups left behind under %s", cg.dir(""))
+	})
 	r, _ := newTestRegistry(t)
 	r.UseCgroups(cg, nil)
 	return r, cg
