@@ -288,6 +288,11 @@ func (r *Registry) Resolve(tid int) *Resolved {
 			return e.res
 		}
 	}
+	// A resolution that straddles a registration or an implicit session
+	// (gen moved on) is answered but not cached: it may predate the move.
+	r.mu.RLock()
+	gen := r.gen
+	r.mu.RUnlock()
 	p, err := ReadProc(tid)
 	if err != nil {
 		return &Resolved{Reason: fmt.Sprintf("pid %d: %v", tid, err)}
@@ -307,7 +312,11 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	}
 	if st, err := startTime(tid); err == nil {
 		r.mu.Lock()
-		r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir})
+		if r.gen == gen {
+			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir})
+		} else if dir != nil {
+			dir.Close()
+		}
 		r.mu.Unlock()
 	} else if dir != nil {
 		dir.Close()
@@ -319,6 +328,7 @@ func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 	pol := r.policy()
 	r.mu.RLock()
 	cg := r.cg
+	gen := r.gen
 	r.mu.RUnlock()
 	var m member
 	var inSession bool
@@ -363,6 +373,16 @@ func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 		res.own.Store(res.own.Load() | uint32(policy.OriginTaint(res.Principal)))
 	}
 	r.mu.Lock()
+	if r.gen != gen {
+		// A session changed while this was read: read again.
+		r.mu.Unlock()
+		return r.resolve(p, prev)
+	}
+	if old := r.procs[p.ID]; old != nil && old != prev {
+		// Another thread of the process resolved it meanwhile: keep
+		// the taint it may have gathered.
+		res.own.Store(res.own.Load() | old.own.Load())
+	}
 	r.procs[p.ID] = res
 	r.byTgid[p.ID.Tgid] = p.ID
 	r.mu.Unlock()
