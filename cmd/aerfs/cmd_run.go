@@ -26,7 +26,10 @@ func newRunCommand() *cobra.Command {
 		Long: `run registers this process with the daemon over the control socket and then
 executes CMD in its place (same pid). CMD and everything it starts belong to
 the session. The daemon authenticates the request by the kernel's peer
-credentials and grants only principals at or below the caller's own.`,
+credentials and grants only principals at or below the caller's own.
+A session id belongs to the registration that created it, across remounts:
+it can be registered again only from inside that session, or by the owner
+outside sessions (with --resume for a session of an earlier mount).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(o, args)
