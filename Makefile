@@ -3,12 +3,17 @@ GO      ?= go
 BIN     := bin/aerfs
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test unit integration vet demo fuzz clean
+.PHONY: all build test unit integration vet demo fuzz posix soak man install clean e2e
 
 all: build
 
+# The version printed by `aerfs version`: the nearest tag and the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/aerfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/aerfs
 
 # vet, formatting, module tidiness, layering, unit tests under the race
 # detector, then real mounts (integration), then a leftover-mount check.
@@ -33,6 +38,49 @@ demo: build
 FUZZTIME ?= 20s
 fuzz:
 	bash scripts/fuzz.sh $(FUZZTIME)
+
+# pjdfstest on a plain directory of a real mount (about 4 minutes, root).
+# The suite is built from ../shared/tools into a scratch directory.
+posix:
+	bash scripts/posix.sh
+
+# fsx on a plain and on a guarded file, fsstress with 4 processes (root).
+soak:
+	bash scripts/soak.sh
+
+# Man pages for every command, generated from the CLI's own help.
+man: build
+	$(BIN) man bin/man/man1
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the systemd
+# unit, the mount(8) helper (in SBINDIR, where mount looks for
+# mount.fuse.aerfs), man pages and shell completions.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+SBINDIR ?= /sbin
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= /etc/systemd/system
+install: build man
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/aerfs
+	sed 's|@BINDIR@|$(BINDIR)|g' configs/mount.fuse.aerfs > $(DESTDIR)$(SBINDIR)/mount.fuse.aerfs
+	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.fuse.aerfs
+	sed 's|@BINDIR@|$(BINDIR)|g' configs/aerfs@.service > $(DESTDIR)$(UNITDIR)/aerfs@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/aerfs@.service
+	install -m 0644 bin/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/aerfs
+	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_aerfs
+	$(BIN) completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/aerfs.fish
+
+# The real agent clients (Claude Code, Codex, OpenClaw, installed from npm
+# into a cached scratch directory) driven by a scripted model on 127.0.0.1,
+# each scenario on a real mount (root). Prints the scenario table and the
+# wall time per turn on aerfs and on a plain directory.
+e2e:
+	bash e2e/install.sh
+	cd e2e && $(GO) test -tags e2e -count=1 -timeout 40m
 
 clean:
 	rm -rf bin

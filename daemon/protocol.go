@@ -27,7 +27,8 @@ type Request struct {
 	Op        string   `json:"op"` // register, taint, status, promote, ping, snapshot, restore, approve, reject
 	Principal string   `json:"principal,omitempty"`
 	Session   string   `json:"session,omitempty"`
-	Resume    bool     `json:"resume,omitempty"` // register: the owner rejoins an existing session
+	Resume    bool     `json:"resume,omitempty"`  // register: the owner rejoins an existing session
+	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none)
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
 	Label     string   `json:"label,omitempty"`

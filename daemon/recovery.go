@@ -23,7 +23,7 @@ import (
 // identified process of a trusted principal that belongs to no session.
 // An agent cannot restore, approve or reject, whatever it is told.
 func (s *controlServer) ownerChannel(pid int, what string) (*principal.Resolved, *Response) {
-	peer := s.reg.Resolve(pid)
+	peer := s.resolveCaller(pid)
 	subj := peer.Subject()
 	if !subj.Identified || subj.Session != "" || !subj.Principal.Trusted() {
 		rec := &evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: nonNil(subj.Taint.Names()),

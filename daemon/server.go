@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,9 +11,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/evidence"
 	aerfs "github.com/aerfs/aerfs/fs"
@@ -27,7 +28,19 @@ type controlServer struct {
 	log      zerolog.Logger
 	status   func() Status
 	ln       *net.UnixListener
-	wg       sync.WaitGroup
+	shared   *serverShared
+
+	// caller is set on the copy of the server that serves one request:
+	// the requesting process, resolved and checked to be the one that
+	// connected.
+	caller *principal.Resolved
+}
+
+// serverShared is what every request's copy of the server shares.
+type serverShared struct {
+	wg     sync.WaitGroup
+	limits *connLimits
+	admit  chan struct{} // connections being admitted
 }
 
 func (s *controlServer) listen(path string) error {
@@ -36,73 +49,191 @@ func (s *controlServer) listen(path string) error {
 	if err != nil {
 		return err
 	}
-	// Anyone may ask; every request is authorised by its peer credentials.
+	// Anyone may ask; every request is authorised by the process that
+	// connected, and what one uid or session may hold is bounded.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
 		return err
 	}
 	s.ln = ln
+	s.shared = &serverShared{limits: newConnLimits(), admit: make(chan struct{}, admitting)}
+	l := s.shared.limits
+	s.log.Debug().Int("total", l.total).Int("per_uid", l.perUID).Int("per_session", l.perKey).Msg("control socket limits")
 	return nil
 }
 
 func (s *controlServer) close() {
 	s.ln.Close()
-	s.wg.Wait()
+	s.shared.wg.Wait()
 }
 
+// serve accepts until the listener is closed. Running out of descriptors
+// (EMFILE, ENFILE) or memory does not stop it: it backs off, says so once,
+// and keeps serving.
 func (s *controlServer) serve() {
+	backoff, failing := 5*time.Millisecond, false
 	for {
+		s.shared.admit <- struct{}{}
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
-			return
+			<-s.shared.admit
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if !failing {
+				s.log.Warn().Err(err).Msg("control socket: accept failed; backing off and serving on")
+				failing = true
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
-		s.wg.Add(1)
+		if failing {
+			s.log.Info().Msg("control socket: accepting again")
+			failing = false
+		}
+		backoff = 5 * time.Millisecond
+		s.shared.wg.Add(1)
 		go func() {
-			defer s.wg.Done()
+			defer s.shared.wg.Done()
 			defer c.Close()
-			s.handleConn(c)
+			p, release := s.admitConn(c)
+			<-s.shared.admit
+			if p == nil {
+				return
+			}
+			defer p.close()
+			defer release()
+			s.handleConn(c, p)
 		}()
 	}
 }
 
-func peerPid(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
+// admitConn binds c to its peer and counts it against the limits of the
+// peer's session tree (or uid outside sessions), uid, and all. A
+// connection that cannot be bound or is over a limit is answered with one
+// line and closed at once.
+func (s *controlServer) admitConn(c *net.UnixConn) (*peer, func()) {
+	p, err := bindPeer(c, func(msg string) { s.log.Warn().Msg(msg) })
 	if err != nil {
-		return 0, err
+		answerAndClose(c, &Response{Error: "cannot identify the connecting process: " + err.Error(),
+			Hint: "requests must come over the local socket from the process that connected"})
+		return nil, nil
 	}
-	var cred *unix.Ucred
-	var cerr error
-	err = raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
-	if err != nil {
-		return 0, err
+	var key any = p.uid
+	name := fmt.Sprintf("uid %d outside sessions", p.uid)
+	res := s.reg.Resolve(p.pid)
+	if res.Identified && res.Proc.ID.Start == p.start {
+		subj := res.Subject()
+		p.principal, p.session, p.exe = subj.Principal.String(), subj.Session, res.Proc.Exe
+		if res.Session != nil {
+			top := res.Session.Outermost()
+			key, name = top, "session "+top.ID+" and the sessions started from within it"
+		}
 	}
-	if cerr != nil {
-		return 0, cerr
+	release, over := s.shared.limits.acquire(p.uid, key, name)
+	if over != "" {
+		if s.shared.limits.shouldWarn() {
+			s.log.Warn().Int("pid", p.pid).Uint32("uid", p.uid).Msg("control socket: " + over + "; refusing connections over the limit")
+		}
+		p.close()
+		answerAndClose(c, &Response{Error: over, Hint: "close idle connections to the control socket"})
+		return nil, nil
 	}
-	return int(cred.Pid), nil
+	return p, release
 }
 
-func (s *controlServer) handleConn(c *net.UnixConn) {
-	sc := bufio.NewScanner(c)
+func answerAndClose(c *net.UnixConn, resp *Response) {
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	b, _ := json.Marshal(resp)
+	c.Write(append(b, '\n'))
+	c.Close()
+}
+
+// lineReader gives the request line lineTimeout once its first byte came.
+type lineReader struct {
+	c       *net.UnixConn
+	started bool
+}
+
+func (r *lineReader) Read(b []byte) (int, error) {
+	n, err := r.c.Read(b)
+	if n > 0 && !r.started {
+		r.started = true
+		r.c.SetReadDeadline(time.Now().Add(lineTimeout))
+	}
+	return n, err
+}
+
+func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
+	c.SetReadDeadline(time.Now().Add(idleTimeout))
+	sc := bufio.NewScanner(&lineReader{c: c})
 	sc.Buffer(make([]byte, 4096), 64<<10)
 	if !sc.Scan() {
 		return
 	}
+	c.SetReadDeadline(time.Time{})
 	var resp *Response
 	var req Request
 	dec := json.NewDecoder(strings.NewReader(sc.Text()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		resp = &Response{Error: "malformed request: " + err.Error()}
-	} else if pid, err := peerPid(c); err != nil || pid <= 0 {
-		resp = &Response{Error: "cannot identify the requesting process", Hint: "requests must come over the local socket from a live process"}
 	} else {
-		resp = s.handle(pid, req)
+		resp = s.serveRequest(p, req)
 	}
 	b, _ := json.Marshal(resp)
+	c.SetWriteDeadline(time.Now().Add(writeTimeout))
 	c.Write(append(b, '\n'))
+}
+
+// serveRequest resolves the caller by pid, checks that it is the process
+// that connected, and serves req with that resolution.
+func (s *controlServer) serveRequest(p *peer, req Request) *Response {
+	switch req.Op {
+	case "ping", "sync", "status":
+		// Open to any caller: they change nothing.
+		return s.handle(p.pid, req)
+	}
+	res := s.reg.Resolve(p.pid)
+	if err := p.verify(res); err != nil {
+		return s.refuseStale(p, req, res)
+	}
+	rs := *s
+	rs.caller = res
+	resp := rs.handle(p.pid, req)
+	if req.Op == "register" {
+		// register resolves the pid itself: the connector alive
+		// afterwards proves that it resolved the connector.
+		if err := p.check(); err != nil {
+			s.log.Warn().Int("pid", p.pid).Str("session", req.Session).Msg("control socket: the registering process exited during its registration")
+		}
+	}
+	return resp
+}
+
+// refuseStale refuses and records a request whose connection outlived the
+// process that made it.
+func (s *controlServer) refuseStale(p *peer, req Request, now *principal.Resolved) *Response {
+	v := policy.Verdict{Rule: policy.RuleUnidentified}
+	why := fmt.Sprintf("the process that connected (pid %d) has exited", p.pid)
+	if now != nil && now.Identified && now.Proc.ID.Tgid == p.pid && now.Proc.ID.Start != p.start {
+		why += "; its pid now belongs to another process"
+	}
+	s.m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: p.principal,
+		Meta: evidence.Meta{Op: req.Op, Verdict: "deny", Pid: p.pid, UID: p.uid, Exe: p.exe, Session: p.session, Path: req.Path,
+			Rule: v.Rule.ID(), Reason: why + ": a connection speaks only for the process that made it"}})
+	return &Response{Refused: true, Rule: v.Rule.ID(), Error: req.Op + " refused: " + why,
+		Hint: "a control connection speaks only for the process that connected; connect from the process that asks"}
+}
+
+// resolveCaller is the requesting process: the resolution checked for this
+// request, or (outside a request) the pid resolved now.
+func (s *controlServer) resolveCaller(pid int) *principal.Resolved {
+	if s.caller != nil && s.caller.Proc.ID.Tgid == pid {
+		return s.caller
+	}
+	return s.reg.Resolve(pid)
 }
 
 func refused(v policy.Verdict, msg string) *Response {
@@ -171,7 +302,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	reg, peer, v, err := s.reg.RegisterWith(pid, p, req.Session, req.Resume)
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}}
+			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox}}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}
@@ -192,9 +323,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	rec.Taint = nonNil(sess.Taint().Names())
 	// From: the session it was started from; To: its cgroup. A later
 	// mount rebuilds the registration from them.
-	if reg.Parent != "" || reg.Cgroup != "" {
-		rec.Payload = &evidence.Payload{From: reg.Parent, To: reg.Cgroup}
-	}
+	rec.Payload.From, rec.Payload.To = reg.Parent, reg.Cgroup
 	if _, err := s.m.Record(rec); err != nil {
 		return &Response{Error: "cannot record the session start: " + err.Error()}
 	}
@@ -202,6 +331,9 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	return &Response{OK: true, Data: b}
 }
 
+// taint declares taint for a session. A session may declare it for
+// itself and the sessions started from within it; the owner's channel (a
+// trusted process outside every session) for any session.
 func (s *controlServer) taint(pid int, req Request) *Response {
 	sess := s.reg.Session(req.Session)
 	if sess == nil {
@@ -218,9 +350,27 @@ func (s *controlServer) taint(pid int, req Request) *Response {
 	if t == 0 {
 		return &Response{Error: "no taint flag given"}
 	}
+	peer := s.resolveCaller(pid)
+	subj := peer.Subject()
+	owner := subj.Identified && peer.Session == nil && subj.Principal.Trusted()
+	if !owner && !(subj.Identified && sess.Within(peer.Session)) {
+		v := policy.Verdict{Rule: policy.RuleControl}
+		if !subj.Identified {
+			v.Rule = policy.RuleUnidentified
+		}
+		s.m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: nonNil(subj.Taint.Names()),
+			Meta: evidence.Meta{Op: "taint", Verdict: "deny", Session: subj.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
+				Rule: v.Rule.ID(), Reason: fmt.Sprintf("declaring %s for session %s: %s", t, sess.ID, v.Rule.Reason())}})
+		msg := fmt.Sprintf("taint of session %s refused", sess.ID)
+		if subj.Session != "" {
+			msg += " from session " + subj.Session
+		}
+		r := refused(v, msg)
+		r.Hint = "a session may taint itself and the sessions started from within it; the owner (outside sessions) any session"
+		return r
+	}
 	sess.AddTaint(t)
-	peer := s.reg.Resolve(pid)
-	s.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: peer.Subject().Principal.String(), Taint: t.Names(),
+	s.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: subj.Principal.String(), Taint: t.Names(),
 		Meta: evidence.Meta{Session: sess.ID, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 			Reason: "declared over the control socket"}})
 	b, _ := json.Marshal(map[string]any{"session": sess.ID, "taint": sess.Taint().Names()})
@@ -232,7 +382,7 @@ func (s *controlServer) promote(pid int, req Request) *Response {
 	if rel == "." || strings.HasPrefix(rel, "../") || rel == ".." || filepath.IsAbs(rel) {
 		return &Response{Error: fmt.Sprintf("%s is not inside the workspace", req.Path)}
 	}
-	dst, v, err := s.m.Promote(s.reg.Resolve(pid), rel)
+	dst, v, err := s.m.Promote(s.resolveCaller(pid), rel)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}

@@ -47,10 +47,17 @@ type guardedFile struct {
 	// (empty, as a placeholder); its first commit has no previous version.
 	created bool
 	closed  bool
-	// writers are the processes other than the opener that wrote through
-	// this handle (a descriptor inherited or passed over a socket). Each
-	// of them must be allowed at commit too.
-	writers map[principal.ProcID]*principal.Resolved
+	// writers are the processes that wrote through this handle, the
+	// opener first (a descriptor may be inherited or passed over a
+	// socket). At commit each is resolved again and each must be allowed.
+	writers writerSet
+	// appendOnly: every change since baseLen/baseHash (the content at
+	// open, then at the last commit) is an append at the end (O_APPEND,
+	// or every write landed at the end of the file). Such a handle is
+	// rebased at commit onto the file's content of that moment, so that
+	// concurrent appenders all land.
+	appendOnly bool
+	baseLen    int64
 }
 
 // noteWriter remembers who wrote through the handle. Called with g.mu held.
@@ -59,17 +66,7 @@ func (g *guardedFile) noteWriter(ctx context.Context) {
 	if !ok || c.Pid == 0 {
 		return
 	}
-	if g.res.Identified && int(c.Pid) == g.res.Proc.ID.Tgid {
-		return
-	}
-	res := g.m.Reg.Resolve(int(c.Pid))
-	if res.Identified && res.Proc.ID == g.res.Proc.ID {
-		return
-	}
-	if g.writers == nil {
-		g.writers = map[principal.ProcID]*principal.Resolved{}
-	}
-	g.writers[res.Proc.ID] = res
+	g.writers.note(g.m.Reg.Resolve(int(c.Pid)))
 }
 
 var (
@@ -111,7 +108,14 @@ func (m *Monitor) openGuarded(n *Node, res *principal.Resolved, rel string, flag
 			return nil, gofs.ToErrno(err)
 		}
 	}
-	return &guardedFile{m: m, node: n, res: res, staging: f, onDisk: onDisk, append: flags&syscall.O_APPEND != 0, truncated: flags&syscall.O_TRUNC != 0}, 0
+	g := &guardedFile{m: m, node: n, res: res, staging: f, onDisk: onDisk,
+		append: flags&syscall.O_APPEND != 0, truncated: flags&syscall.O_TRUNC != 0,
+		appendOnly: flags&syscall.O_TRUNC == 0}
+	if fi, err := f.Stat(); err == nil {
+		g.baseLen = fi.Size()
+	}
+	g.writers.note(res)
+	return g, 0
 }
 
 // stagingFor returns a staging file for content of the given size: in
@@ -204,12 +208,14 @@ func (g *guardedFile) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 func (g *guardedFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	st, err := g.staging.Stat()
+	if err != nil {
+		return 0, gofs.ToErrno(err)
+	}
 	if g.append {
-		st, err := g.staging.Stat()
-		if err != nil {
-			return 0, gofs.ToErrno(err)
-		}
 		off = st.Size()
+	} else if off != st.Size() {
+		g.appendOnly = false
 	}
 	g.noteWriter(ctx)
 	if err := g.room(off + int64(len(data))); err != nil {
@@ -234,7 +240,7 @@ func (g *guardedFile) Allocate(ctx context.Context, off, size uint64, mode uint3
 	if err := g.room(int64(off + size)); err != nil {
 		return gofs.ToErrno(err)
 	}
-	g.dirty = true
+	g.dirty, g.appendOnly = true, false
 	return gofs.ToErrno(unix.Fallocate(int(g.staging.Fd()), mode, int64(off), int64(size)))
 }
 
@@ -260,6 +266,9 @@ func (g *guardedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse
 	if sz, ok := in.GetSize(); ok {
 		g.mu.Lock()
 		g.noteWriter(ctx)
+		if fi, err := g.staging.Stat(); err != nil || fi.Size() != int64(sz) {
+			g.appendOnly = false
+		}
 		err := g.room(int64(sz))
 		if err == nil {
 			err = g.staging.Truncate(int64(sz))
@@ -291,9 +300,10 @@ func (g *guardedFile) Release(ctx context.Context) syscall.Errno {
 	return errno
 }
 
-// commit decides again with the opener's taint as of now (it may have read
-// something since open) and either replaces the backing file with the
-// staged content or quarantines it.
+// commit decides again for every process that wrote through the handle,
+// each resolved as it is now (it may have read something, joined a
+// session or exec'd since), and either replaces the backing file with the
+// staged content or quarantines it. Commits of one path are serialised.
 func (g *guardedFile) commit(ctx context.Context, last bool) syscall.Errno {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -302,17 +312,66 @@ func (g *guardedFile) commit(ctx context.Context, last bool) syscall.Errno {
 	}
 	g.dirty, g.truncated = false, false
 	rel := g.node.rel()
-	for _, w := range g.writers {
+	defer g.m.lockPath(rel)()
+	subjects := g.m.writersNow(&g.writers)
+	if len(subjects) == 0 {
+		subjects = []*principal.Resolved{g.res}
+	}
+	staged := g.staging
+	created := g.created
+	if g.appendOnly || g.append && g.created {
+		// An O_APPEND handle that created the file appended to nothing.
+		f, err := g.m.rebase(rel, g.staging, g.baseLen)
+		if err != nil {
+			g.m.log.Error().Err(err).Str("path", rel).Msg("cannot rebase appended content")
+			return syscall.EIO
+		}
+		staged = f
+	}
+	if created {
+		// The empty placeholder this handle created is not a previous
+		// version, unless another commit has replaced it since.
+		if st, err := g.m.lstatRel(rel); err != nil || keyOf(st) != g.key || st.Size != 0 {
+			created = false
+		}
+	}
+	errno := g.m.commitAll(ctx, subjects, rel, staged, created)
+	if staged != g.staging {
+		if errno != 0 {
+			staged.Close()
+		} else {
+			// The handle now holds what it committed; later appends are
+			// relative to that.
+			g.staging.Close()
+			g.staging = staged
+			if fi, err := staged.Stat(); err == nil && fi.Size() > stagingInMemory {
+				g.onDisk = true
+			}
+		}
+	}
+	if errno == 0 {
+		g.created = false
+		g.appendOnly = true
+		if fi, err := g.staging.Stat(); err == nil {
+			g.baseLen = fi.Size()
+		}
+	}
+	return errno
+}
+
+// commitAll decides the commit for every subject (the first is the one it
+// is recorded under) and commits or quarantines. Called with rel's lock
+// held.
+func (m *Monitor) commitAll(ctx context.Context, subjects []*principal.Resolved, rel string, staged *os.File, created bool) syscall.Errno {
+	for _, w := range subjects[1:] {
 		// Every process that wrote through the handle must be allowed to
 		// write the file: a descriptor handed to a WEB process does not
 		// carry its opener's authority.
-		if errno := g.m.commitCheck(w, rel, g.staging); errno != 0 {
+		if errno := m.commitCheck(w, rel, staged); errno != 0 {
 			return errno
 		}
 	}
-	created := g.created
-	g.created = false
-	return g.m.commitAs(ctx, g.res, rel, g.staging, created)
+	return m.commitAs(ctx, subjects[0], rel, staged, created, subjects[1:]...)
 }
 
 // commitCheck decides the commit for one writer and quarantines the staged
@@ -379,16 +438,24 @@ func (m *Monitor) keepInQuarantine(r *evidence.Record, rel, newHash string) sysc
 // commitFrom is the one place where guarded content changes: decide, keep
 // the previous version, replace atomically, record durably.
 func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel string, staged *os.File) syscall.Errno {
+	defer m.lockPath(rel)()
 	return m.commitAs(ctx, res, rel, staged, false)
 }
 
 // commitAs is commitFrom for a file that the committing handle itself
 // created (created): the empty placeholder is not a previous version.
-func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel string, staged *os.File, created bool) syscall.Errno {
+// others are further writers, allowed already: the new content's label
+// carries their taint too. Called with rel's lock held.
+func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel string, staged *os.File, created bool, others ...*principal.Resolved) syscall.Errno {
 	defer m.changing(rel)()
 	st, _ := m.lstatRel(rel)
 	t, l := m.target(rel, st)
 	subj := res.Subject()
+	for _, o := range others {
+		w := o.Subject()
+		subj.Taint |= w.Taint
+		subj.Principal = policy.Lower(subj.Principal, w.Principal)
+	}
 	v := m.decideCommit(res, subj, t)
 	if !v.Allow {
 		return m.quarantine(res, subj, rel, staged, v)
@@ -431,7 +498,8 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 	}
 	m.expect(rel, newHash)
 	var id string
-	errno := m.replaceThen(rel, staged, st, func() syscall.Errno {
+	var preKey *fileKey
+	errno := m.replaceThen(rel, staged, st, func(tmp *syscall.Stat_t) syscall.Errno {
 		b := <-blobc
 		if b.err != nil {
 			m.log.Error().Err(b.err).Msg("cannot store staged content")
@@ -439,10 +507,30 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 		}
 		newHash = b.hash
 		var errno syscall.Errno
-		id, errno = m.appendWrite(res, subj, rel, oldHash, newHash, v)
-		return errno
+		if id, errno = m.appendWrite(res, subj, rel, oldHash, newHash, v); errno != 0 {
+			return errno
+		}
+		if pl := labelForWriter(subj); pl != nil && tmp != nil {
+			// A labelled version is labelled before anyone can open
+			// it: a reader between the rename and bindWrite inherits
+			// its taint (the rename changes its ctime; the label's
+			// hash still binds it).
+			pl.Hash, pl.Record = newHash, id
+			pl.bindFingerprint(tmp)
+			k := keyOf(tmp)
+			if err := m.Labels.Set(k, pl); err != nil {
+				m.log.Error().Err(err).Str("path", rel).Msg("label of the new version not stored")
+				return syscall.EIO
+			}
+			preKey = &k
+		}
+		return 0
 	})
 	if errno != 0 {
+		if preKey != nil {
+			// The temporary file is gone; its inode number is free.
+			m.Labels.Set(*preKey, nil)
+		}
 		m.expect(rel, oldHash)
 		return errno
 	}
@@ -512,7 +600,10 @@ func (m *Monitor) replace(rel string, staged *os.File, old *syscall.Stat_t) sysc
 // durable and the rename that publishes it: a commit makes its record
 // durable there, so that no file ever holds content the log has not
 // recorded. A step that fails aborts the replacement.
-func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, beforeRename func() syscall.Errno) syscall.Errno {
+//
+// beforeRename is given the temporary file's stat (nil when the file is
+// rewritten in place).
+func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, beforeRename func(tmp *syscall.Stat_t) syscall.Errno) syscall.Errno {
 	dir, name := path.Split(rel)
 	dfd, err := m.openDir(strings.TrimSuffix(dir, "/"))
 	if err != nil {
@@ -561,9 +652,14 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 		// The content is written (a full disk has said so by now); its
 		// flush and the record's flush are independent, so they overlap.
 		// Both are done before the rename.
+		var tst *syscall.Stat_t
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err == nil {
+			tst = &st
+		}
 		synced := make(chan error, 1)
 		go func() { synced <- out.Sync() }()
-		if errno := beforeRename(); errno != 0 {
+		if errno := beforeRename(tst); errno != 0 {
 			<-synced
 			return errno
 		}
@@ -596,9 +692,9 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 }
 
 // rewriteInPlace gives the existing inode the staged content.
-func (m *Monitor) rewriteInPlace(dfd int, name, rel string, staged *os.File, beforeRename func() syscall.Errno) syscall.Errno {
+func (m *Monitor) rewriteInPlace(dfd int, name, rel string, staged *os.File, beforeRename func(*syscall.Stat_t) syscall.Errno) syscall.Errno {
 	if beforeRename != nil {
-		if errno := beforeRename(); errno != 0 {
+		if errno := beforeRename(nil); errno != 0 {
 			return errno
 		}
 	}

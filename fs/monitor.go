@@ -85,6 +85,7 @@ type Monitor struct {
 	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
 	inflight map[string]int      // guarded paths aerfs is changing right now
 	onKnown  func(rel string)    // see SetOnKnown
+	paths    pathLocks           // one lock per guarded path being changed
 
 	Stats Stats
 
@@ -279,6 +280,9 @@ func (m *Monitor) effectiveLabel(st *syscall.Stat_t, rel string) *Label {
 			_ = m.Labels.Set(k, l)
 			return l
 		}
+	}
+	if m.paths.busy(rel) {
+		return l // a commit of rel is publishing a version: the stat raced it
 	}
 	m.log.Warn().Str("path", rel).Msg("label binding broken: content changed outside the mount; treated as EXTERNAL")
 	m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: policy.External.String(),

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -37,7 +38,11 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 	opts := &gofs.Options{
 		NegativeTimeout: &neg,
 		MountOptions: fuse.MountOptions{
-			AllowOther:  true,
+			// Other users' processes (and root's) may use a mount made
+			// by root. An unprivileged mount serves only its owner's
+			// processes, which is all an agent's sessions are, and so
+			// needs no user_allow_other in /etc/fuse.conf.
+			AllowOther:  os.Geteuid() == 0,
 			Options:     []string{"default_permissions"},
 			FsName:      m.stateDir,
 			Name:        "aerfs",

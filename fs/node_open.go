@@ -67,7 +67,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return &guardedReader{FileHandle: fh}, fuse.FOPEN_DIRECT_IO, 0
+		return &guardedReader{FileHandle: fh, node: n}, guardedReadFlags, 0
 	}
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
 	fl |= keepCache(t)
@@ -152,9 +152,10 @@ func isReserved(name string) bool {
 }
 
 // guardedReader serves reads of a guarded file without kernel passthrough
-// or page cache.
+// (its page cache lives only from an open to its close: fs/mmap.go).
 type guardedReader struct {
 	gofs.FileHandle
+	node *Node
 }
 
 func (g *guardedReader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {

@@ -16,8 +16,8 @@ import (
 //
 // Restores, approvals and drift repair change guarded files from the
 // owner's channel, not from a FUSE request. They go through the same
-// atomic replace as a commit and keep the previous version; the daemon
-// records them.
+// atomic replace as a commit, under the same per-path lock, and keep the
+// previous version; the daemon records them.
 
 // expect notes the content aerfs itself is about to give rel ("" = absent),
 // before it does: the drift watcher sees aerfs's own changes too, and must
@@ -141,6 +141,7 @@ func (m *Monitor) SetContent(rel, h string) (string, error) {
 	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
 		return "", fmt.Errorf("bad path %q", rel)
 	}
+	defer m.lockPath(rel)()
 	defer m.changing(rel)()
 	old, err := m.HashRel(rel)
 	if err != nil {
@@ -216,6 +217,9 @@ type Drift struct {
 // CheckDrift compares rel with what aerfs last gave it. A drifted file's
 // label becomes EXTERNAL: whoever reads it inherits UNTRUSTED.
 func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
+	// A commit between reading the expected content and hashing the file
+	// would look like drift: compare between commits.
+	defer m.lockPath(rel)()
 	m.mu.Lock()
 	busy := m.inflight[rel] > 0
 	m.mu.Unlock()

@@ -44,7 +44,8 @@ func (r requests) String() string {
 // meanwhile. The mount must have been made with --debug.
 func (e *Env) requestsDuring(f func()) requests {
 	e.t.Helper()
-	logp := filepath.Join(e.State, "daemon.log")
+	// go-fuse's request log is plain text on the daemon's stderr.
+	logp := filepath.Join(e.State, "daemon.stderr")
 	// Requests the kernel sends asynchronously (RELEASE, FORGET) after an
 	// earlier command must not be counted against this one.
 	time.Sleep(300 * time.Millisecond)

@@ -205,8 +205,10 @@ func TestSessionBurstCountsTheTree(t *testing.T) {
 func TestSessionProcessSurvivesRemount(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n"}).Mount()
 	out := filepath.Join(t.TempDir(), "out")
-	// Outside the workspace, so that the unmount is not busy.
-	cmd := exec.Command(aerfsBin, "run", "--workspace", e.WS, "--principal", "WEB", "--session", "long", "--",
+	// Outside the workspace, so that the unmount is not busy; unconfined,
+	// because a confined session's mount namespace holds the old mount
+	// (and its daemon) for as long as it lives.
+	cmd := exec.Command(aerfsBin, "run", "--sandbox=off", "--workspace", e.WS, "--principal", "WEB", "--session", "long", "--",
 		"sh", "-c", `read x; echo injected >> "$1/MEMORY.md" && echo WROTE > "$2" || echo REFUSED > "$2"`, "sh", e.WS, out)
 	cmd.Dir = "/"
 	in, err := cmd.StdinPipe()

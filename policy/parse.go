@@ -48,9 +48,10 @@ const (
 	keyBurst      = "burst"
 	keyReview     = "review_sessions"
 	keyOnDrift    = "on_drift"
+	keySandbox    = "sandbox"
 )
 
-var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift}
+var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox}
 
 // spec is a parsed but not yet merged policy file. has records which keys
 // the file sets; the others come from the default policy.
@@ -68,6 +69,7 @@ type spec struct {
 	burstWindow time.Duration
 	review      map[string]bool
 	onDrift     DriftAction
+	sandbox     sandboxSpec
 }
 
 var (
@@ -188,6 +190,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.review(v, s)
 		case keyOnDrift:
 			return ps.onDrift(v, s)
+		case keySandbox:
+			return ps.sandbox(v, s)
 		}
 		return nil
 	})

@@ -280,6 +280,8 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 			s.review = base.review
 		case keyOnDrift:
 			s.onDrift = base.onDrift
+		case keySandbox:
+			s.sandbox = base.sandbox
 		}
 	}
 	for c := Identity; c < numClasses; c++ {
@@ -290,6 +292,12 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 			return ps.errf(root, "the default policy must list every class", "missing classes.%s", c)
 		}
 		s.classes[c] = base.classes[c]
+	}
+	if s.has[keySandbox] && s.sandbox.writable == nil {
+		if base == nil {
+			return ps.errf(root, "the default policy must set every key", "missing sandbox.writable")
+		}
+		s.sandbox.writable = base.sandbox.writable
 	}
 	if base == nil {
 		if s.sessions == "" || s.shared == "" || s.burstN == 0 || s.burstWindow == 0 {
@@ -332,6 +340,8 @@ func compile(name string, s *spec) *Policy {
 		burstWindow: s.burstWindow,
 		review:      s.review,
 		onDrift:     s.onDrift,
+		writable:    s.sandbox.writable,
+		privateTmp:  s.sandbox.privateTmp,
 	}
 	for c := Identity; c < numClasses; c++ {
 		r := classRank(c)
@@ -366,4 +376,81 @@ func (ps *parser) onDrift(n *yaml.Node, s *spec) error {
 		return ps.errf(n, "on_drift is record or restore", "unknown on_drift action %q", v)
 	}
 	return nil
+}
+
+// sandboxSpec is the sandbox key: what a confined session may change
+// outside the workspace.
+type sandboxSpec struct {
+	writable   []string // absolute, or "~" and "~/…" for the owner's home
+	privateTmp bool
+}
+
+func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
+	return ps.mapping(n, []string{"writable", "private_tmp", "network"}, func(key string, _, v *yaml.Node) error {
+		if key == "private_tmp" {
+			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&s.sandbox.privateTmp) != nil {
+				return ps.errf(v, "write private_tmp: true or private_tmp: false", "sandbox.private_tmp must be true or false, found %s", kindName(v))
+			}
+			return nil
+		}
+		if key == "network" {
+			net, err := ps.str(v, "sandbox.network")
+			if err != nil {
+				return err
+			}
+			if net != "open" {
+				return ps.errf(v, "this aerfs leaves the network open to sessions: write network: open or leave the key out", "unknown sandbox.network %q", net)
+			}
+			return nil
+		}
+		items, err := ps.list(v, "sandbox.writable")
+		if err != nil {
+			return err
+		}
+		s.sandbox.writable = []string{}
+		seen := map[string]int{}
+		for _, it := range items {
+			p, err := ps.str(it, "a writable path")
+			if err != nil {
+				return err
+			}
+			if msg := checkSandboxPath(p); msg != "" {
+				return ps.errf(it, `write an absolute path such as /tmp, or one in the owner's home such as ~/.cache/go-build`, "sandbox.writable %q %s", p, msg)
+			}
+			if line, dup := seen[p]; dup {
+				return ps.errf(it, fmt.Sprintf("remove one of the two; the first is on line %d", line), "sandbox.writable %q listed twice", p)
+			}
+			seen[p] = it.Line
+			s.sandbox.writable = append(s.sandbox.writable, p)
+		}
+		return nil
+	})
+}
+
+// checkSandboxPath validates a sandbox path: absolute or below "~", clean,
+// without wildcards, and not the whole file system.
+func checkSandboxPath(p string) string {
+	rest := p
+	switch {
+	case p == "~":
+		return "is the whole home directory, where the owner's shell and tools keep what they run"
+	case strings.HasPrefix(p, "~/"):
+		rest = p[1:]
+	case strings.HasPrefix(p, "~"):
+		return "names another user's home; only ~ (the owner's) is expanded"
+	case !strings.HasPrefix(p, "/"):
+		return "is relative"
+	}
+	if rest == "/" {
+		return "is the whole file system"
+	}
+	if strings.ContainsAny(rest, "*?[\\") {
+		return "contains a wildcard"
+	}
+	for comp := range strings.SplitSeq(rest[1:], "/") {
+		if comp == "" || comp == "." || comp == ".." {
+			return "is not a clean path"
+		}
+	}
+	return ""
 }

@@ -201,7 +201,7 @@ func TestDefault(t *testing.T) {
 	for c, want := range map[Class][]string{
 		Identity: {"SOUL.md", "IDENTITY.md"},
 		Memory:   {"MEMORY.md", "AGENTS.md", "CLAUDE.md", "TOOLS.md", "USER.md", "HEARTBEAT.md", "memory/**"},
-		Control:  {"skills/**", ".claude/**", ".mcp.json", ".git/hooks/**", "crontab", "cron/**", "*.cron", "*.timer"},
+		Control:  {"skills/**", ".claude/**", ".mcp.json", ".git", "**/.git/config", "**/.git/hooks/**", ".gitmodules", ".vscode/**", ".idea/**", ".husky/**", "crontab", "cron/**", "*.cron", "*.timer"},
 		Secret:   {".env*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "credentials*", ".netrc"},
 	} {
 		if got := p.Patterns(c); strings.Join(got, " ") != strings.Join(want, " ") {

@@ -29,6 +29,8 @@ type Policy struct {
 	burstWindow time.Duration
 	review      map[string]bool
 	onDrift     DriftAction
+	writable    []string // sandbox.writable as written
+	privateTmp  bool
 
 	classPatterns [numClasses][]string // as written, for Patterns
 }
@@ -221,3 +223,24 @@ const (
 
 // OnDrift is the policy's drift action.
 func (p *Policy) OnDrift() DriftAction { return p.onDrift }
+
+// SandboxWritable returns the paths a confined session may change besides
+// the workspace, absolute, with a leading "~" replaced by home (the
+// workspace owner's home directory).
+func (p *Policy) SandboxWritable(home string) []string {
+	out := make([]string, 0, len(p.writable))
+	for _, w := range p.writable {
+		if rest, ok := strings.CutPrefix(w, "~"); ok {
+			if home == "" || !strings.HasPrefix(home, "/") {
+				continue
+			}
+			w = strings.TrimSuffix(home, "/") + rest
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// SandboxPrivateTmp reports whether a session gets a /tmp of its own
+// instead of the shared one.
+func (p *Policy) SandboxPrivateTmp() bool { return p.privateTmp }

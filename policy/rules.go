@@ -18,6 +18,7 @@ const (
 	RuleGrant                    // RG-grant: trust is only lowered when a principal is handed out
 	RuleAllowed                  // RA-allowed: a guarded mutation by a trusted, untainted subject
 	RuleSession                  // RS-session: a session id belongs to the registration that created it
+	RuleControl                  // RC-control: a session's control requests act only on its own session tree
 	numRules
 )
 
@@ -36,6 +37,7 @@ var ruleIDs = [numRules]string{
 	RuleGrant:        "RG-grant",
 	RuleAllowed:      "RA-allowed",
 	RuleSession:      "RS-session",
+	RuleControl:      "RC-control",
 }
 
 var ruleReasons = [numRules]string{
@@ -53,6 +55,7 @@ var ruleReasons = [numRules]string{
 	RuleGrant:        "trust is only lowered, never raised",
 	RuleAllowed:      "trusted, untainted subject",
 	RuleSession:      "a session id belongs to the registration that created it",
+	RuleControl:      "a session may only act on itself and the sessions started from within it",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

@@ -7,8 +7,14 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 step() { printf '\n== %s\n' "$*"; }
 
-# Mounts that were there before this run are not this run's to answer for.
-before=$(grep 'fuse.aerfs' /proc/self/mountinfo | awk '{print $5}' | sort || true)
+# Everything this run makes lives under a directory of its own: the Go
+# tests' temporary directories (and so every workspace they mount) and the
+# logs. The leftover check at the end looks only there, so FUSE mounts that
+# belong to anything else on the machine are never this run's business.
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/aerfs-test.XXXXXX")
+export TMPDIR=$run_dir
+log=$run_dir/integration.log
+echo "test run directory: $run_dir"
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -26,9 +32,9 @@ step "unit tests (race)"
 $GO test -race -count=1 $($GO list ./... | grep -v /integration)
 
 step "integration tests (real mounts)"
-$GO test -count=1 -timeout 12m -v ./integration/ 2>&1 | tee /tmp/aerfs-integration.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' | grep -v '^=== RUN' || true
-if ! grep -q '^ok' /tmp/aerfs-integration.log; then
-  echo "integration tests failed:"; tail -n 80 /tmp/aerfs-integration.log; exit 1
+$GO test -count=1 -timeout 12m -v ./integration/ 2>&1 | tee "$log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' | grep -v '^=== RUN' || true
+if ! grep -q '^ok' "$log"; then
+  echo "integration tests failed (whole log: $log):"; tail -n 80 "$log"; exit 1
 fi
 
 step "integration tests with a race-enabled daemon (a selection)"
@@ -37,9 +43,9 @@ AERFS_RACE=1 $GO test -count=1 -timeout 8m \
   ./integration/
 
 step "leftover mounts"
-after=$(grep 'fuse.aerfs' /proc/self/mountinfo | awk '{print $5}' | sort || true)
-left=$(comm -13 <(echo "$before") <(echo "$after") | grep . || true)
-if [ -n "$left" ]; then
-  echo "aerfs mounts left behind by this run:"; echo "$left"; exit 1
+if ! left=$(bash scripts/leftover-mounts.sh "$run_dir"); then
+  echo "mounts left behind by this run:"; echo "$left"; exit 1
 fi
 echo "no mounts left behind"
+# The logs stay for a look when something failed; a clean run leaves nothing.
+rm -rf "$run_dir"

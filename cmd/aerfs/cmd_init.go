@@ -32,7 +32,7 @@ func runInit(wsArg, state string, out interface{ Write([]byte) (int, error) }) e
 		return fail(exitNoWorkspace, "create it first, or check the path", "workspace %s does not exist or is not a directory", wsArg)
 	}
 	if state == "" {
-		state = defaultStateDir(ws)
+		state = findStateDir(ws)
 	}
 	state, err = filepath.Abs(state)
 	if err != nil {
@@ -55,6 +55,13 @@ func runInit(wsArg, state string, out interface{ Write([]byte) (int, error) }) e
 	}
 	if err := evidence.Init(state, "aerfs/"+filepath.Base(ws)); err != nil {
 		return err
+	}
+	if def := defaultStateDir(ws); def != state {
+		// Leave a pointer where the workspace alone leads, so that later
+		// commands find this state directory without --state.
+		if err := os.MkdirAll(def, 0o700); err == nil {
+			os.WriteFile(filepath.Join(def, stateLink), []byte(state+"\n"), 0o600)
+		}
 	}
 	fmt.Fprintf(out, "initialised %s\nstate:  %s\npolicy: %s\n", ws, state, filepath.Join(state, daemon.PolicyName))
 	return nil

@@ -15,12 +15,15 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/policy"
 )
 
 type mountOptions struct {
+	logMax     int64 // bytes of daemon.log before it rotates
+	logKeep    int   // rotated files kept
 	foreground bool
 	readyFd    int
 	debug      bool
@@ -41,6 +44,8 @@ func newMountCommand() *cobra.Command {
 	c.Flags().IntVar(&o.readyFd, "ready-fd", 0, "file descriptor to report readiness on (used by the background start)")
 	c.Flags().BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	c.Flags().BoolVar(&o.noPT, "no-passthrough", false, "serve plain file data through the daemon, as an unprivileged mount does (for comparison, or a kernel whose passthrough misbehaves)")
+	c.Flags().Int64Var(&o.logMax, "log-max-size", 10<<20, "rotate daemon.log in the state directory past this many bytes (0: never)")
+	c.Flags().IntVar(&o.logKeep, "log-keep", 5, "rotated daemon logs to keep (daemon.log.1 … daemon.log.N)")
 	c.Flags().MarkHidden("ready-fd")
 	return c
 }
@@ -58,30 +63,43 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	}
 	state := gopts.state
 	if state == "" {
-		state = defaultStateDir(ws)
+		state = findStateDir(ws)
 	}
 	if state, err = filepath.Abs(state); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err != nil {
-		return fail(exitNotMounted, "run: aerfs init "+ws, "%s is not initialised (no policy in %s)", ws, state)
+		return fail(exitNotMounted, "run: aerfs init "+ws+" (or pass the --state DIR it was initialised with)", "%s is not initialised (no policy in %s)", ws, state)
 	}
 	// Check the policy here too, so a bad one is reported to the user
 	// and not only in the daemon's log.
 	if _, err := policy.Load(filepath.Join(state, daemon.PolicyName)); err != nil {
 		return err
 	}
+	if os.Geteuid() != 0 {
+		if err := rootlessPreflight(); err != nil {
+			return err
+		}
+	}
 	if !o.foreground {
 		return startDaemon(ws, state, o)
 	}
-	logf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	// daemon.log holds only JSON lines, rotated by size; anything else
+	// the process prints (a Go runtime panic) goes to daemon.stderr.
+	logf, err := openRotating(filepath.Join(state, "daemon.log"), o.logMax, o.logKeep)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
 	var w io.Writer = logf
 	if o.readyFd == 0 {
-		w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+		// In the foreground: readable lines on a terminal; JSON lines
+		// otherwise (a systemd unit: journald keeps them as they are).
+		if isTerminal(os.Stderr) {
+			w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+		} else {
+			w = zerolog.MultiLevelWriter(logf, os.Stderr)
+		}
 	}
 	log := zerolog.New(w).With().Timestamp().Logger()
 	var ready func(error)
@@ -111,7 +129,23 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 			}
 		}
 	}
+	// Operators' lines: when the mount serves and when it ends, with the
+	// version that served it.
+	v := buildVersion()
+	announce := ready
+	ready = func(err error) {
+		if err == nil {
+			log.Info().Str("event", "mounted").Str("workspace", ws).Str("state", state).
+				Str("version", v.Version).Str("revision", v.Revision).Int("pid", os.Getpid()).Msg("mounted")
+		}
+		announce(err)
+	}
 	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, Log: log, Ready: ready, Warn: warn})
+	if err != nil {
+		log.Error().Str("event", "unmounted").Str("workspace", ws).Err(err).Msg("stopped with an error")
+	} else {
+		log.Info().Str("event", "unmounted").Str("workspace", ws).Msg("unmounted")
+	}
 	if errors.Is(err, daemon.ErrNoWorkspace) {
 		return fail(exitNoWorkspace, "check the path", "%v", err)
 	}
@@ -136,11 +170,12 @@ func startDaemon(ws, state string, o mountOptions) error {
 	if o.debug {
 		args = append(args, "--debug")
 	}
+	args = append(args, fmt.Sprintf("--log-max-size=%d", o.logMax), fmt.Sprintf("--log-keep=%d", o.logKeep))
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stdin = nil
 	cmd.Dir = "/"
-	errf, err := os.OpenFile(filepath.Join(state, "daemon.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	errf, err := os.OpenFile(filepath.Join(state, "daemon.stderr"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -174,5 +209,43 @@ func startDaemon(ws, state string, o mountOptions) error {
 	if msg, ok := strings.CutPrefix(line, "error "); ok {
 		return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "mount failed: %s", msg)
 	}
-	return fail(exitError, "details in "+filepath.Join(state, "daemon.log"), "the aerfs daemon exited before the mount was ready")
+	return fail(exitError, "details in "+filepath.Join(state, "daemon.log")+" and "+filepath.Join(state, "daemon.stderr"), "the aerfs daemon exited before the mount was ready")
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// rootlessPreflight checks, before an unprivileged mount, the pieces it
+// needs and names the one that is missing: /dev/fuse readable and writable
+// by this user, and a setuid fusermount3 (or fusermount) to mount and
+// unmount through.
+func rootlessPreflight() error {
+	uid := os.Geteuid()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	switch {
+	case err == nil:
+		unix.Close(fd)
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
+		return fail(exitError, "as root: modprobe fuse (the kernel's FUSE module), then try again", "/dev/fuse is missing: this kernel offers no FUSE")
+	default:
+		mode := ""
+		if fi, serr := os.Stat("/dev/fuse"); serr == nil {
+			mode = fmt.Sprintf(" (mode %04o)", fi.Mode().Perm())
+		}
+		return fail(exitError, "as root: chmod 0666 /dev/fuse (Debian's fuse3 package does it through udev), or run aerfs mount as root",
+			"/dev/fuse is not readable and writable by uid %d%s: %v", uid, mode, err)
+	}
+	helper, err := exec.LookPath("fusermount3")
+	if err != nil {
+		if helper, err = exec.LookPath("fusermount"); err != nil {
+			return fail(exitError, "as root: apt-get install fuse3 (it provides the setuid fusermount3)", "an unprivileged mount needs fusermount3, and it is not on PATH")
+		}
+	}
+	if fi, err := os.Stat(helper); err == nil && (fi.Mode()&os.ModeSetuid == 0) {
+		return fail(exitError, "as root: chmod u+s "+helper+" (and make sure it is owned by root)", "%s is not setuid: an unprivileged user cannot mount through it", helper)
+	}
+	return nil
 }

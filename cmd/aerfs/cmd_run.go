@@ -16,12 +16,13 @@ type runOptions struct {
 	principal string
 	session   string
 	resume    bool
+	sandbox   string
 }
 
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	c := &cobra.Command{
-		Use:   "run [--principal P] [--session S] -- CMD [ARGS...]",
+		Use:   "run [--principal P] [--session S [--resume]] [--sandbox=off] -- CMD [ARGS...]",
 		Short: "Run a command in a session under a principal",
 		Long: `run registers this process with the daemon over the control socket and then
 executes CMD in its place (same pid). CMD and everything it starts belong to
@@ -29,7 +30,17 @@ the session. The daemon authenticates the request by the kernel's peer
 credentials and grants only principals at or below the caller's own.
 A session id belongs to the registration that created it, across remounts:
 it can be registered again only from inside that session, or by the owner
-outside sessions (with --resume for a session of an earlier mount).`,
+outside sessions (with --resume for a session of an earlier mount).
+
+Before it executes CMD, run confines the session (docs/confinement.md):
+it starts a copy of itself in a new user and mount namespace (the owner's
+/run/user/<uid>, tmux and ssh-agent sockets and the state directory out of
+sight; the copy registers and executes CMD, this process waits for it);
+Landlock lets the session change files only beneath the workspace and the
+policy's sandbox.writable paths, keeps it out of the state directory and
+scopes signals, abstract sockets and ptrace to it; a seccomp filter under
+no_new_privs refuses ptrace, process_vm_*, pidfd_getfd, mount, unshare and
+the like. --sandbox=off runs CMD unconfined; the session start records it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(o, args)
@@ -38,6 +49,7 @@ outside sessions (with --resume for a session of an earlier mount).`,
 	c.Flags().StringVar(&o.principal, "principal", "", "SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL or EXTERNAL (default: your own)")
 	c.Flags().StringVar(&o.session, "session", "", "session name (default: a new session)")
 	c.Flags().BoolVar(&o.resume, "resume", false, "rejoin the existing session --session (the owner, outside sessions)")
+	c.Flags().StringVar(&o.sandbox, "sandbox", "on", "on: confine the session (default); off: run it unconfined")
 	return c
 }
 
@@ -50,6 +62,9 @@ func runRun(o runOptions, args []string) error {
 	if o.resume && o.session == "" {
 		return fail(exitUsage, "name the session to rejoin: aerfs run --resume --session ID -- CMD", "--resume needs --session")
 	}
+	if o.sandbox != "on" && o.sandbox != "off" {
+		return fail(exitUsage, "write --sandbox=on (the default) or --sandbox=off", "unknown --sandbox value %q", o.sandbox)
+	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		return fail(exitUsage, "check the command name and PATH", "%v", err)
@@ -58,13 +73,19 @@ func runRun(o runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume})
+	sc := prepareSandbox(o.sandbox == "on", t)
+	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume, Sandbox: sc.planned})
 	if err != nil {
 		return err
 	}
 	var reg struct{ Session, Principal string }
 	json.Unmarshal(resp.Data, &reg)
 	env := append(os.Environ(), "AERFS_SESSION="+reg.Session, "AERFS_PRINCIPAL="+reg.Principal)
+	confinement, err := sc.apply(t, reg.Session)
+	if err != nil {
+		return err
+	}
+	env = append(env, confinement...)
 	// Same pid: the registration names this process as the session root.
 	return syscall.Exec(path, args, env)
 }

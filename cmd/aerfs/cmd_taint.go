@@ -17,7 +17,10 @@ func newTaintCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "taint --session S FLAG...",
 		Short: "Declare that a session has read untrusted data (taint only grows)",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `taint adds taint flags to a session. A session may declare taint for itself
+and for the sessions started from within it; the owner, outside every
+session, for any session. Anything else is refused (exit 4, rule RC-control).`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTaint(cmd.OutOrStdout(), session, args)
 		},

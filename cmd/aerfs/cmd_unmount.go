@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +47,15 @@ func runUnmount(wsArg string) error {
 		if last = syscall.Unmount(ws, 0); last == nil {
 			break
 		}
+		if last == syscall.EPERM {
+			// Not root: the owner of a FUSE mount unmounts it through
+			// the setuid helper.
+			if last = fusermountUnmount(ws); last == nil || !strings.Contains(last.Error(), "busy") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if last != syscall.EBUSY {
 			break
 		}
@@ -61,5 +72,21 @@ func runUnmount(wsArg string) error {
 		time.Sleep(25 * time.Millisecond)
 	}
 	fmt.Fprintf(os.Stderr, "aerfs: unmounted %s\n", ws)
+	return nil
+}
+
+// fusermountUnmount unmounts ws with fusermount3 -u (or fusermount -u),
+// which lets the user who mounted a FUSE file system unmount it.
+func fusermountUnmount(ws string) error {
+	helper, err := exec.LookPath("fusermount3")
+	if err != nil {
+		if helper, err = exec.LookPath("fusermount"); err != nil {
+			return fmt.Errorf("%w (and neither fusermount3 nor fusermount is installed: apt-get install fuse3)", syscall.EPERM)
+		}
+	}
+	out, err := exec.Command(helper, "-u", ws).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s -u: %s", filepath.Base(helper), strings.TrimSpace(string(out)))
+	}
 	return nil
 }

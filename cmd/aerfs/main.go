@@ -66,8 +66,19 @@ from which process writes and what it has read, never from the bytes.`,
 		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
-		newRestoreCommand(), newApproveCommand(), newRejectCommand(),
+		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
+		newWatchCommand(), newReportCommand(),
 	)
+	root.AddCommand(newManCommand(root))
+	// cobra would add completion and help when it runs; make them now so
+	// that they get their examples too.
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	addExamples(root)
+	addCompletions(root)
+	// --version prints what `aerfs version` prints.
+	root.Version = buildVersion().Version
+	root.SetVersionTemplate(buildVersion().String())
 	return root
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/aerfs/aerfs/evidence"
 )
 
@@ -69,4 +71,57 @@ func TestInitRefusesStateInsideWorkspace(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "inside the workspace") {
 		t.Fatalf("state inside workspace: %v", err)
 	}
+}
+
+func TestVersion(t *testing.T) {
+	var b bytes.Buffer
+	if err := printVersion(&b, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"aerfs ", "go1.", "go-fuse  v2.", "kernel   "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("aerfs version lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := printVersion(&b, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"go_fuse":"v2.`) {
+		t.Errorf("aerfs version --json: %s", b.String())
+	}
+}
+
+// Every command's --help shows at least one example, and each example
+// invokes that command.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	root := newRootCommand()
+	if missing := commandsWithoutExample(root); len(missing) > 0 {
+		t.Fatalf("commands without an example in --help: %v", missing)
+	}
+	for path, ex := range examples {
+		if !strings.Contains(ex, path) && !strings.Contains(ex, strings.Join(strings.Fields(path)[:len(strings.Fields(path))-1], " ")) {
+			t.Errorf("the example of %q does not invoke it: %s", path, ex)
+		}
+	}
+	// What a user types: each command's --help, as printed.
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() != "help" {
+			r := newRootCommand()
+			var b bytes.Buffer
+			r.SetOut(&b)
+			r.SetArgs(append(strings.Fields(c.CommandPath())[1:], "--help"))
+			if err := r.Execute(); err != nil {
+				t.Errorf("%s --help: %v", c.CommandPath(), err)
+			}
+			if !strings.Contains(b.String(), "Examples:\n  "+"aerfs") {
+				t.Errorf("%s --help shows no example:\n%s", c.CommandPath(), b.String())
+			}
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
 }

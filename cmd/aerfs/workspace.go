@@ -54,6 +54,12 @@ type target struct {
 // default location.
 func findTarget(needMount bool) (*target, error) {
 	ws := gopts.workspace
+	if ws == "" && gopts.state != "" {
+		// The state directory records the workspace it belongs to.
+		if b, err := os.ReadFile(filepath.Join(gopts.state, "workspace")); err == nil {
+			ws = strings.TrimSpace(string(b))
+		}
+	}
 	if ws == "" {
 		cwd, err := os.Getwd()
 		if err != nil {
@@ -80,19 +86,55 @@ func findTarget(needMount bool) (*target, error) {
 			}
 		}
 		if t.stateDir == "" {
-			t.stateDir = defaultStateDir(a)
+			t.stateDir = findStateDir(a)
 		}
 	}
 	if needMount && !t.mounted {
 		if t.workspace == "" {
-			return nil, fail(exitNotMounted, "pass --workspace DIR", "no workspace given")
+			return nil, fail(exitNotMounted, "pass --workspace DIR (or --state DIR of an initialised workspace)", "no workspace given")
 		}
-		return nil, fail(exitNotMounted, "mount it first: aerfs mount "+t.workspace, "%s is not mounted", t.workspace)
+		return nil, fail(exitNotMounted, "mount it first: aerfs mount"+t.stateFlag()+" "+t.workspace, "%s is not mounted", t.workspace)
 	}
 	if _, err := os.Stat(t.stateDir); errors.Is(err, os.ErrNotExist) {
-		return nil, fail(exitNotMounted, "run: aerfs init "+t.workspace, "no state directory at %s", t.stateDir)
+		return nil, fail(exitNotMounted, "run: aerfs init "+t.workspace+" (with --state DIR if its state is elsewhere)", "no state directory at %s", t.stateDir)
 	}
 	return t, nil
+}
+
+// stateLink is the file, in a workspace's default state directory, that
+// names the state directory `aerfs init --state DIR` chose instead: every
+// command finds the state from the workspace, mounted or not.
+const stateLink = "state-dir"
+
+// findStateDir is the state directory of ws: the default one, or the one
+// it points to.
+func findStateDir(ws string) string {
+	def := defaultStateDir(ws)
+	if b, err := os.ReadFile(filepath.Join(def, stateLink)); err == nil {
+		if p := strings.TrimSpace(string(b)); filepath.IsAbs(p) {
+			return p
+		}
+	}
+	return def
+}
+
+// stateFlag is " --state DIR" when the state directory is not the one the
+// workspace alone leads to, so that hints can be followed as printed.
+func (t *target) stateFlag() string {
+	if t.stateDir == "" || (t.workspace != "" && findStateDir(t.workspace) == t.stateDir) {
+		return ""
+	}
+	return " --state " + t.stateDir
+}
+
+// flags is what a printed command needs to reach this workspace from
+// anywhere: --workspace, and --state when it is not found from there.
+func (t *target) flags() string {
+	f := t.stateFlag()
+	if t.workspace != "" {
+		f = " --workspace " + t.workspace + f
+	}
+	return f
 }
 
 // call sends a control request and turns refusals and failures into
@@ -100,7 +142,7 @@ func findTarget(needMount bool) (*target, error) {
 func call(t *target, req daemon.Request) (*daemon.Response, error) {
 	resp, err := daemon.Call(t.stateDir, req)
 	if err != nil {
-		return nil, fail(exitNotMounted, "is the workspace mounted? aerfs status --workspace "+t.workspace, "%v", err)
+		return nil, fail(exitNotMounted, "is the workspace mounted? aerfs status"+t.flags(), "%v", err)
 	}
 	if resp.Refused {
 		return nil, fail(exitRefused, resp.Hint, "%s (rule %s)", resp.Error, resp.Rule)

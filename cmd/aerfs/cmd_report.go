@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/evidence"
+	htmlreport "github.com/aerfs/aerfs/report"
+)
+
+type reportOptions struct {
+	out    string
+	key    string
+	source string
+}
+
+func newReportCommand() *cobra.Command {
+	var o reportOptions
+	c := &cobra.Command{
+		Use:   "report [BUNDLE] -o report.html",
+		Short: "Write a self-contained HTML report of a verified evidence bundle",
+		Long: `report verifies an evidence bundle and writes one HTML file that shows it:
+a timeline of sessions and verdicts, the refusals by rule and principal, the
+provenance graph of a source with the changes it led to, and the diffs of
+every guarded change. The page loads nothing from anywhere and runs no script.
+
+Without BUNDLE it exports the log of the workspace (or of --state DIR) to a
+temporary bundle first. The page says which key verified the bundle: a key
+given with --key verifies its origin; without it the bundle's own key proves
+integrity only, and the page says "origin not verified".`,
+		Example: `  aerfs export -o incident.zip && aerfs report incident.zip --key @trusted.key -o report.html
+  aerfs report --state /var/lib/aerfs/ws -o report.html
+  aerfs report --source downloads/page.html -o report.html`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReport(cmd.OutOrStdout(), args, o)
+		},
+	}
+	c.Flags().StringVarP(&o.out, "output", "o", "", "the HTML file to write ('-' for standard output)")
+	c.Flags().StringVar(&o.key, "key", "", "the trusted public key (text, or @FILE); default: the bundle's own key (origin not verified)")
+	c.Flags().StringVar(&o.source, "source", "", "the provenance source: a workspace path or a record id (default: the source with the largest contamination scope)")
+	c.MarkFlagRequired("output")
+	return c
+}
+
+func runReport(out io.Writer, args []string, o reportOptions) error {
+	key := o.key
+	if strings.HasPrefix(key, "@") {
+		b, err := os.ReadFile(key[1:])
+		if err != nil {
+			return fail(exitIO, "", "cannot read key: %v", err)
+		}
+		key = strings.TrimSpace(string(b))
+	}
+	var bundle, source string
+	if len(args) == 1 {
+		bundle, source = args[0], args[0]
+	} else {
+		t, err := findTarget(false)
+		if err != nil {
+			return err
+		}
+		syncLog(t.stateDir)
+		tmp, err := os.MkdirTemp("", "aerfs-report-export-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		bundle = filepath.Join(tmp, "bundle")
+		if _, err := evidence.Export(t.stateDir, evidence.Filter{}, bundle); err != nil {
+			return fail(exitError, "check it with: aerfs verify --state "+t.stateDir, "cannot export the evidence log: %v", err)
+		}
+		source = "state directory " + t.stateDir
+		// A source path is taken as aerfs scope takes it: relative to the
+		// current directory inside the workspace.
+		if o.source != "" && t.workspace != "" && !looksLikeRecordID(o.source) {
+			if o.source, err = workspaceRel(t, o.source); err != nil {
+				return err
+			}
+		}
+	}
+	b, trust, err := htmlreport.Open(bundle, key, evidence.DefaultLimits)
+	if err != nil {
+		return err
+	}
+	trust.Source = source
+	if len(args) == 0 && !trust.Pinned {
+		trust.KeySource = "the state directory's own key"
+	}
+	opts := htmlreport.Options{Source: o.source, Now: time.Now(), Version: buildVersion().Version}
+	if o.out == "-" {
+		return htmlreport.Render(out, b, trust, opts)
+	}
+	f, err := os.CreateTemp(filepath.Dir(o.out), "."+filepath.Base(o.out)+".tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := htmlreport.Render(f, b, trust, opts); err != nil {
+		f.Close()
+		return fail(exitUsage, "give a path from 'aerfs log' or a record id", "%v", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), o.out); err != nil {
+		return err
+	}
+	origin := "origin verified with the key given"
+	if !trust.Pinned {
+		origin = "origin not verified (no --key)"
+	}
+	fmt.Fprintf(out, "wrote %s: %d records, key %s (fingerprint %s), %s\n", o.out, len(b.Entries), trust.KeyID,
+		trust.Fingerprint[:16], origin)
+	return nil
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/daemon"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/sandbox"
+)
+
+// runSandbox is the confinement aerfs run applies to a session.
+type runSandbox struct {
+	cfg        *sandbox.Config // nil: --sandbox=off
+	privateTmp bool
+	inNS       bool   // this process runs in the session's new namespaces
+	planned    string // what the register request announces
+}
+
+// prepareSandbox decides the session's confinement. When the session
+// gets its own namespaces and this process is not yet in them, it runs
+// aerfs run again inside them and exits with its status: it does not
+// return.
+func prepareSandbox(on bool, t *target) *runSandbox {
+	sc := &runSandbox{planned: "off"}
+	if !on {
+		return sc
+	}
+	if os.Getenv(mountNSEnv) == "" && !confined() {
+		if code, ok := runInNamespace(); ok {
+			os.Exit(code)
+		}
+	}
+	sc.inNS = os.Getenv(mountNSEnv) != "" && os.Getenv(mountNSEnv) != mountNS()
+	os.Unsetenv(mountNSEnv)
+	sc.cfg, sc.privateTmp = sessionSandbox(t)
+	sc.planned = "landlock abi " + strconv.Itoa(sandbox.LandlockABI()) + ", seccomp, no_new_privs"
+	if sc.inNS {
+		sc.planned += ", mount namespace"
+	}
+	return sc
+}
+
+// apply confines the calling thread, which must execute the session's
+// command next, and returns the environment entries that say what was
+// applied (AERFS_SANDBOX, AERFS_SANDBOX_WARNINGS). It fails closed.
+func (sc *runSandbox) apply(t *target, session string) ([]string, error) {
+	if sc.cfg == nil {
+		return []string{"AERFS_SANDBOX=off"}, nil
+	}
+	// The confinement holds for this thread and what it executes: keep
+	// the goroutine on it until execve.
+	runtime.LockOSThread()
+	var private []string
+	if sc.inNS {
+		// Executing with the kept capability cleared the death signal
+		// the outer aerfs run asked for: ask again, on the thread that
+		// executes the command.
+		unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+		if os.Getppid() == 1 {
+			return nil, fail(exitError, "", "aerfs run ended before session %s started", session)
+		}
+		cwd, _ := os.Getwd()
+		var (
+			writable []string
+			err      error
+		)
+		private, writable, err = sandbox.SetupMounts(sandbox.Mounts{Workspace: t.workspace, StateDir: t.stateDir,
+			Socket: filepath.Join(t.stateDir, daemon.SocketName), UID: os.Getuid(), PrivateTmp: sc.privateTmp})
+		if err != nil {
+			return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", session, err)
+		}
+		sc.cfg.Writable = append(sc.cfg.Writable, writable...)
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+			return nil, fail(exitError, "", "cannot drop the namespace's capabilities: %v", err)
+		}
+		// Resolve the working directory again in the new tree: the old
+		// one is a way back into what was covered.
+		if os.Chdir(cwd) != nil {
+			os.Chdir(t.workspace)
+		}
+	}
+	rep, err := sandbox.Apply(*sc.cfg)
+	if err != nil {
+		return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot confine session %s: %v", session, err)
+	}
+	rep.Private = private
+	env := []string{"AERFS_SANDBOX=" + rep.String()}
+	if len(rep.Warnings) > 0 && !sc.inNS {
+		// With a namespace the state directory is covered whatever
+		// Landlock could not keep out of it.
+		env = append(env, "AERFS_SANDBOX_WARNINGS="+strings.Join(rep.Warnings, "; "))
+	}
+	return env, nil
+}
+
+// sessionSandbox is the confinement of a session in workspace t: writes
+// beneath the workspace and the policy's sandbox.writable paths (~ being
+// the workspace owner's home), no reads of the state directory; and
+// whether the policy gives it a private /tmp.
+func sessionSandbox(t *target) (*sandbox.Config, bool) {
+	pol, err := policy.Load(filepath.Join(t.stateDir, daemon.PolicyName))
+	if err != nil {
+		// An unreadable or broken file: the daemon keeps its last good
+		// policy; confine by the defaults rather than not at all.
+		pol = policy.Default()
+	}
+	var st syscall.Stat_t
+	home := ""
+	owner := -1
+	if syscall.Stat(t.workspace, &st) == nil {
+		owner = int(st.Uid)
+		if u, err := user.LookupId(strconv.Itoa(owner)); err == nil {
+			home = u.HomeDir
+		}
+	}
+	writable := pol.SandboxWritable(home)
+	if owner == os.Getuid() && home != "" {
+		// A cache the owner has not used yet: create it, or the session
+		// could not (its parent is not writable to it).
+		for _, w := range writable {
+			if strings.HasPrefix(w, home+"/") {
+				os.MkdirAll(w, 0o755)
+			}
+		}
+	}
+	return &sandbox.Config{Workspace: t.workspace, Writable: writable, Hidden: []string{t.stateDir}}, pol.SandboxPrivateTmp()
+}
+
+// mountNSEnv tells the copy of aerfs run started in the session's new
+// namespaces the mount namespace of its parent (to tell that it is in a
+// new one).
+const mountNSEnv = "AERFS_RUN_PARENT_MOUNTNS"
+
+func mountNS() string {
+	l, _ := os.Readlink("/proc/self/ns/mnt")
+	return l
+}
+
+// confined reports whether this process is already in a session's
+// confinement (a nested aerfs run): no_new_privs is set.
+func confined() bool {
+	v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	return err == nil && v == 1
+}
+
+// runInNamespace runs this aerfs run again in a new user namespace (the
+// caller's uid mapped to itself, so files and the daemon see the owner)
+// and a new mount namespace, waits for it and returns its exit code. ok is
+// false when the kernel refuses the namespaces: the session is then
+// confined without one.
+func runInNamespace() (code int, ok bool) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, false
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	size := 1
+	if uid == 0 {
+		size = 1<<32 - 1 // root keeps its power over every file it had
+	}
+	cmd := exec.Command(self, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), mountNSEnv+"="+mountNS())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: size}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: size}},
+		GidMappingsEnableSetgroups: uid == 0,
+		// The owner's uid has no capabilities after execve, even in its
+		// own namespace: keep the one the mounts need. The copy drops it
+		// before it executes the session's command.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
+		// Killing aerfs run kills the session's command, as when they
+		// were one process (the copy sets it again: its execve with a
+		// capability clears it). The signal follows the thread that
+		// started the child: keep this goroutine on it.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	runtime.LockOSThread()
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 0, false
+	}
+	// A terminal sends SIGINT and SIGQUIT to the whole foreground group,
+	// the session included: forward them only when it cannot have.
+	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	fromTTY := err == nil && pg == unix.Getpgrp()
+	go func() {
+		for s := range sigs {
+			if fromTTY && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
+				continue
+			}
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	if ee, isExit := err.(*exec.ExitError); isExit {
+		if ws, isWS := ee.Sys().(syscall.WaitStatus); isWS && ws.Signaled() {
+			return 128 + int(ws.Signal()), true
+		}
+		return ee.ExitCode(), true
+	}
+	if err != nil {
+		return exitError, true
+	}
+	return 0, true
+}

@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/aerfs/aerfs/evidence"
+	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/metrics"
+)
+
+// countingRecorder passes every record to the evidence log and, once the
+// log has taken it, to the metrics: the counters move exactly with the log.
+type countingRecorder struct {
+	aerfs.Recorder
+	m       *metrics.Metrics
+	healthy func(error)
+}
+
+func (c *countingRecorder) Append(r *evidence.Record) (string, error) {
+	id, err := c.Recorder.Append(r)
+	c.after(r, err)
+	return id, err
+}
+
+func (c *countingRecorder) AppendAsync(r *evidence.Record, onErr func(error)) (string, error) {
+	id, err := c.Recorder.AppendAsync(r, func(err error) {
+		c.m.AppendFailed()
+		if c.healthy != nil {
+			c.healthy(err)
+		}
+		if onErr != nil {
+			onErr(err)
+		}
+	})
+	c.after(r, err)
+	return id, err
+}
+
+func (c *countingRecorder) after(r *evidence.Record, err error) {
+	if c.healthy != nil {
+		c.healthy(err)
+	}
+	if err != nil {
+		c.m.AppendFailed()
+		return
+	}
+	c.m.Observe(r)
+}
+
+// serveMetrics serves /metrics on addr until ctx ends. The listener is
+// opened before the call returns, so a bad address fails the mount.
+func serveMetrics(ctx context.Context, addr string, m *metrics.Metrics, log zerolog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("metrics server stopped")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	return ln.Addr().String(), nil
+}

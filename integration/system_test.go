@@ -1,0 +1,193 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// unitLine returns the command of key= in the systemd unit, with the
+// unit's specifiers and variables filled in as systemd would for this
+// workspace.
+func unitLine(t *testing.T, unit, key string, e *Env) []string {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(unit))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, key+"=") {
+			continue
+		}
+		var argv []string
+		for _, f := range strings.Fields(strings.TrimPrefix(line, key+"=")) {
+			switch f {
+			case "@BINDIR@/aerfs":
+				argv = append(argv, aerfsBin)
+			case "$AERFS_FLAGS":
+				// From /etc/aerfs/<instance>.env, as the unit's comment says.
+				argv = append(argv, "--state", e.State)
+			case "%f":
+				argv = append(argv, e.WS)
+			default:
+				if strings.ContainsAny(f, "%$@") {
+					t.Fatalf("%s has %q, which this test does not know how to fill in", key, f)
+				}
+				argv = append(argv, f)
+			}
+		}
+		return argv
+	}
+	t.Fatalf("the unit has no %s line", key)
+	return nil
+}
+
+// The systemd unit's ExecStart serves the workspace in the foreground with
+// JSON log lines on stderr (for journald); its ExecStop unmounts, after
+// which the daemon records the unmount and exits 0 by itself.
+func TestSystemdUnitStartsAndStops(t *testing.T) {
+	b, err := os.ReadFile("../configs/aerfs@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"})
+	start := unitLine(t, string(b), "ExecStart", e)
+	stop := unitLine(t, string(b), "ExecStop", e)
+
+	cmd := exec.Command(start[0], start[1:]...)
+	cmd.Dir = "/"
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(e.Unmount)
+	waitFor(t, "the unit's ExecStart to mount the workspace", e.Mounted)
+	expectOK(t, "owner write through the unit's mount", e.Owner("echo more >> MEMORY.md"))
+
+	expectOK(t, "ExecStop", runCmd("/", nil, stop[0], stop[1:]...))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ExecStart's process ended with %v\nstderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("ExecStart's process still runs 20 s after ExecStop")
+	}
+	if e.Mounted() {
+		t.Fatal("still mounted after ExecStop")
+	}
+	// Every stderr line the daemon wrote is one JSON object (journald
+	// keeps them as they are).
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue // the CLI's own "aerfs: …" lines
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("stderr line is not JSON: %q", line)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Errorf("no JSON log lines on stderr:\n%s", stderr.String())
+	}
+}
+
+// installMountHelper puts configs/mount.fuse.aerfs where mount(8) looks for
+// it (/sbin), pointing at the binary under test, for the test's duration.
+func installMountHelper(t *testing.T) {
+	t.Helper()
+	src, err := os.ReadFile("../configs/mount.fuse.aerfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := "/sbin/mount.fuse.aerfs"
+	old, oldErr := os.ReadFile(dst)
+	helper := strings.ReplaceAll(string(src), "@BINDIR@", filepath.Dir(aerfsBin))
+	if err := os.WriteFile(dst, []byte(helper), 0o755); err != nil {
+		t.Fatalf("installing the mount helper: %v", err)
+	}
+	t.Cleanup(func() {
+		if oldErr == nil {
+			os.WriteFile(dst, old, 0o755)
+		} else {
+			os.Remove(dst)
+		}
+	})
+}
+
+// mount -t fuse.aerfs and an fstab line mount a workspace through the
+// mount.fuse.aerfs helper; an unknown option is refused with a hint.
+func TestMountTypeFuseAerfs(t *testing.T) {
+	installMountHelper(t)
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"})
+	t.Cleanup(e.Unmount)
+	expectOK(t, "mount -t fuse.aerfs", runCmd("/", nil, "mount", "-t", "fuse.aerfs", "-o", "defaults,nofail", e.State, e.WS))
+	if !e.Mounted() {
+		t.Fatal("mount -t fuse.aerfs did not mount")
+	}
+	expectOK(t, "owner write", e.Owner("echo more >> MEMORY.md"))
+	e.Unmount()
+
+	fstab := filepath.Join(t.TempDir(), "fstab")
+	line := e.State + " " + e.WS + " fuse.aerfs defaults,no_passthrough,_netdev 0 0\n"
+	if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expectOK(t, "mount from an fstab line", runCmd("/", nil, "mount", "-T", fstab, e.WS))
+	if !e.Mounted() {
+		t.Fatal("the fstab line did not mount")
+	}
+	e.Unmount()
+
+	r := runCmd("/", nil, "mount", "-t", "fuse.aerfs", "-o", "bogus", e.State, e.WS)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "unknown mount option 'bogus'") || !strings.Contains(r.Stderr, "hint:") {
+		t.Fatalf("an unknown option should be refused with a hint: %s", r)
+	}
+	if e.Mounted() {
+		t.Fatal("mounted despite an unknown option")
+	}
+}
+
+// daemon.log holds only JSON lines — among them the mounted line with the
+// version and the unmounted line — and the rotation flags reach the daemon.
+func TestDaemonLogJSONOnly(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"})
+	e.Mount("--log-max-size=100000", "--log-keep=2", "--debug")
+	expectOK(t, "owner write", e.Owner("echo more >> MEMORY.md"))
+	expectFail(t, "WEB write", e.Sh("WEB", "w", "echo x >> MEMORY.md"))
+	e.Unmount()
+	b, err := os.ReadFile(filepath.Join(e.State, "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var v struct {
+			Event, Version string
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("daemon.log has a line that is not JSON: %q", line)
+		}
+		events[v.Event] = true
+		if v.Event == "mounted" && v.Version == "" {
+			t.Errorf("mounted line without a version: %s", line)
+		}
+	}
+	if !events["mounted"] || !events["unmounted"] {
+		t.Errorf("daemon.log lacks the mounted/unmounted lines:\n%s", b)
+	}
+	// --debug's request log went to daemon.stderr, not into the JSON log.
+	if st, err := os.ReadFile(filepath.Join(e.State, "daemon.stderr")); err != nil || !strings.Contains(string(st), "LOOKUP") {
+		t.Errorf("daemon.stderr should hold go-fuse's request log: %v", err)
+	}
+}

@@ -1,0 +1,56 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/aerfs/aerfs/evidence"
+)
+
+func TestObserveCountsRecords(t *testing.T) {
+	live := 3
+	m := New(Probes{LiveSessions: func() int { return live }, LogHealthy: func() bool { return true }})
+	rec := func(typ, verdict, rule, principal string, taint ...string) *evidence.Record {
+		return &evidence.Record{Type: typ, Principal: principal, Taint: taint,
+			Meta: evidence.Meta{Verdict: verdict, Rule: rule}}
+	}
+	m.Observe(rec(evidence.TypeVerdict, "allow", "R0-allow", "USER"))
+	m.Observe(rec(evidence.TypeVerdict, "deny", "R3-untrusted", "WEB"))
+	m.Observe(rec(evidence.TypeVerdict, "deny", "R3-untrusted", "WEB"))
+	m.Observe(rec(evidence.TypeQuarantine, "deny", "R2-taint", "USER"))
+	m.Observe(rec(evidence.TypeWrite, "allow", "", "USER"))
+	m.Observe(rec(evidence.TypeTaint, "", "", "USER", "WEB_DERIVED", "UNTRUSTED"))
+	m.Observe(rec(evidence.TypeReject, "", "", "USER"))
+
+	if got := testutil.ToFloat64(m.verdicts.WithLabelValues("deny", "R3-untrusted", "WEB")); got != 2 {
+		t.Errorf("deny verdicts: %v", got)
+	}
+	if got := testutil.ToFloat64(m.refusals.WithLabelValues("R2-taint", "USER")); got != 1 {
+		t.Errorf("quarantine counted as a refusal: %v", got)
+	}
+	if got := testutil.ToFloat64(m.pending); got != 0 {
+		t.Errorf("pending after quarantine and reject: %v", got)
+	}
+	if got := testutil.ToFloat64(m.commits.WithLabelValues("write")); got != 1 {
+		t.Errorf("writes: %v", got)
+	}
+	if got := testutil.ToFloat64(m.taint.WithLabelValues("WEB_DERIVED")); got != 1 {
+		t.Errorf("taint: %v", got)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"aerfs_sessions 3", "aerfs_evidence_log_healthy 1", "process_resident_memory_bytes", `aerfs_refusals_total{principal="WEB",rule="R3-untrusted"} 2`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}

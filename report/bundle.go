@@ -1,0 +1,225 @@
+// Package report renders a verified evidence bundle as one self-contained
+// HTML page: a timeline of sessions and verdicts, the refusals by rule and
+// principal, the provenance graph of a source, and the diffs of every
+// guarded change. The page references nothing outside itself and runs no
+// script; every string taken from the bundle is escaped.
+package report
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aerfs/aerfs/evidence"
+)
+
+// Entry is one record of the bundle.
+type Entry struct {
+	Idx  int64
+	ID   string
+	Rec  *evidence.Record
+	Time time.Time
+	// Path is meta.path for display: a path carried as base64
+	// (meta.path_b64) is decoded, and bytes that are not UTF-8 are shown
+	// as \xNN escapes.
+	Path string
+}
+
+// Bundle is the content of a verified bundle.
+type Bundle struct {
+	Manifest evidence.Manifest
+	Entries  []Entry
+	blobs    map[string][]byte
+}
+
+// Blob returns the content with SHA-256 hash, if the bundle carries it.
+func (b *Bundle) Blob(hash string) ([]byte, bool) {
+	d, ok := b.blobs[hash]
+	return d, ok
+}
+
+// Trust says what verified the bundle and how far that goes.
+type Trust struct {
+	Source    string // the bundle, or the state directory it was exported from
+	Origin    string
+	TreeSize  int64
+	Root      string
+	Complete  bool
+	KeyID     string // the note key hash
+	PublicKey string // the verifier key text
+	// Fingerprint is the SHA-256 of the verifier key text, hex.
+	Fingerprint string
+	// Pinned is true when the user named the key (--key); otherwise the
+	// key is the bundle's (or state directory's) own and proves integrity
+	// only, not origin.
+	Pinned    bool
+	KeySource string // human words for where the key came from
+}
+
+// Fingerprint is the SHA-256 of a verifier key's text, hex.
+func Fingerprint(key string) string {
+	s := sha256.Sum256([]byte(strings.TrimSpace(key)))
+	return hex.EncodeToString(s[:])
+}
+
+// Open reads the bundle at path (a directory or a .zip) once, verifies
+// exactly the bytes it read, and parses them. The bytes are verified from
+// a private copy, so a bundle changed while it is read cannot show one
+// content to the verifier and another to the page. key is the trusted
+// verifier key; "" trusts the bundle's own key (integrity, not origin).
+func Open(path, key string, lim evidence.Limits) (*Bundle, Trust, error) {
+	files, err := evidence.ReadBundleFiles(path, lim)
+	if err != nil {
+		return nil, Trust{}, err
+	}
+	tmp, err := os.MkdirTemp("", "aerfs-report-")
+	if err != nil {
+		return nil, Trust{}, err
+	}
+	defer os.RemoveAll(tmp)
+	copyDir := filepath.Join(tmp, "bundle")
+	for name, data := range files {
+		p := filepath.Join(copyDir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return nil, Trust{}, err
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			return nil, Trust{}, err
+		}
+	}
+	rep, err := evidence.VerifyBundleLimits(copyDir, key, lim)
+	if err != nil {
+		return nil, Trust{}, err
+	}
+	b, err := parse(files)
+	if err != nil {
+		return nil, Trust{}, err
+	}
+	pub := key
+	if pub == "" {
+		pub = b.Manifest.PublicKey
+	}
+	t := Trust{
+		Source: path, Origin: rep.Origin, TreeSize: rep.TreeSize, Root: rep.Root, Complete: rep.Complete,
+		KeyID: rep.KeyID, PublicKey: pub, Fingerprint: Fingerprint(pub), Pinned: key != "",
+		KeySource: "the bundle's own key",
+	}
+	if t.Pinned {
+		t.KeySource = "a key given with --key"
+	}
+	return b, t, nil
+}
+
+// parse reads the manifest, the records with their index lines, and the
+// blobs of an already verified bundle.
+func parse(files map[string][]byte) (*Bundle, error) {
+	b := &Bundle{blobs: map[string][]byte{}}
+	if err := json.Unmarshal(files["manifest.json"], &b.Manifest); err != nil {
+		return nil, fmt.Errorf("report: manifest: %v", err)
+	}
+	recs := lines(files["records.jsonl"])
+	idxs := lines(files["index.jsonl"])
+	if len(recs) != len(idxs) {
+		return nil, fmt.Errorf("report: %d records, %d index lines", len(recs), len(idxs))
+	}
+	for i, line := range recs {
+		var il struct {
+			Idx int64  `json:"idx"`
+			ID  string `json:"id"`
+		}
+		if err := json.Unmarshal(idxs[i], &il); err != nil {
+			return nil, fmt.Errorf("report: index line %d: %v", i+1, err)
+		}
+		r, err := evidence.ParseRecord(line)
+		if err != nil {
+			return nil, fmt.Errorf("report: record %d: %v", il.Idx, err)
+		}
+		t, _ := evidence.ParseTime(r.Meta.Time)
+		b.Entries = append(b.Entries, Entry{Idx: il.Idx, ID: il.ID, Rec: r, Time: t, Path: displayPath(r, line)})
+	}
+	for name, data := range files {
+		if h, ok := strings.CutPrefix(name, "blobs/"); ok {
+			b.blobs[h] = data
+		}
+	}
+	return b, nil
+}
+
+func lines(b []byte) [][]byte {
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// displayPath is a record's meta.path as text for the page. A record may
+// carry a path that is not UTF-8 as meta.path_b64; it is decoded and its
+// invalid bytes are escaped.
+func displayPath(r *evidence.Record, raw []byte) string {
+	if r.Meta.Path != "" {
+		return Printable(r.Meta.Path)
+	}
+	var x struct {
+		Meta struct {
+			PathB64 string `json:"path_b64"`
+		} `json:"meta"`
+	}
+	if json.Unmarshal(raw, &x) != nil || x.Meta.PathB64 == "" {
+		return ""
+	}
+	d, err := base64.StdEncoding.DecodeString(x.Meta.PathB64)
+	if err != nil {
+		return "(undecodable path)"
+	}
+	return Printable(string(d))
+}
+
+// Printable shows bytes that are not valid UTF-8, control characters and
+// the invisible characters that reorder or hide text (bidirectional
+// overrides, zero-width marks) as escapes, so that every name on the page
+// is what the file system has and reads as it is stored.
+func Printable(s string) string { return printable(s, false) }
+
+// printable is Printable; keepTab leaves tabs as they are (file contents).
+func printable(s string, keepTab bool) string {
+	var sb strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&sb, `\x%02x`, s[i])
+		case r == '\t' && keepTab:
+			sb.WriteByte('\t')
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || hidden(r):
+			q := strconv.QuoteRune(r)
+			sb.WriteString(q[1 : len(q)-1])
+		default:
+			sb.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return sb.String()
+}
+
+// hidden reports the format characters that change how text around them
+// is displayed without showing themselves.
+func hidden(r rune) bool {
+	switch {
+	case r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+		r == 0x061c, r == 0xfeff, r == 0x2028, r == 0x2029:
+		return true
+	}
+	return false
+}

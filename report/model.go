@@ -1,0 +1,316 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/snapshot"
+)
+
+// kind of a verdict mark.
+func markKind(r *evidence.Record) string {
+	switch {
+	case r.Type == evidence.TypeQuarantine:
+		return "quarantine"
+	case r.Meta.Verdict == "deny":
+		return "deny"
+	case r.Meta.Verdict == "allow":
+		return "allow"
+	}
+	return "event"
+}
+
+// isRefusal reports whether a record says a request was refused or held.
+func isRefusal(r *evidence.Record) bool {
+	k := markKind(r)
+	return k == "deny" || k == "quarantine"
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// laneKey is the timeline lane of a record: its session, or the principal
+// acting outside every session.
+func laneKey(r *evidence.Record) (key, label string) {
+	if r.Meta.Session != "" {
+		return "s:" + r.Meta.Session, "session " + Printable(r.Meta.Session) + " · " + Printable(r.Principal)
+	}
+	return "p:" + r.Principal, "no session · " + Printable(r.Principal)
+}
+
+// RefusalGroup is one row of the refusals table.
+type RefusalGroup struct {
+	Rule, Principal, Kind string
+	Count                 int
+	Paths                 []string
+	MorePaths             int
+	Sessions              []string
+	First, Last           string
+	Reason                string
+}
+
+func refusalGroups(b *Bundle) []RefusalGroup {
+	type key struct{ rule, principal, kind string }
+	m := map[key]*RefusalGroup{}
+	var order []key
+	seenPath := map[key]map[string]bool{}
+	seenSess := map[key]map[string]bool{}
+	for _, e := range b.Entries {
+		r := e.Rec
+		if !isRefusal(r) {
+			continue
+		}
+		k := key{r.Meta.Rule, r.Principal, markKind(r)}
+		g, ok := m[k]
+		if !ok {
+			g = &RefusalGroup{Rule: Printable(orDash(r.Meta.Rule)), Principal: Printable(r.Principal), Kind: k.kind,
+				First: fmtTime(e.Time), Reason: Printable(r.Meta.Reason)}
+			m[k] = g
+			order = append(order, k)
+			seenPath[k], seenSess[k] = map[string]bool{}, map[string]bool{}
+		}
+		g.Count++
+		g.Last = fmtTime(e.Time)
+		if p := e.Path; p != "" && !seenPath[k][p] {
+			seenPath[k][p] = true
+			if len(g.Paths) < 8 {
+				g.Paths = append(g.Paths, p)
+			} else {
+				g.MorePaths++
+			}
+		}
+		if s := r.Meta.Session; s != "" && !seenSess[k][s] && len(g.Sessions) < 8 {
+			seenSess[k][s] = true
+			g.Sessions = append(g.Sessions, Printable(s))
+		}
+	}
+	out := make([]RefusalGroup, 0, len(order))
+	for _, k := range order {
+		out = append(out, *m[k])
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Rule != out[j].Rule {
+			return out[i].Rule < out[j].Rule
+		}
+		return out[i].Principal < out[j].Principal
+	})
+	return out
+}
+
+// Refusal is one refused or held request.
+type Refusal struct {
+	Idx                                      int64
+	Time, Kind, Rule, Principal, Session, Op string
+	Path, Reason, Taint, ID                  string
+}
+
+func refusals(b *Bundle) []Refusal {
+	var out []Refusal
+	for _, e := range b.Entries {
+		r := e.Rec
+		if !isRefusal(r) {
+			continue
+		}
+		out = append(out, Refusal{Idx: e.Idx, Time: fmtTime(e.Time), Kind: markKind(r), Rule: Printable(orDash(r.Meta.Rule)),
+			Principal: Printable(r.Principal), Session: Printable(orDash(r.Meta.Session)), Op: Printable(r.Meta.Op),
+			Path: e.Path, Reason: Printable(r.Meta.Reason), Taint: Printable(strings.Join(r.Taint, "|")), ID: short(e.ID)})
+	}
+	return out
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+// Change is one guarded change with its diff.
+type Change struct {
+	Anchor                               string
+	Idx                                  int64
+	Time, Type, Path, Principal, Session string
+	Rule, Record                         string
+	Lines                                []DiffLine
+	Note                                 string // why there is no diff
+}
+
+// DiffLine is one line of a unified diff and its class.
+type DiffLine struct {
+	Class, Text string
+}
+
+// maxDiff bounds the diff text shown for one change.
+const maxDiff = 256 << 10
+
+func changeAnchor(idx int64, path string) string {
+	return fmt.Sprintf("change-%d-%s", idx, Fingerprint(path)[:8])
+}
+
+func changes(b *Bundle, x *snapshot.Index) []Change {
+	byIdx := map[int64]*Entry{}
+	for i := range b.Entries {
+		byIdx[b.Entries[i].Idx] = &b.Entries[i]
+	}
+	var out []Change
+	for _, p := range x.Paths() {
+		for _, v := range x.History(p) {
+			c := Change{Anchor: changeAnchor(v.Idx, p), Idx: v.Idx, Time: fmtTime(v.Time), Type: v.Type,
+				Path: Printable(p), Principal: Printable(v.Principal), Session: Printable(orDash(v.Session)),
+				Record: short(v.Record)}
+			if e := byIdx[v.Idx]; e != nil {
+				c.Rule = Printable(orDash(e.Rec.Meta.Rule))
+			}
+			old, okOld := b.content(v.OldHash)
+			cur, okNew := b.content(v.Hash)
+			switch {
+			case !okOld || !okNew:
+				c.Note = "content not in the bundle"
+			default:
+				aName, bName := p, p
+				if v.OldHash == "" {
+					aName = "/dev/null"
+				}
+				if v.Hash == "" {
+					bName = "/dev/null"
+				}
+				c.Lines, c.Note = diff(aName, bName, old, cur)
+			}
+			out = append(out, c)
+		}
+	}
+	// A write held in quarantine is a change proposed and not applied:
+	// its diff is what approving it would do.
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		r := e.Rec
+		if r.Type != evidence.TypeQuarantine || r.Payload == nil || r.Payload.NewHash == "" {
+			continue
+		}
+		c := Change{Anchor: changeAnchor(e.Idx, e.Path), Idx: e.Idx, Time: fmtTime(e.Time), Type: "quarantined (not applied)",
+			Path: e.Path, Principal: Printable(r.Principal), Session: Printable(orDash(r.Meta.Session)),
+			Rule: Printable(orDash(r.Meta.Rule)), Record: short(e.ID)}
+		old, okOld := b.content(r.Payload.OldHash)
+		cur, okNew := b.content(r.Payload.NewHash)
+		if !okOld || !okNew {
+			c.Note = "content not in the bundle"
+		} else {
+			aName := r.Meta.Path
+			if r.Payload.OldHash == "" {
+				aName = "/dev/null"
+			}
+			c.Lines, c.Note = diff(aName, r.Meta.Path, old, cur)
+		}
+		out = append(out, c)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Idx < out[j].Idx })
+	return out
+}
+
+// maxDiffInput bounds the content compared for one change: the diff's
+// cost grows with the size of what differs.
+const maxDiffInput = 8 << 20
+
+// diff is the unified diff of one change as lines, and a note when there
+// is none to show or it was cut.
+func diff(aName, bName string, a, b []byte) ([]DiffLine, string) {
+	if len(a)+len(b) > maxDiffInput {
+		return nil, fmt.Sprintf("content too large to compare here (%d and %d bytes); use aerfs diff", len(a), len(b))
+	}
+	d := snapshot.Diff(aName, bName, a, b)
+	note := ""
+	switch {
+	case d == "":
+		note = "content unchanged"
+	case len(d) > maxDiff:
+		d, note = d[:maxDiff], "diff cut at 256 KiB"
+	}
+	return diffLines(d), note
+}
+
+// content returns the blob with hash; "" is an absent file.
+func (b *Bundle) content(hash string) ([]byte, bool) {
+	if hash == "" {
+		return nil, true
+	}
+	return b.Blob(hash)
+}
+
+func diffLines(d string) []DiffLine {
+	var out []DiffLine
+	for _, l := range strings.SplitAfter(d, "\n") {
+		if l == "" {
+			continue
+		}
+		l = strings.TrimSuffix(l, "\n")
+		c := "ctx"
+		switch {
+		case strings.HasPrefix(l, "+++") || strings.HasPrefix(l, "---"):
+			c = "hdr"
+		case strings.HasPrefix(l, "@@"):
+			c = "hunk"
+		case strings.HasPrefix(l, "+"):
+			c = "add"
+		case strings.HasPrefix(l, "-"):
+			c = "del"
+		case strings.HasPrefix(l, `\`):
+			c = "hunk"
+		}
+		out = append(out, DiffLine{Class: c, Text: printable(l, true)})
+	}
+	return out
+}
+
+// index builds the snapshot index of the bundle's records.
+func index(b *Bundle) *snapshot.Index {
+	x := snapshot.New()
+	for i := range b.Entries {
+		e := &b.Entries[i]
+		x.Add(e.Idx, e.ID, e.Rec)
+	}
+	return x
+}
+
+// DefaultSource picks the source with the largest contamination scope:
+// among the paths written with a taint, the one whose scope changed the
+// most guarded files, then has the most records. "" when there is none.
+func DefaultSource(b *Bundle, x *snapshot.Index) string {
+	seen := map[string]bool{}
+	var cands []string
+	for _, e := range b.Entries {
+		r := e.Rec
+		if r.Type != evidence.TypeWrite || len(r.Taint) == 0 || r.Meta.Path == "" || seen[r.Meta.Path] {
+			continue
+		}
+		seen[r.Meta.Path] = true
+		cands = append(cands, r.Meta.Path)
+		if len(cands) >= 200 {
+			break
+		}
+	}
+	best, bestFiles, bestRecs := "", -1, -1
+	for _, c := range cands {
+		sc, err := x.Scope(c)
+		if err != nil {
+			continue
+		}
+		if len(sc.Files) > bestFiles || (len(sc.Files) == bestFiles && sc.Records > bestRecs) {
+			best, bestFiles, bestRecs = c, len(sc.Files), sc.Records
+		}
+	}
+	return best
+}

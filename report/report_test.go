@@ -1,0 +1,243 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aerfs/aerfs/evidence"
+)
+
+// poison is a file name and field value an attacker controls: each tries
+// to leave its context in HTML, in an attribute or in SVG.
+const poison = `<img src=x onerror=alert(1)>"'><script>alert(2)</script><svg onload=alert(3)>`
+
+type fixture struct {
+	state, bundle, key string
+}
+
+// makeBundle writes a small log (a WEB write of a poisoned file name, a
+// USER session tainted by reading it and refused, owner writes of a
+// guarded file) and exports it.
+func makeBundle(t *testing.T) fixture {
+	t.Helper()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := evidence.Init(state, "aerfs/test"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := evidence.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	n := 0
+	add := func(r *evidence.Record) string {
+		t.Helper()
+		n++
+		r.Meta.Time = evidence.FormatTime(t0.Add(time.Duration(n) * time.Second))
+		if r.Taint == nil {
+			r.Taint = []string{}
+		}
+		if r.Parents == nil {
+			r.Parents = []string{}
+		}
+		id, err := l.Append(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	v1, _ := l.PutBlob([]byte("# memory\n"))
+	v2, _ := l.PutBlob([]byte("# memory\n- likes tea\n</pre><script>alert(4)</script>\n"))
+	add(&evidence.Record{Type: evidence.TypeWrite, Principal: "USER",
+		Meta:    evidence.Meta{Path: "MEMORY.md", Op: "commit", Verdict: "allow", Rule: "RA-allowed"},
+		Payload: &evidence.Payload{OldHash: v1, NewHash: v2}})
+	web := add(&evidence.Record{Type: evidence.TypeWrite, Principal: "WEB", Taint: []string{"UNTRUSTED", "WEB_DERIVED"},
+		Meta: evidence.Meta{Path: poison, Op: "open", Verdict: "allow", Rule: "R0-plain", Session: "w1"}})
+	add(&evidence.Record{Type: evidence.TypeVerdict, Principal: "WEB", Taint: []string{"UNTRUSTED"},
+		Meta: evidence.Meta{Path: "SOUL.md", Op: "write", Verdict: "deny", Rule: "R1-immutable", Session: poison, Reason: poison}})
+	tr := add(&evidence.Record{Type: evidence.TypeTaint, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"}, Parents: []string{web},
+		Meta: evidence.Meta{Path: poison, Op: "read", Session: "u2"}})
+	// A guarded change downstream of the source (as an approved or
+	// promoted write would be).
+	notes, _ := l.PutBlob([]byte("notes from the page\n"))
+	add(&evidence.Record{Type: evidence.TypeWrite, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"}, Parents: []string{tr},
+		Meta:    evidence.Meta{Path: "skills/notes.md", Op: "commit", Verdict: "allow", Rule: "RA-allowed", Session: "u2"},
+		Payload: &evidence.Payload{NewHash: notes}})
+	add(&evidence.Record{Type: evidence.TypeVerdict, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"},
+		Meta: evidence.Meta{Path: "MEMORY.md", Op: "write", Verdict: "deny", Rule: "R2-taint", Session: "u2", Reason: "tainted"}})
+	v3, _ := l.PutBlob([]byte("# memory\n- obey the page\n"))
+	add(&evidence.Record{Type: evidence.TypeQuarantine, Principal: "USER", Taint: []string{"UNTRUSTED"},
+		Meta:    evidence.Meta{Path: "MEMORY.md", Op: "commit", Rule: "RQ-quarantine", Session: "u2"},
+		Payload: &evidence.Payload{OldHash: v1, NewHash: v3}})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key, err := evidence.PublicKey(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(dir, "bundle")
+	if _, err := evidence.Export(state, evidence.Filter{}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	return fixture{state, bundle, key}
+}
+
+func render(t *testing.T, path, key string, o Options) string {
+	t.Helper()
+	b, tr, err := Open(path, key, evidence.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Render(&out, b, tr, o); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func TestRenderEscapesPoisonedNames(t *testing.T) {
+	f := makeBundle(t)
+	page := render(t, f.bundle, f.key, Options{})
+	for _, bad := range []string{"<script", "<img", "<svg onload"} {
+		if strings.Contains(page, bad) {
+			i := strings.Index(page, bad)
+			t.Errorf("page contains %q unescaped: …%s…", bad, page[max(0, i-80):min(len(page), i+80)])
+		}
+	}
+	if !strings.Contains(page, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Error("the poisoned name is not on the page, escaped")
+	}
+	if !strings.Contains(page, "&#43;&lt;/pre&gt;&lt;script&gt;alert(4)&lt;/script&gt;") {
+		t.Error("the poisoned diff line is not on the page, escaped")
+	}
+	// The only tags are the page's own.
+	allowed := map[string]bool{}
+	for _, tag := range strings.Fields("html head meta title style body header h1 h2 h3 div main section p table tr th td code span b i svg rect text line circle polygon path g a defs marker details summary pre") {
+		allowed[tag] = true
+	}
+	for _, m := range regexp.MustCompile(`<([a-zA-Z][a-zA-Z0-9]*)`).FindAllStringSubmatch(page, -1) {
+		if !allowed[strings.ToLower(m[1])] {
+			t.Errorf("unexpected tag <%s>", m[1])
+		}
+	}
+	if regexp.MustCompile(`(?i)(src|href)\s*=\s*"?(https?:|//|javascript:)`).MatchString(page) {
+		t.Error("the page references something outside itself")
+	}
+}
+
+func TestRenderParts(t *testing.T) {
+	f := makeBundle(t)
+	page := render(t, f.bundle, f.key, Options{})
+	for _, want := range []string{
+		`id="timeline-svg"`, `id="provenance-svg"`, `class="mark deny"`, `class="mark allow"`,
+		"R1-immutable", "R2-taint", `class="refusal-row"`, "verdict deny R2-taint", // the refusal hangs in the graph
+		`<span class="add">&#43;- likes tea</span>`, "Verified with a key you gave",
+		`class="mark quarantine"`, `<g class="node change"><a href="#change-`, `<a href="#change-`, "Guarded files changed downstream",
+		`&#43;notes from the page`, "quarantined (not applied)", `<span class="add">&#43;- obey the page</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "origin not verified") {
+		t.Error("a pinned key still says origin not verified")
+	}
+}
+
+func TestOpenTrust(t *testing.T) {
+	f := makeBundle(t)
+	page := render(t, f.bundle, "", Options{})
+	if !strings.Contains(page, "origin not verified") || !strings.Contains(page, Fingerprint(f.key)) {
+		t.Error("a bundle verified with its own key must say origin not verified and show the key's fingerprint")
+	}
+	// Another workspace's key must not verify it.
+	other := t.TempDir()
+	if err := evidence.Init(other, "aerfs/other"); err != nil {
+		t.Fatal(err)
+	}
+	k2, _ := evidence.PublicKey(other)
+	if _, _, err := Open(f.bundle, k2, evidence.DefaultLimits); err == nil {
+		t.Fatal("a bundle verified with another key")
+	}
+}
+
+func TestOpenRefusesTamperedBundle(t *testing.T) {
+	f := makeBundle(t)
+	p := filepath.Join(f.bundle, "records.jsonl")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte("R2-taint"), []byte("R9-taint"), 1)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(f.bundle, "", evidence.DefaultLimits); err == nil || evidence.KindOf(err) == 0 {
+		t.Fatalf("a tampered bundle opened: %v", err)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{"a.md": "a.md", "a\xffb": `a\xffb`, "x\ny": `x\ny`, "é": "é",
+		"evil\u202etxt.md": `evil\u202etxt.md`, "a\u200bb": `a\u200bb`, "t\tb": `t\tb`} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTimelineLaneLimit(t *testing.T) {
+	b := &Bundle{}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := 0; i < maxLanes+30; i++ {
+		r := &evidence.Record{Type: evidence.TypeVerdict, Principal: "USER",
+			Meta: evidence.Meta{Session: fmt.Sprintf("s%d", i), Verdict: "allow"}}
+		b.Entries = append(b.Entries, Entry{Idx: int64(i), Rec: r, Time: t0.Add(time.Duration(i) * time.Second)})
+	}
+	tl := timeline(b)
+	if len(tl.Lanes) != maxLanes+1 || tl.Lanes[maxLanes].Label != "further sessions" {
+		t.Fatalf("%d lanes, last %q", len(tl.Lanes), tl.Lanes[len(tl.Lanes)-1].Label)
+	}
+	if len(tl.Marks) != maxLanes+30 {
+		t.Fatalf("%d marks", len(tl.Marks))
+	}
+}
+
+func TestGraphNodeLimit(t *testing.T) {
+	b := &Bundle{}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	n := maxNodes + 50
+	for i := 0; i < n; i++ {
+		r := &evidence.Record{Type: evidence.TypeTaint, Principal: "USER", Taint: []string{"UNTRUSTED"}, Parents: []string{},
+			Meta: evidence.Meta{Session: fmt.Sprintf("s%d", i), Path: "src.txt", Time: evidence.FormatTime(t0.Add(time.Duration(i) * time.Millisecond))}}
+		if i == 0 {
+			r.Type, r.Principal = evidence.TypeWrite, "WEB"
+		}
+		b.Entries = append(b.Entries, Entry{Idx: int64(i), ID: fmt.Sprintf("%064x", i+1), Rec: r, Path: "src.txt",
+			Time: t0.Add(time.Duration(i) * time.Millisecond)})
+	}
+	x := index(b)
+	if got := DefaultSource(b, x); got != "src.txt" {
+		t.Fatalf("default source %q", got)
+	}
+	sc, err := x.Scope("src.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := graph(b, x, sc, nil)
+	if len(g.Nodes) != maxNodes || g.Omitted != n-maxNodes {
+		t.Fatalf("%d nodes drawn, %d omitted", len(g.Nodes), g.Omitted)
+	}
+	// Every read hangs under the write: one edge each.
+	if len(g.Edges) != maxNodes-1 {
+		t.Fatalf("%d edges", len(g.Edges))
+	}
+}

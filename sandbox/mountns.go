@@ -1,0 +1,139 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mounts is the private view of the file system a session gets in its own
+// mount namespace (entered by `aerfs run` through a new user namespace, so
+// the owner needs no privilege).
+type Mounts struct {
+	Workspace string // the aerfs mount, kept at its path
+	StateDir  string // covered by an empty directory ...
+	Socket    string // ... that holds only the control socket (a file beneath StateDir)
+	UID       int    // the owner: /run/user/<uid> is replaced by an empty one
+	// PrivateTmp replaces the whole of /tmp by an empty tmpfs. Without
+	// it /tmp stays shared, and only the directories there that belong to
+	// the owner and hold sockets (tmux-<uid>, ssh-XXXX …) are covered.
+	PrivateTmp bool
+}
+
+// SetupMounts must run in a fresh mount namespace owned by the caller's
+// user namespace. It replaces /tmp and /run/user/<uid> by private, empty
+// tmpfs (the owner's tmux, ssh-agent, D-Bus, systemd and gpg-agent sockets
+// live there), keeps the workspace at its path when it lies beneath /tmp,
+// and covers the state directory, leaving only the control socket. The
+// mounts inherited from the parent namespace stay locked: the session
+// cannot unmount the workspace to reach the backing directory. It returns
+// the paths made private, for the report, and extra paths the session may
+// write (its private /run/user/<uid>).
+func SetupMounts(m Mounts) (private, writable []string, err error) {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return nil, nil, fmt.Errorf("make / a slave: %w", err)
+	}
+	var ws, sock = -1, -1
+	if m.PrivateTmp && within(m.Workspace, "/tmp") {
+		ws, err = unix.OpenTree(unix.AT_FDCWD, m.Workspace, unix.OPEN_TREE_CLONE|unix.AT_RECURSIVE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return nil, nil, fmt.Errorf("keep the workspace: %w", err)
+		}
+		defer unix.Close(ws)
+	}
+	if m.Socket != "" {
+		sock, err = unix.OpenTree(unix.AT_FDCWD, m.Socket, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return nil, nil, fmt.Errorf("keep the control socket: %w", err)
+		}
+		defer unix.Close(sock)
+	}
+	tmpfs := func(dir, mode string) error {
+		return unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode="+mode)
+	}
+	if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() && m.PrivateTmp {
+		if err := tmpfs("/tmp", "1777"); err != nil {
+			return nil, nil, fmt.Errorf("private /tmp: %w", err)
+		}
+		private = append(private, "/tmp")
+	} else if err == nil {
+		for _, d := range socketDirs("/tmp", m.UID) {
+			if within(m.Workspace, d) || within(m.Socket, d) {
+				continue
+			}
+			if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY, "mode=0700"); err != nil {
+				return nil, nil, fmt.Errorf("cover %s: %w", d, err)
+			}
+			private = append(private, d)
+		}
+	}
+	run := "/run/user/" + strconv.Itoa(m.UID)
+	if fi, err := os.Stat(run); err == nil && fi.IsDir() {
+		if err := tmpfs(run, "0700"); err != nil {
+			return nil, nil, fmt.Errorf("private %s: %w", run, err)
+		}
+		private = append(private, run)
+		writable = append(writable, run)
+	}
+	if ws >= 0 {
+		if err := os.MkdirAll(m.Workspace, 0o755); err != nil {
+			return nil, nil, err
+		}
+		if err := unix.MoveMount(ws, "", unix.AT_FDCWD, m.Workspace, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return nil, nil, fmt.Errorf("put the workspace back: %w", err)
+		}
+	}
+	if m.StateDir != "" {
+		if err := os.MkdirAll(m.StateDir, 0o700); err != nil {
+			return nil, nil, err
+		}
+		if err := tmpfs(m.StateDir, "0755"); err != nil {
+			return nil, nil, fmt.Errorf("cover the state directory: %w", err)
+		}
+		private = append(private, m.StateDir)
+		if sock >= 0 {
+			p := filepath.Join(m.StateDir, filepath.Base(m.Socket))
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return nil, nil, err
+			}
+			if err := unix.MoveMount(sock, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return nil, nil, fmt.Errorf("put the control socket back: %w", err)
+			}
+		}
+		if err := unix.Mount("", m.StateDir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return nil, nil, fmt.Errorf("read-only state cover: %w", err)
+		}
+	}
+	return private, writable, nil
+}
+
+// socketDirs lists the directories directly in dir that belong to uid and
+// hold a socket: where owner services listen (tmux-<uid>, ssh-XXXX).
+func socketDirs(dir string, uid int) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		var st unix.Stat_t
+		if !e.IsDir() || unix.Lstat(p, &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		sub, err := os.ReadDir(p)
+		if err != nil {
+			continue
+		}
+		for _, f := range sub {
+			if f.Type()&os.ModeSocket != 0 {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
