@@ -112,6 +112,18 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	ev.m = mon
+	// Sessions are cgroups where the daemon may make them (root and a
+	// cgroup v2 hierarchy); elsewhere they are followed by ancestry.
+	if cg, err := principal.NewCgroups(o.StateDir); err != nil {
+		reg.UseCgroups(nil, err)
+		o.Log.Warn().Err(err).Msg("sessions are not cgroups: membership is followed by ancestry (weaker)")
+	} else {
+		reg.UseCgroups(cg, nil)
+		defer cg.RemoveEmpty()
+	}
+	if err := restoreSessions(reg, o.StateDir); err != nil {
+		return fmt.Errorf("reading the session registrations from the log: %w", err)
+	}
 
 	// Before the mount serves: finish a restore a crash interrupted, and
 	// compare the guarded files with the log (drift while unmounted).
@@ -129,7 +141,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := mon.EnsureNamespaces(); err != nil {
 		return err
 	}
-	mon.OnBurst = func(s *principal.Session) { rollbackSession(mon, o.StateDir, o.Log, s) }
+	mon.OnBurst = func(root *principal.Session) {
+		// The quarantine covers the session tree: every session started
+		// from the root has its guarded changes rolled back.
+		for _, s := range reg.Sessions() {
+			if s.TreeRoot() == root {
+				rollbackSession(mon, o.StateDir, o.Log, s)
+			}
+		}
+	}
 	if err := checkDriftAtMount(ctx, mon, o); err != nil {
 		return err
 	}
@@ -161,7 +181,7 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
-			PID: os.Getpid(), Started: started, ProcEvents: procEvents,
+			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
 			// The kernel offers it, the mount asked for it, and the
 			// daemon may register backing files (CAP_SYS_ADMIN).
 			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && !o.NoPassthrough && os.Geteuid() == 0}
@@ -212,6 +232,50 @@ func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why st
 func (e *events) SessionEnded(s *principal.Session) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeSessionEnd, Principal: s.Principal.String(), Taint: s.Taint().Names(),
 		Meta: evidence.Meta{Session: s.ID, Reason: "session root exited"}})
+}
+
+// restoreSessions rebuilds the registry's session ids, principals,
+// parentage, cgroups and taint from the log: an id stays bound to the
+// registration that created it across remounts.
+func restoreSessions(reg *principal.Registry, stateDir string) error {
+	return evidence.ReadAll(stateDir, func(_ int64, _ string, r *evidence.Record) error {
+		m := r.Meta
+		if m.Session == "" {
+			return nil
+		}
+		switch {
+		case r.Type == evidence.TypeSessionStart && m.Verdict == "allow":
+			p, err := policy.ParsePrincipal(r.Principal)
+			if err != nil {
+				return nil
+			}
+			var parent, cg string
+			if r.Payload != nil {
+				parent, cg = r.Payload.From, r.Payload.To
+			}
+			t, _ := parseTaints(r.Taint)
+			started, _ := time.Parse(time.RFC3339Nano, m.Time)
+			reg.Restore(m.Session, p, parent, cg, t, started)
+		case r.Type == evidence.TypeTaint:
+			if s := reg.Session(m.Session); s != nil {
+				t, _ := parseTaints(r.Taint)
+				s.AddTaint(t)
+			}
+		}
+		return nil
+	})
+}
+
+func parseTaints(names []string) (policy.Taint, error) {
+	var t policy.Taint
+	for _, n := range names {
+		x, err := policy.ParseTaint(n)
+		if err != nil {
+			return t, err
+		}
+		t |= x
+	}
+	return t, nil
 }
 
 // clearStaleMount unmounts a dead FUSE mount ("transport endpoint is not

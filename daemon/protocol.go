@@ -27,6 +27,7 @@ type Request struct {
 	Op        string   `json:"op"` // register, taint, status, promote, ping, snapshot, restore, approve, reject
 	Principal string   `json:"principal,omitempty"`
 	Session   string   `json:"session,omitempty"`
+	Resume    bool     `json:"resume,omitempty"`  // register: the owner rejoins an existing session
 	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none)
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
@@ -59,6 +60,7 @@ type Status struct {
 	PID         int             `json:"pid"`
 	Started     time.Time       `json:"started"`
 	ProcEvents  bool            `json:"process_events"`
+	Tracking    string          `json:"session_tracking"` // "cgroup" or "ancestry (weaker: …)"
 	Passthrough bool            `json:"passthrough"`
 	Labels      int             `json:"labels"`
 	Allowed     int64           `json:"allowed"`

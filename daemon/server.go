@@ -299,22 +299,31 @@ func (s *controlServer) register(pid int, req Request) *Response {
 			return &Response{Error: err.Error(), Hint: "principals are SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL, EXTERNAL"}
 		}
 	}
-	sess, peer, v, err := s.reg.Register(pid, p, req.Session)
+	reg, peer, v, err := s.reg.RegisterWith(pid, p, req.Session, req.Resume)
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox}}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}
-	if sess == nil {
+	if reg == nil {
 		rec.Type = evidence.TypeVerdict
 		rec.Meta.Verdict = "deny"
 		s.m.Record(rec)
+		if v.Rule == policy.RuleSession {
+			return &Response{Refused: true, Rule: v.Rule.ID(),
+				Error: fmt.Sprintf("session %q was registered by another process: %s", req.Session, v.Rule.Reason()),
+				Hint:  "start a new session without --session, or, as the owner outside sessions, rejoin it with aerfs run --resume --session " + req.Session}
+		}
 		return refused(v, fmt.Sprintf("cannot start a %s session from a %s process", p, peer.Subject().Principal))
 	}
+	sess := reg.Session
 	rec.Meta.Session = sess.ID
 	rec.Meta.Verdict = "allow"
 	rec.Taint = nonNil(sess.Taint().Names())
+	// From: the session it was started from; To: its cgroup. A later
+	// mount rebuilds the registration from them.
+	rec.Payload.From, rec.Payload.To = reg.Parent, reg.Cgroup
 	if _, err := s.m.Record(rec); err != nil {
 		return &Response{Error: "cannot record the session start: " + err.Error()}
 	}

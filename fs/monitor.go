@@ -350,7 +350,11 @@ func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.O
 	}
 	m.log.Info().Str("path", rel).Str("op", opName(op)).Str("principal", subj.Principal.String()).
 		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
-	m.noteDenial(res)
+	if op.Mutates() {
+		// Only refused changes count: a lookup, listing or read answered
+		// ENOENT by namespace invisibility is not an attack.
+		m.noteDenial(res)
+	}
 	if v.Rule == policy.RuleNamespace {
 		return v, syscall.ENOENT
 	}
@@ -543,15 +547,20 @@ func (m *Monitor) refuseQuarantined(res *principal.Resolved, subj policy.Subject
 	return syscall.EACCES
 }
 
-// noteDenial counts a refusal against the caller's session; at the
-// policy's burst threshold the session is quarantined.
+// noteDenial counts a refused change against the root of the caller's
+// session tree (the session the caller's sub-sessions were started from):
+// refusals spread over nested sub-sessions add up. At the policy's burst
+// threshold the root is quarantined, and with it the whole tree. Implicit
+// sessions (processes outside sessions that read labelled content) are
+// not counted.
 func (m *Monitor) noteDenial(res *principal.Resolved) {
-	if res == nil || res.Session == nil {
+	if res == nil || res.Session == nil || res.Session.Implicit {
 		return
 	}
+	root := res.Session.TreeRoot()
 	n, window := m.Policy().Burst()
 	now := time.Now()
-	id := res.Session.ID
+	id := root.ID
 	m.mu.Lock()
 	if m.burst == nil {
 		m.burst = map[string][]time.Time{}
@@ -563,15 +572,14 @@ func (m *Monitor) noteDenial(res *principal.Resolved) {
 	m.burst[id] = ts
 	hit := n > 0 && len(ts) >= n
 	m.mu.Unlock()
-	if hit && res.Session.Quarantine() {
+	if hit && root.Quarantine() {
 		m.anyHeld.Store(true)
-		subj := res.Subject()
-		m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
+		m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: root.Principal.String(), Taint: taintNames(root.Taint()),
 			Meta: evidence.Meta{Session: id, Op: "burst", Verdict: "deny", Rule: RuleBurst, UID: res.Proc.UID,
-				Reason: fmt.Sprintf("%d refusals within %s: session quarantined, its guarded changes are rolled back", len(ts), window)}})
+				Reason: fmt.Sprintf("%d refusals within %s in the session tree: session quarantined with its sub-sessions, its guarded changes are rolled back", len(ts), window)}})
 		m.log.Warn().Str("session", id).Msg("burst of refusals: session quarantined")
 		if m.OnBurst != nil {
-			go m.OnBurst(res.Session)
+			go m.OnBurst(root)
 		}
 	}
 }

@@ -154,7 +154,7 @@ func TestRules(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"R0-plain", "R1-immutable", "R2-taint", "R3-principal", "R4-namespace", "R5-promotion",
-		"R6-propagate", "R7-authority", "R8-secret", "R9-unidentified", "RG-grant", "RA-allowed"} {
+		"R6-propagate", "R7-authority", "R8-secret", "R9-unidentified", "RG-grant", "RA-allowed", "RS-session"} {
 		if !seen[id] {
 			t.Errorf("missing rule id %s", id)
 		}

@@ -17,6 +17,7 @@ const (
 	RuleUnidentified             // R9-unidentified: a caller that cannot be identified is refused
 	RuleGrant                    // RG-grant: trust is only lowered when a principal is handed out
 	RuleAllowed                  // RA-allowed: a guarded mutation by a trusted, untainted subject
+	RuleSession                  // RS-session: a session id belongs to the registration that created it
 	RuleControl                  // RC-control: a session's control requests act only on its own session tree
 	numRules
 )
@@ -35,6 +36,7 @@ var ruleIDs = [numRules]string{
 	RuleUnidentified: "R9-unidentified",
 	RuleGrant:        "RG-grant",
 	RuleAllowed:      "RA-allowed",
+	RuleSession:      "RS-session",
 	RuleControl:      "RC-control",
 }
 
@@ -52,6 +54,7 @@ var ruleReasons = [numRules]string{
 	RuleUnidentified: "the caller could not be identified",
 	RuleGrant:        "trust is only lowered, never raised",
 	RuleAllowed:      "trusted, untainted subject",
+	RuleSession:      "a session id belongs to the registration that created it",
 	RuleControl:      "a session may only act on itself and the sessions started from within it",
 }
 

@@ -3,9 +3,11 @@ package principal
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +25,26 @@ type Session struct {
 	Started   time.Time
 	Root      ProcID
 	parent    *Session // session the registering process was in, if any
-	taint     atomic.Uint32
-	held      atomic.Bool // quarantined after a burst of refusals
+	// Implicit: made by the daemon for a process outside every session
+	// that became tainted; it carries the taint to the process's children
+	// and is never joined or named by a registration.
+	Implicit bool
+	restored bool // known from the log of an earlier mount
+	taint    atomic.Uint32
+	held     atomic.Bool // quarantined after a burst of refusals
+}
+
+// Parent is the session this one was started from (nil for none).
+func (s *Session) Parent() *Session { return s.parent }
+
+// TreeRoot is the outermost registered session this one was started from
+// (itself when it was started outside sessions): refusals anywhere in the
+// tree count towards it, and its quarantine covers the tree.
+func (s *Session) TreeRoot() *Session {
+	for s != nil && s.parent != nil && !s.parent.Implicit {
+		s = s.parent
+	}
+	return s
 }
 
 // Quarantine marks the session so that every further mutation from it is
@@ -76,6 +96,7 @@ type Resolved struct {
 	Reason     string // why the caller is unidentified
 
 	own atomic.Uint32 // taint of a process outside every session
+	reg *Registry     // where an implicit session is made
 }
 
 // Subject is the policy's view of the caller, with taint as of now.
@@ -85,7 +106,11 @@ func (r *Resolved) Subject() policy.Subject {
 	}
 	s := policy.Subject{Principal: r.Principal, Identified: true, Taint: policy.Taint(r.own.Load())}
 	if r.Session != nil {
-		s.Session = r.Session.ID
+		if !r.Session.Implicit {
+			// An implicit session carries taint, not a namespace: the
+			// process keeps the visibility it had outside sessions.
+			s.Session = r.Session.ID
+		}
 		s.Taint |= r.Session.Taint()
 	}
 	return s
@@ -107,6 +132,9 @@ func (r *Resolved) AddTaint(t policy.Taint) bool {
 			return false
 		}
 		if r.own.CompareAndSwap(old, nw) {
+			if r.reg != nil {
+				r.reg.implicitSession(r, policy.Taint(nw))
+			}
 			return true
 		}
 	}
@@ -133,6 +161,12 @@ type Registry struct {
 	byTgid   map[int]ProcID       // latest ProcID seen for a tgid, for exit events
 	threads  map[int]threadEntry  // thread id → its process, while the thread lives
 	dirs     int                  // threads entries holding an open /proc directory
+
+	// cgroup mode (nil: sessions are followed by ancestry and events)
+	cg       *Cgroups
+	byCg     map[string]member   // registration cgroup (relative to the subtree) → member
+	implicit map[ProcID]*Session // implicit sessions by the process they were made for
+	cgErr    string              // why cgroup mode is not in force
 }
 
 // threadEntry caches the resolution of a thread. It is valid while the
@@ -199,7 +233,40 @@ func NewRegistry(ownerUID uint32, pol func() *policy.Policy, ev Events) *Registr
 		neg:      map[ProcID]uint64{},
 		byTgid:   map[int]ProcID{},
 		threads:  map[int]threadEntry{},
+		byCg:     map[string]member{},
+		implicit: map[ProcID]*Session{},
+		cgErr:    "not set up",
 	}
+}
+
+// UseCgroups makes sessions cgroups of c (see cgroup.go). Call it before
+// the mount serves. A nil c with an error keeps the ancestry method and
+// remembers why.
+func (r *Registry) UseCgroups(c *Cgroups, why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cg = c
+	if why != nil {
+		r.cgErr = why.Error()
+	}
+}
+
+// Cgroups is the subtree in use (nil in ancestry mode).
+func (r *Registry) Cgroups() *Cgroups {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.cg
+}
+
+// Tracking says how session membership is known, for aerfs status.
+func (r *Registry) Tracking() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.cg != nil {
+		return "cgroup"
+	}
+	return "ancestry (weaker: membership is reconstructed from process ancestry and fork events; " +
+		"a child whose parent exits before aerfs sees it can escape its session; cgroup v2: " + r.cgErr + ")"
 }
 
 // Resolve identifies the thread tid. A thread that cannot be read is returned
@@ -221,6 +288,11 @@ func (r *Registry) Resolve(tid int) *Resolved {
 			return e.res
 		}
 	}
+	// A resolution that straddles a registration or an implicit session
+	// (gen moved on) is answered but not cached: it may predate the move.
+	r.mu.RLock()
+	gen := r.gen
+	r.mu.RUnlock()
 	p, err := ReadProc(tid)
 	if err != nil {
 		return &Resolved{Reason: fmt.Sprintf("pid %d: %v", tid, err)}
@@ -240,7 +312,11 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	}
 	if st, err := startTime(tid); err == nil {
 		r.mu.Lock()
-		r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir})
+		if r.gen == gen {
+			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir})
+		} else if dir != nil {
+			dir.Close()
+		}
 		r.mu.Unlock()
 	} else if dir != nil {
 		dir.Close()
@@ -250,8 +326,23 @@ func (r *Registry) Resolve(tid int) *Resolved {
 
 func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 	pol := r.policy()
-	m, inSession := r.findSession(p)
-	res := &Resolved{Proc: p, Identified: true}
+	r.mu.RLock()
+	cg := r.cg
+	gen := r.gen
+	r.mu.RUnlock()
+	var m member
+	var inSession bool
+	if cg != nil {
+		var why string
+		m, inSession, why = r.cgroupSession(cg, p)
+		if why != "" {
+			// Fail closed: never guess a session.
+			return &Resolved{Proc: p, Reason: why}
+		}
+	} else {
+		m, inSession = r.findSession(p)
+	}
+	res := &Resolved{Proc: p, Identified: true, reg: r}
 	if prev != nil {
 		// exec in place: same process, new program. Keep its taint.
 		res.own.Store(prev.own.Load())
@@ -282,10 +373,100 @@ func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 		res.own.Store(res.own.Load() | uint32(policy.OriginTaint(res.Principal)))
 	}
 	r.mu.Lock()
+	if r.gen != gen {
+		// A session changed while this was read: read again.
+		r.mu.Unlock()
+		return r.resolve(p, prev)
+	}
+	if old := r.procs[p.ID]; old != nil && old != prev {
+		// Another thread of the process resolved it meanwhile: keep
+		// the taint it may have gathered.
+		res.own.Store(res.own.Load() | old.own.Load())
+	}
 	r.procs[p.ID] = res
 	r.byTgid[p.ID.Tgid] = p.ID
 	r.mu.Unlock()
 	return res
+}
+
+// cgroupSession reads the session of p from its cgroup. why is set when p
+// is in the daemon's subtree but in no cgroup the registry knows.
+func (r *Registry) cgroupSession(cg *Cgroups, p Proc) (member, bool, string) {
+	abs, err := cgroupOf(p.ID.Tgid)
+	if err != nil {
+		return member{}, false, fmt.Sprintf("pid %d: cgroup unreadable: %v", p.ID.Tgid, err)
+	}
+	rel, inside := cg.Within(abs)
+	if !inside {
+		return member{}, false, ""
+	}
+	if rel == "" {
+		return member{}, false, ""
+	}
+	r.mu.RLock()
+	m, ok := r.byCg[rel]
+	r.mu.RUnlock()
+	if !ok {
+		return member{}, false, fmt.Sprintf("pid %d is in session cgroup %s, unknown to this mount", p.ID.Tgid, abs)
+	}
+	return m, true, ""
+}
+
+// implicitSession gives res, a process outside every session that has just
+// been tainted, a session of its own: a cgroup it is moved into, carrying
+// its taint, so that the children it forks from now on are tainted too.
+func (r *Registry) implicitSession(res *Resolved, t policy.Taint) {
+	r.mu.Lock()
+	cg := r.cg
+	if cg == nil || res.Session != nil {
+		r.mu.Unlock()
+		return
+	}
+	if s := r.implicit[res.Proc.ID]; s != nil {
+		r.mu.Unlock()
+		s.AddTaint(t)
+		return
+	}
+	id := fmt.Sprintf("implicit-%d-%d", res.Proc.ID.Tgid, res.Proc.ID.Start)
+	rel := fmt.Sprintf("i-%d-%d", res.Proc.ID.Tgid, res.Proc.ID.Start)
+	s := &Session{ID: id, Principal: res.Principal, Started: time.Now().UTC(), Root: res.Proc.ID, Implicit: true}
+	s.taint.Store(uint32(t))
+	r.implicit[res.Proc.ID] = s
+	r.byCg[rel] = member{sess: s, principal: res.Principal}
+	r.mu.Unlock()
+	if err := cg.Make(rel); err != nil {
+		return
+	}
+	if err := cg.Move(res.Proc.ID.Tgid, rel); err != nil {
+		return
+	}
+	if !Alive(res.Proc.ID) {
+		// The pid now belongs to another process: it must not inherit.
+		if abs, err := cgroupOf(res.Proc.ID.Tgid); err == nil && abs == cg.Root()+"/"+rel {
+			cg.Move(res.Proc.ID.Tgid, "")
+		}
+		return
+	}
+	r.mu.Lock()
+	r.members[res.Proc.ID] = member{sess: s, principal: res.Principal}
+	r.invalidate()
+	r.mu.Unlock()
+}
+
+// invalidate drops cached resolutions: a process's session changed (a
+// registration or an implicit session). Taint of processes outside
+// sessions is kept. Called with r.mu held.
+func (r *Registry) invalidate() {
+	for id, res := range r.procs {
+		if res.own.Load() != 0 && res.Session == nil && r.implicit[id] == nil {
+			continue
+		}
+		delete(r.procs, id)
+	}
+	for tid := range r.threads {
+		r.dropThread(tid)
+	}
+	r.gen++
 }
 
 // findSession walks from p towards init until it meets a process known to be
@@ -336,10 +517,37 @@ func (r *Registry) remember(chain []ProcID, m member) {
 	r.mu.Unlock()
 }
 
+// Registration is what an accepted registration made.
+type Registration struct {
+	Session *Session
+	Parent  string // id of the session the registering process was in ("" for none)
+	Cgroup  string // the registration's cgroup, relative to the subtree ("" in ancestry mode)
+}
+
 // Register makes the process peerPid the root of session id with principal p.
 // The peer is resolved like any caller, and it may only hand out trust at or
 // below its own. An empty id creates a fresh session.
 func (r *Registry) Register(peerPid int, p policy.Principal, id string) (*Session, *Resolved, policy.Verdict, error) {
+	reg, peer, v, err := r.RegisterWith(peerPid, p, id, false)
+	if reg == nil {
+		return nil, peer, v, err
+	}
+	return reg.Session, peer, v, err
+}
+
+// RegisterWith is Register; resume says the owner asks explicitly to
+// rejoin a session known from an earlier mount.
+//
+// A session id is bound to the registration that created it. An existing
+// id may be registered again only from inside that session's tree
+// (nesting), or by the owner outside sessions: explicitly with resume, or
+// without it for a session created during this mount. Anything else is
+// refused with RuleSession.
+//
+// In cgroup mode the peer is moved into the registration's cgroup before
+// this returns; if the pid no longer belongs to the peer afterwards, the
+// process found there is moved back and the registration refused.
+func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resume bool) (*Registration, *Resolved, policy.Verdict, error) {
 	peer := r.Resolve(peerPid)
 	v := policy.CanGrant(peer.Subject(), p)
 	if !v.Allow {
@@ -348,21 +556,70 @@ func (r *Registry) Register(peerPid int, p policy.Principal, id string) (*Sessio
 	if id == "" {
 		id = newSessionID()
 	}
-	if !ValidSessionID(id) {
+	if !ValidSessionID(id) || strings.HasPrefix(id, "implicit-") {
 		return nil, peer, v, fmt.Errorf("invalid session name %q", id)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var parent *Session
+	var parentCg string
+	if peer.Session != nil {
+		parent = peer.Session
+		if r.cg != nil {
+			// The kernel's tree is the sessions' tree: a nested
+			// registration is a child of the peer's cgroup.
+			if abs, err := cgroupOf(peer.Proc.ID.Tgid); err == nil {
+				if rel, ok := r.cg.Within(abs); ok && r.byCg[rel].sess == parent {
+					parentCg = rel
+				}
+			}
+		}
+	}
 	s, exists := r.sessions[id]
 	if exists {
-		// Joining a session means seeing its namespace: only its own
-		// processes and the owner's channel may add to it.
-		if peer.Session != s && (peer.Session != nil || !peer.Principal.Trusted()) {
-			return nil, peer, policy.Verdict{Rule: policy.RuleNamespace}, nil
+		inTree := false
+		for x := peer.Session; x != nil; x = x.parent {
+			inTree = inTree || x == s
 		}
+		ownerOutside := (peer.Session == nil || peer.Session.Implicit) && peer.Identified &&
+			peer.Proc.UID == r.OwnerUID && peer.Principal.Trusted()
+		if !inTree && !(ownerOutside && (resume || !s.restored)) {
+			return nil, peer, policy.Verdict{Rule: policy.RuleSession}, nil
+		}
+		// Joining never washes: what the joining process carries, the
+		// session carries from now on.
+		s.AddTaint(peer.Subject().Taint)
 	} else {
-		s = &Session{ID: id, Principal: p, Started: time.Now().UTC(), Root: peer.Proc.ID, parent: peer.Session}
+		s = &Session{ID: id, Principal: p, Started: time.Now().UTC(), Root: peer.Proc.ID, parent: parent}
 		s.taint.Store(uint32(peer.Subject().Taint))
+	}
+	reg := &Registration{Session: s}
+	if parent != nil && !parent.Implicit {
+		reg.Parent = parent.ID
+	}
+	if r.cg != nil {
+		rel := newSessionID()
+		if parentCg != "" {
+			rel = parentCg + "/" + rel
+		}
+		old, err := cgroupOf(peer.Proc.ID.Tgid)
+		if err != nil {
+			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
+		}
+		if err := r.cg.Make(rel); err != nil {
+			return nil, peer, v, fmt.Errorf("cannot make the session's cgroup: %w", err)
+		}
+		if err := r.cg.Move(peer.Proc.ID.Tgid, rel); err != nil {
+			return nil, peer, v, fmt.Errorf("cannot move the process into the session's cgroup: %w", err)
+		}
+		if !Alive(peer.Proc.ID) {
+			r.cg.MoveTo(peer.Proc.ID.Tgid, old)
+			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
+		}
+		r.byCg[rel] = member{sess: s, principal: p}
+		reg.Cgroup = rel
+	}
+	if !exists {
 		r.sessions[id] = s
 	}
 	s.AddTaint(policy.OriginTaint(p))
@@ -370,18 +627,27 @@ func (r *Registry) Register(peerPid int, p policy.Principal, id string) (*Sessio
 	r.byTgid[peer.Proc.ID.Tgid] = peer.Proc.ID
 	// Any cached resolution may now be wrong (the peer, processes it
 	// started, anything that walked through it): start over. Registrations
-	// are rare; resolutions are cheap to redo. Taint of processes outside
-	// sessions is kept.
-	for id, res := range r.procs {
-		if res.own.Load() != 0 {
-			continue
-		}
-		delete(r.procs, id)
-	}
+	// are rare; resolutions are cheap to redo.
+	r.invalidate()
 	delete(r.procs, peer.Proc.ID)
-	r.threads = map[int]threadEntry{}
-	r.gen++
-	return s, peer, v, nil
+	return reg, peer, v, nil
+}
+
+// Restore makes known a registration recorded by an earlier mount: the
+// session id stays bound to it (with its principal, its parent and its
+// taint), and processes still in its cgroup are its members.
+func (r *Registry) Restore(id string, p policy.Principal, parent, cgroup string, taint policy.Taint, started time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.sessions[id]
+	if s == nil {
+		s = &Session{ID: id, Principal: p, Started: started, parent: r.sessions[parent], restored: true}
+		r.sessions[id] = s
+	}
+	s.AddTaint(taint)
+	if cgroup != "" {
+		r.byCg[cgroup] = member{sess: s, principal: p}
+	}
 }
 
 // Session returns the named session.
@@ -405,6 +671,17 @@ func (r *Registry) Sessions() []*Session {
 // Live counts the live processes known to be in session s.
 func (r *Registry) Live(s *Session) int {
 	r.mu.RLock()
+	if r.cg != nil {
+		n := 0
+		for rel, m := range r.byCg {
+			if m.sess == s {
+				b, _ := os.ReadFile(r.cg.dir(rel) + "/cgroup.procs")
+				n += strings.Count(string(b), "\n")
+			}
+		}
+		r.mu.RUnlock()
+		return n
+	}
 	ids := make([]ProcID, 0)
 	for id, m := range r.members {
 		if m.sess == s {
@@ -470,15 +747,52 @@ func (r *Registry) Prune() {
 			r.Forget(id)
 		}
 	}
+	r.pruneImplicit()
+}
+
+// pruneImplicit removes the implicit sessions whose cgroup is empty: the
+// process they were made for and every child it started have exited.
+func (r *Registry) pruneImplicit() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cg == nil {
+		return
+	}
+	for id := range r.implicit {
+		if Alive(id) {
+			continue
+		}
+		rel := fmt.Sprintf("i-%d-%d", id.Tgid, id.Start)
+		if err := unix.Rmdir(r.cg.dir(rel)); err != nil && !errors.Is(err, unix.ENOENT) {
+			continue // still populated
+		}
+		delete(r.byCg, rel)
+		delete(r.implicit, id)
+	}
 }
 
 // Fork records that child was started by parent: a session member's child is
 // a member even after it is re-parented to init.
 func (r *Registry) Fork(parentTgid, childTgid int) {
 	r.mu.RLock()
+	if r.cg != nil {
+		// The kernel put the child in its parent's cgroup already.
+		r.mu.RUnlock()
+		return
+	}
 	pm, found := r.members[r.byTgid[parentTgid]]
+	pres := r.procs[r.byTgid[parentTgid]]
 	r.mu.RUnlock()
 	if !found {
+		// Ancestry mode's stand-in for implicit sessions: a tainted
+		// process outside sessions passes its taint to the children it
+		// forks, as far as the fork event arrives before the child's
+		// first request.
+		if pres != nil && pres.Session == nil && pres.own.Load() != 0 {
+			if p, err := ReadProc(childTgid); err == nil && p.ID.Tgid == childTgid {
+				r.resolve(p, pres)
+			}
+		}
 		return
 	}
 	st, err := startTime(childTgid)

@@ -15,18 +15,22 @@ import (
 type runOptions struct {
 	principal string
 	session   string
+	resume    bool
 	sandbox   string
 }
 
 func newRunCommand() *cobra.Command {
 	var o runOptions
 	c := &cobra.Command{
-		Use:   "run [--principal P] [--session S] [--sandbox=off] -- CMD [ARGS...]",
+		Use:   "run [--principal P] [--session S [--resume]] [--sandbox=off] -- CMD [ARGS...]",
 		Short: "Run a command in a session under a principal",
 		Long: `run registers this process with the daemon over the control socket and then
 executes CMD in its place (same pid). CMD and everything it starts belong to
 the session. The daemon authenticates the request by the kernel's peer
 credentials and grants only principals at or below the caller's own.
+A session id belongs to the registration that created it, across remounts:
+it can be registered again only from inside that session, or by the owner
+outside sessions (with --resume for a session of an earlier mount).
 
 Before it executes CMD, run confines the session (docs/confinement.md):
 it starts a copy of itself in a new user and mount namespace (the owner's
@@ -44,6 +48,7 @@ the like. --sandbox=off runs CMD unconfined; the session start records it.`,
 	}
 	c.Flags().StringVar(&o.principal, "principal", "", "SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL or EXTERNAL (default: your own)")
 	c.Flags().StringVar(&o.session, "session", "", "session name (default: a new session)")
+	c.Flags().BoolVar(&o.resume, "resume", false, "rejoin the existing session --session (the owner, outside sessions)")
 	c.Flags().StringVar(&o.sandbox, "sandbox", "on", "on: confine the session (default); off: run it unconfined")
 	return c
 }
@@ -53,6 +58,9 @@ func runRun(o runOptions, args []string) error {
 		if _, err := policy.ParsePrincipal(o.principal); err != nil {
 			return fail(exitUsage, "principals are SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL, EXTERNAL", "unknown principal %q", o.principal)
 		}
+	}
+	if o.resume && o.session == "" {
+		return fail(exitUsage, "name the session to rejoin: aerfs run --resume --session ID -- CMD", "--resume needs --session")
 	}
 	if o.sandbox != "on" && o.sandbox != "off" {
 		return fail(exitUsage, "write --sandbox=on (the default) or --sandbox=off", "unknown --sandbox value %q", o.sandbox)
@@ -66,7 +74,7 @@ func runRun(o runOptions, args []string) error {
 		return err
 	}
 	sc := prepareSandbox(o.sandbox == "on", t)
-	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Sandbox: sc.planned})
+	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume, Sandbox: sc.planned})
 	if err != nil {
 		return err
 	}

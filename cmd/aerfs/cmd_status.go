@@ -45,6 +45,7 @@ func runStatus(out io.Writer, asJSON bool) error {
 	fmt.Fprintf(out, "workspace:   %s (mounted, daemon pid %d, since %s)\n", st.Workspace, st.PID, st.Started.Format("2006-01-02 15:04:05Z"))
 	fmt.Fprintf(out, "state:       %s\npolicy:      %s\n", st.StateDir, st.Policy)
 	fmt.Fprintf(out, "passthrough: %v   process events: %v\n", st.Passthrough, st.ProcEvents)
+	fmt.Fprintf(out, "sessions by: %s\n", st.Tracking)
 	fmt.Fprintf(out, "verdicts:    %d allowed, %d denied; %d guarded commits, %d quarantined; %d labelled files\n",
 		st.Allowed, st.Denied, st.Committed, st.Quarantined, st.Labels)
 	fmt.Fprintf(out, "sessions:    %d\n", len(st.Sessions))
