@@ -92,8 +92,18 @@ func newVerifyCommand() *cobra.Command {
 		Use:   "verify [BUNDLE]",
 		Short: "Verify an evidence bundle offline, or the live log with --state",
 		Long: `verify checks schemas, record ids, blob hashes, parents, the Merkle root,
-the inclusion proofs and the checkpoint signature. Exit codes: 0 verified,
-10 integrity failure, 11 schema failure, 12 signature failure, 13 I/O error.`,
+the inclusion proofs and the checkpoint signature.
+
+A bundle carries its own public key, and a bundle checked against that key
+proves only that it is consistent — anyone can make a consistent bundle.
+Give the key you trust with --key (the output of 'aerfs key' on the
+machine, kept where you keep keys) to check its origin as well. Without
+--key verify checks integrity, says in plain words that the origin is not
+verified, and exits 14.
+
+Exit codes: 0 verified (integrity and origin), 14 integrity verified but
+origin not (no --key), 10 integrity failure, 11 schema failure, 12
+signature failure (not signed by the given key), 13 I/O error.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runVerify(cmd.OutOrStdout(), args, key)
@@ -128,6 +138,11 @@ func runVerify(out io.Writer, args []string, key string) error {
 	}
 	fmt.Fprintf(out, "verified %s: %d records, tree size %d, root %s, key %s (%s)\n",
 		rep.Source, rep.Records, rep.TreeSize, rep.Root, rep.KeyID, rep.KeySource)
+	if rep.KeySource == "bundle" {
+		fmt.Fprintf(out, "ORIGIN NOT VERIFIED: the bundle was checked against the key it carries, which proves it is consistent, not who made it.\n")
+		return fail(exitUnpinned, "pass the key you trust: aerfs verify --key @aerfs.pub "+args[0]+" (aerfs key prints it on the machine that made the bundle)",
+			"%s: integrity verified, origin not verified (no --key)", args[0])
+	}
 	return nil
 }
 

@@ -27,6 +27,7 @@ const (
 	exitSchema      = 11 // verify: a file does not follow the format
 	exitSignature   = 12 // verify: the checkpoint signature does not verify
 	exitIO          = 13 // verify: the bundle or log cannot be read
+	exitUnpinned    = 14 // verify: integrity verified, origin not (no --key)
 )
 
 // cliError is an error with an exit code and an optional hint for the user.
