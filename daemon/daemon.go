@@ -18,6 +18,7 @@ import (
 
 	"github.com/aerfs/aerfs/evidence"
 	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/metrics"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -32,7 +33,10 @@ type Options struct {
 	Debug     bool
 	// NoPassthrough serves plain file data through the daemon.
 	NoPassthrough bool
-	Log           zerolog.Logger
+	// MetricsAddr, when set, serves Prometheus metrics at
+	// http://MetricsAddr/metrics.
+	MetricsAddr string
+	Log         zerolog.Logger
 	// Ready is called once: with nil when the mount serves, or with the
 	// error that stopped it.
 	Ready func(error)
@@ -106,10 +110,21 @@ func Run(ctx context.Context, o Options) (err error) {
 	ev := &events{}
 	var mon *aerfs.Monitor
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
+	health := &logHealth{ok: true}
+	rec := &countingRecorder{Recorder: elog, health: health}
+	if o.MetricsAddr != "" {
+		rec.m = metrics.New(metrics.Probes{
+			LiveSessions: func() int { return len(reg.Sessions()) },
+			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok },
+		})
+	}
 	mon, err = aerfs.NewMonitor(aerfs.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
-		Registry: reg, Labels: labels, Recorder: elog, Log: o.Log})
+		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log})
 	if err != nil {
 		return err
+	}
+	if rec.m != nil {
+		mon.OnCommit = rec.m.ObserveCommit
 	}
 	ev.m = mon
 	// Sessions are cgroups where the daemon may make them (root and a
@@ -179,9 +194,19 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 
+	if rec.m != nil {
+		addr, err := serveMetrics(ctx, o.MetricsAddr, rec.m, o.Log)
+		if err != nil {
+			server.Unmount()
+			return fmt.Errorf("--metrics-addr %s: %w", o.MetricsAddr, err)
+		}
+		o.Log.Info().Str("event", "metrics").Str("addr", addr).Msg("serving Prometheus metrics at /metrics")
+	}
 	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
+			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok }(),
+			LogLastError: func() string { _, e, _ := health.state(); return e }(),
 			// The kernel offers it, the mount asked for it, and the
 			// daemon may register backing files (CAP_SYS_ADMIN).
 			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && !o.NoPassthrough && os.Geteuid() == 0}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,11 +16,36 @@ import (
 )
 
 // countingRecorder passes every record to the evidence log and, once the
-// log has taken it, to the metrics: the counters move exactly with the log.
+// log has taken it, to the metrics (when they are served): the counters
+// move exactly with the log. It also keeps the log's health for status.
 type countingRecorder struct {
 	aerfs.Recorder
-	m       *metrics.Metrics
-	healthy func(error)
+	m      *metrics.Metrics // nil without --metrics-addr
+	health *logHealth
+}
+
+// logHealth is whether the last append succeeded, and the last error.
+type logHealth struct {
+	mu      sync.Mutex
+	ok      bool
+	lastErr string
+	lastAt  time.Time
+}
+
+func (h *logHealth) note(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil {
+		h.ok = true
+		return
+	}
+	h.ok, h.lastErr, h.lastAt = false, err.Error(), time.Now().UTC()
+}
+
+func (h *logHealth) state() (ok bool, lastErr string, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ok, h.lastErr, h.lastAt
 }
 
 func (c *countingRecorder) Append(r *evidence.Record) (string, error) {
@@ -30,10 +56,10 @@ func (c *countingRecorder) Append(r *evidence.Record) (string, error) {
 
 func (c *countingRecorder) AppendAsync(r *evidence.Record, onErr func(error)) (string, error) {
 	id, err := c.Recorder.AppendAsync(r, func(err error) {
-		c.m.AppendFailed()
-		if c.healthy != nil {
-			c.healthy(err)
+		if c.m != nil {
+			c.m.AppendFailed()
 		}
+		c.health.note(err)
 		if onErr != nil {
 			onErr(err)
 		}
@@ -43,8 +69,9 @@ func (c *countingRecorder) AppendAsync(r *evidence.Record, onErr func(error)) (s
 }
 
 func (c *countingRecorder) after(r *evidence.Record, err error) {
-	if c.healthy != nil {
-		c.healthy(err)
+	c.health.note(err)
+	if c.m == nil {
+		return
 	}
 	if err != nil {
 		c.m.AppendFailed()

@@ -54,13 +54,18 @@ type Response struct {
 
 // Status is what `aerfs status` prints.
 type Status struct {
-	Workspace   string          `json:"workspace"`
-	StateDir    string          `json:"state_dir"`
-	Policy      string          `json:"policy"`
-	PID         int             `json:"pid"`
-	Started     time.Time       `json:"started"`
-	ProcEvents  bool            `json:"process_events"`
-	Tracking    string          `json:"session_tracking"` // "cgroup" or "ancestry (weaker: …)"
+	Workspace  string    `json:"workspace"`
+	StateDir   string    `json:"state_dir"`
+	Policy     string    `json:"policy"`
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	ProcEvents bool      `json:"process_events"`
+	Tracking   string    `json:"session_tracking"` // "cgroup" or "ancestry (weaker: …)"
+	// The evidence log: whether its last append succeeded, and the last
+	// error it gave (guarded changes are refused while it fails).
+	LogHealthy   bool   `json:"log_healthy"`
+	LogLastError string `json:"log_last_error,omitempty"`
+	// Allowed … Quarantined count since the daemon started (Started).
 	Passthrough bool            `json:"passthrough"`
 	Labels      int             `json:"labels"`
 	Allowed     int64           `json:"allowed"`

@@ -311,6 +311,7 @@ func (g *guardedFile) commit(ctx context.Context, last bool) syscall.Errno {
 		return 0
 	}
 	g.dirty, g.truncated = false, false
+	start := time.Now()
 	rel := g.node.rel()
 	defer g.m.lockPath(rel)()
 	subjects := g.m.writersNow(&g.writers)
@@ -350,6 +351,9 @@ func (g *guardedFile) commit(ctx context.Context, last bool) syscall.Errno {
 		}
 	}
 	if errno == 0 {
+		if g.m.OnCommit != nil {
+			g.m.OnCommit(time.Since(start))
+		}
 		g.created = false
 		g.appendOnly = true
 		if fi, err := g.staging.Stat(); err == nil {

@@ -89,6 +89,11 @@ type Monitor struct {
 
 	Stats Stats
 
+	// OnCommit, when set, is told how long each guarded commit took, from
+	// the close that asked for it to its durable record and publication
+	// (the metrics' histogram).
+	OnCommit func(time.Duration)
+
 	// OnBurst is called (once, in its own goroutine) when a session is
 	// quarantined after a burst of refusals.
 	OnBurst func(s *principal.Session)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 )
 
 // Load reads and parses the policy file at path. Errors name the file as
@@ -19,9 +18,17 @@ func Load(path string) (*Policy, error) {
 
 // ReadFile reads a policy file, checking before it reads that it is a
 // regular file of at most maxPolicySize bytes: a 50 MB file is refused
-// without being read, and a FIFO without blocking.
+// without being read, and a FIFO without being opened (an open would wait
+// for a writer). The opened file is checked again to be the one stat saw.
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	pre, err := os.Stat(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read policy: " + err.Error(), Hint: "check the path, or run aerfs init to write the default policy"}
+	}
+	if !pre.Mode().IsRegular() {
+		return nil, &Error{File: path, Msg: "the policy is not a regular file", Hint: "name the policy file itself"}
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read policy: " + err.Error(), Hint: "check the path, or run aerfs init to write the default policy"}
 	}
@@ -30,8 +37,8 @@ func ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read policy: " + err.Error()}
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, &Error{File: path, Msg: "the policy is not a regular file", Hint: "name the policy file itself"}
+	if !fi.Mode().IsRegular() || !os.SameFile(pre, fi) {
+		return nil, &Error{File: path, Msg: "the policy file changed while it was opened", Hint: "try again"}
 	}
 	tooLarge := &Error{File: path, Msg: fmt.Sprintf("policy file is larger than %d bytes", maxPolicySize), Hint: "a policy is a page of YAML; check that the right file is named"}
 	if fi.Size() > maxPolicySize {

@@ -22,6 +22,7 @@ import (
 )
 
 type mountOptions struct {
+	metrics    string // --metrics-addr
 	logMax     int64 // bytes of daemon.log before it rotates
 	logKeep    int   // rotated files kept
 	foreground bool
@@ -44,6 +45,7 @@ func newMountCommand() *cobra.Command {
 	c.Flags().IntVar(&o.readyFd, "ready-fd", 0, "file descriptor to report readiness on (used by the background start)")
 	c.Flags().BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	c.Flags().BoolVar(&o.noPT, "no-passthrough", false, "serve plain file data through the daemon, as an unprivileged mount does (for comparison, or a kernel whose passthrough misbehaves)")
+	c.Flags().StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	c.Flags().Int64Var(&o.logMax, "log-max-size", 10<<20, "rotate daemon.log in the state directory past this many bytes (0: never)")
 	c.Flags().IntVar(&o.logKeep, "log-keep", 5, "rotated daemon logs to keep (daemon.log.1 … daemon.log.N)")
 	c.Flags().MarkHidden("ready-fd")
@@ -142,7 +144,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		}
 		announce(err)
 	}
-	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, Log: log, Ready: ready, Warn: warn})
+	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, MetricsAddr: o.metrics, Log: log, Ready: ready, Warn: warn})
 	switch {
 	case err != nil && !served:
 		// The user is told by the command itself; the line is for the
@@ -178,6 +180,9 @@ func startDaemon(ws, state string, o mountOptions) error {
 		args = append(args, "--debug")
 	}
 	args = append(args, fmt.Sprintf("--log-max-size=%d", o.logMax), fmt.Sprintf("--log-keep=%d", o.logKeep))
+	if o.metrics != "" {
+		args = append(args, "--metrics-addr", o.metrics)
+	}
 	cmd := exec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stdin = nil

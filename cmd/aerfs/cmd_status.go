@@ -46,7 +46,12 @@ func runStatus(out io.Writer, asJSON bool) error {
 	fmt.Fprintf(out, "state:       %s\npolicy:      %s\n", st.StateDir, st.Policy)
 	fmt.Fprintf(out, "passthrough: %v   process events: %v\n", st.Passthrough, st.ProcEvents)
 	fmt.Fprintf(out, "sessions by: %s\n", st.Tracking)
-	fmt.Fprintf(out, "verdicts:    %d allowed, %d denied; %d guarded commits, %d quarantined; %d labelled files\n",
+	if st.LogHealthy {
+		fmt.Fprintf(out, "evidence:    log healthy\n")
+	} else {
+		fmt.Fprintf(out, "evidence:    LOG FAILING — guarded changes are refused until it recovers: %s\n", st.LogLastError)
+	}
+	fmt.Fprintf(out, "since mount: %d allowed, %d denied; %d guarded commits, %d quarantined; %d labelled files\n",
 		st.Allowed, st.Denied, st.Committed, st.Quarantined, st.Labels)
 	fmt.Fprintf(out, "sessions:    %d\n", len(st.Sessions))
 	for _, s := range st.Sessions {
