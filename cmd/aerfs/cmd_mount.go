@@ -23,8 +23,8 @@ import (
 
 type mountOptions struct {
 	metrics    string // --metrics-addr
-	logMax     int64 // bytes of daemon.log before it rotates
-	logKeep    int   // rotated files kept
+	logMax     int64  // bytes of daemon.log before it rotates
+	logKeep    int    // rotated files kept
 	foreground bool
 	readyFd    int
 	debug      bool
