@@ -99,8 +99,8 @@ func TestPrincipalBinding(t *testing.T) {
 
 	t.Run("no-elevation-from-WEB", func(t *testing.T) {
 		r := e.Sh("WEB", "pb-web", aerfsBin+` run --workspace `+e.WS+` --principal USER --session pb-up -- sh -c 'echo evil >> MEMORY.md'; echo "rc=$?"`)
-		if !strings.Contains(r.Stdout, "rc=4") {
-			bugf(t, "aerfs run --principal USER from a WEB session: want exit 4, got %s", r)
+		if !strings.Contains(r.Stdout, "rc=125") {
+			bugf(t, "aerfs run --principal USER from a WEB session: want exit 125 (refused), got %s", r)
 		}
 		if e.Hash("MEMORY.md") != mem {
 			bugf(t, "MEMORY.md changed")
@@ -121,8 +121,8 @@ func TestPrincipalBinding(t *testing.T) {
 
 	t.Run("bogus-principal", func(t *testing.T) {
 		r := e.Run("bogus", "pb-bogus", "true")
-		if r.Code != 2 {
-			t.Fatalf("--principal bogus: want exit 2, got %s", r)
+		if r.Code != 125 {
+			t.Fatalf("--principal bogus: want exit 125 (aerfs run failed), got %s", r)
 		}
 		lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
 		if len(lines) != 2 || !strings.HasPrefix(lines[0], "aerfs: ") || !strings.HasPrefix(lines[1], "hint: ") {

@@ -24,8 +24,8 @@ func TestSessionSquattingAfterRemount(t *testing.T) {
 	if strings.Contains(r.Stdout, "the plan") {
 		bugErrorf(t, "a WEB session squatting on the id 'agent' read the owner's plan: %s", r)
 	}
-	if r.Code != 4 {
-		bugErrorf(t, "registering the owner's id from a WEB process: want exit 4, got %s", r)
+	if r.Code != 125 {
+		bugErrorf(t, "registering the owner's id from a WEB process: want exit 125 (aerfs run refused), got %s", r)
 	}
 	if e.Exists("sessions/agent/evil.txt") {
 		bugErrorf(t, "the squatting session planted a file in sessions/agent/")

@@ -74,3 +74,29 @@ func TestCompletionFromTheDaemon(t *testing.T) {
 		t.Errorf("pending ids: %q", out)
 	}
 }
+
+// aerfs run passes the command's exit status through and reports its own
+// failures with 125/126/127, so a command's own exit 4 never reads as a
+// refusal; flags end at the command, so no "--" is needed.
+func TestRunExitCodes(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	run := func(args ...string) Result {
+		return runCmd(e.WS, nil, aerfsBin, append([]string{"run", "--workspace", e.WS}, args...)...)
+	}
+	if r := run("--principal", "USER", "sh", "-c", "exit 4"); r.Code != 4 {
+		t.Errorf("the command's exit 4: %s", r)
+	}
+	if r := run("--principal", "USER", "ls", "-la"); r.Code != 0 || !strings.Contains(r.Stdout, "MEMORY.md") {
+		t.Errorf("aerfs run --principal USER ls -la (no --): %s", r)
+	}
+	if r := run("--principal", "USER", "no-such-command-here"); r.Code != 127 || !strings.Contains(r.Stderr, "aerfs: ") {
+		t.Errorf("missing command: %s", r)
+	}
+	if r := run("--principal", "BOGUS", "true"); r.Code != 125 {
+		t.Errorf("bad principal: %s", r)
+	}
+	r := e.Sh("WEB", "w", aerfsBin+" run --workspace "+e.WS+" --principal USER -- true; echo rc=$?")
+	if !strings.Contains(r.Stdout, "rc=125") || !strings.Contains(r.Stderr, "RG-grant") {
+		t.Errorf("a refused registration: %s", r)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"syscall"
@@ -43,9 +44,15 @@ no_new_privs refuses ptrace, process_vm_*, pidfd_getfd, mount, unshare and
 the like. --sandbox=off runs CMD unconfined; the session start records it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRun(o, args)
+			return runExitCodes(runRun(o, args))
 		},
 	}
+	// Flags end at the command: aerfs run --principal USER ls -la works
+	// without "--", and -la belongs to ls.
+	c.Flags().SetInterspersed(false)
+	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &cliError{code: exitRunFailed, msg: err.Error(), hint: "see 'aerfs run --help'"}
+	})
 	c.Flags().StringVar(&o.principal, "principal", "", "SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL or EXTERNAL (default: your own)")
 	c.Flags().StringVar(&o.session, "session", "", "session name (default: a new session)")
 	c.Flags().BoolVar(&o.resume, "resume", false, "rejoin the existing session --session (the owner, outside sessions)")
@@ -67,7 +74,11 @@ func runRun(o runOptions, args []string) error {
 	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
-		return fail(exitUsage, "check the command name and PATH", "%v", err)
+		code := exitRunNotFound
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return fail(code, "check the command name and PATH", "%v", err)
+		}
+		return fail(exitRunNoExec, "check the file's mode (chmod +x) and that it is a program", "%v", err)
 	}
 	t, err := findTarget(true)
 	if err != nil {
@@ -88,4 +99,30 @@ func runRun(o runOptions, args []string) error {
 	env = append(env, confinement...)
 	// Same pid: the registration names this process as the session root.
 	return syscall.Exec(path, args, env)
+}
+
+// Exit codes of aerfs run. The command's own status passes through; run's
+// own failures before the command starts use the codes env(1), timeout(1)
+// and container runtimes use, which a command's own exit 2 or 4 cannot be
+// mistaken for.
+const (
+	exitRunFailed   = 125 // run itself failed: bad flags, refused registration, no mount
+	exitRunNoExec   = 126 // the command was found but cannot be executed
+	exitRunNotFound = 127 // the command was not found
+)
+
+// runExitCodes gives aerfs run's own failures run's exit codes, keeping
+// the message and hint (a refusal still names its rule).
+func runExitCodes(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *cliError
+	if errors.As(err, &ce) {
+		if ce.code != exitRunNoExec && ce.code != exitRunNotFound {
+			return &cliError{code: exitRunFailed, msg: ce.msg, hint: ce.hint}
+		}
+		return err
+	}
+	return &cliError{code: exitRunFailed, msg: err.Error()}
 }
