@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,5 +99,55 @@ func TestRunExitCodes(t *testing.T) {
 	r := e.Sh("WEB", "w", aerfsBin+" run --workspace "+e.WS+" --principal USER -- true; echo rc=$?")
 	if !strings.Contains(r.Stdout, "rc=125") || !strings.Contains(r.Stderr, "RG-grant") {
 		t.Errorf("a refused registration: %s", r)
+	}
+}
+
+// aerfs log: fixed columns, -n, --refused, an unknown --type refused;
+// restore names the flag it could not read; reject says "rejected".
+func TestLogAndCLIPolish(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	expectOK(t, "owner write", e.Owner("echo a >> MEMORY.md"))
+	expectFail(t, "WEB write", e.Sh("WEB", "w", "echo x >> MEMORY.md"))
+	log := func(args ...string) Result {
+		return e.Aerfs(append([]string{"log", "--workspace", e.WS}, args...)...)
+	}
+	all := log()
+	expectOK(t, "log", all)
+	for _, l := range strings.Split(strings.TrimSpace(all.Stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 {
+			t.Fatalf("a log line without its six fixed columns: %q", l)
+		}
+		if strings.Contains(l, " )") {
+			t.Errorf("stray parenthesis: %q", l)
+		}
+	}
+	if r := log("-n", "2"); strings.Count(strings.TrimSpace(r.Stdout), "\n") != 1 {
+		t.Errorf("-n 2: %s", r)
+	}
+	r := log("--refused")
+	if r.Code != 0 || r.Stdout == "" {
+		t.Fatalf("--refused: %s", r)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		if strings.Fields(l)[3] != "deny" {
+			t.Errorf("--refused printed %q", l)
+		}
+	}
+	if r := log("--type", "verdikt"); r.Code != 2 || !strings.Contains(r.Stderr, `unknown record type "verdikt"`) {
+		t.Errorf("--type verdikt: %s", r)
+	}
+	if r := e.Aerfs("restore", "--workspace", e.WS, "--before", "tomorrow"); r.Code != 2 || !strings.Contains(r.Stderr, "bad --before") {
+		t.Errorf("restore --before tomorrow: %s", r)
+	}
+	expectOK(t, "WEB page", e.Sh("WEB", "w", "echo page > page.txt"))
+	e.Sh("USER", "reader", "exec 3>>MEMORY.md; cat page.txt >/dev/null; echo z >&3; exec 3>&-")
+	p := e.Aerfs("pending", "--workspace", e.WS, "--json")
+	var items []struct{ ID string }
+	if err := json.Unmarshal([]byte(p.Stdout), &items); err != nil || len(items) != 1 {
+		t.Fatalf("pending: %v %s", err, p)
+	}
+	if r := e.Aerfs("reject", "--workspace", e.WS, items[0].ID); r.Code != 0 || !strings.HasPrefix(r.Stdout, "rejected ") {
+		t.Errorf("reject: %s", r)
 	}
 }

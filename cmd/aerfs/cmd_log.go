@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 )
 
 type logOptions struct {
+	tail    int
+	refused bool
 	asJSON  bool
 	follow  bool
 	path    string
@@ -40,10 +43,19 @@ func newLogCommand() *cobra.Command {
 	c.Flags().StringVar(&o.session, "session", "", "only records of this session")
 	c.Flags().StringVar(&o.since, "since", "", "only records at or after this time (RFC 3339) or this long ago (e.g. 10m)")
 	c.Flags().StringVar(&o.typ, "type", "", "only records of this type (verdict, write, rename, delete, session_start, taint, …)")
+	c.Flags().IntVarP(&o.tail, "tail", "n", 0, "only the last N matching records (with -f: then follow)")
+	c.Flags().BoolVar(&o.refused, "refused", false, "only refusals (deny verdicts, refused content kept in quarantine)")
+	c.RegisterFlagCompletionFunc("type", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return recordTypes, cobra.ShellCompDirectiveNoFileComp
+	})
 	return c
 }
 
-func parseSince(s string) (time.Time, error) {
+func parseSince(s string) (time.Time, error) { return parseTimeFlag("--since", s) }
+
+// parseTimeFlag reads a time flag: RFC 3339, or a duration ago (10m). The
+// error names the flag it came from.
+func parseTimeFlag(flag, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
@@ -52,9 +64,18 @@ func parseSince(s string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fail(exitUsage, "use RFC 3339 (2026-11-22T10:00:00Z) or a duration (10m)", "bad --since %q", s)
+		return time.Time{}, fail(exitUsage, "use RFC 3339 (2026-11-22T10:00:00Z) or a duration ago (10m)", "bad %s %q", flag, s)
 	}
 	return t, nil
+}
+
+// recordTypes are the record types a log filter may name.
+var recordTypes = []string{
+	evidence.TypeVerdict, evidence.TypeWrite, evidence.TypeRename, evidence.TypeDelete,
+	evidence.TypeSessionStart, evidence.TypeSessionEnd, evidence.TypePromote, evidence.TypeTaint,
+	evidence.TypePolicyLoad, evidence.TypeMount, evidence.TypeUnmount, evidence.TypeRecovery,
+	evidence.TypeSnapshot, evidence.TypeRestore, evidence.TypeDrift, evidence.TypeQuarantine,
+	evidence.TypeApprove, evidence.TypeReject, evidence.TypeDeclassify, evidence.TypeElevate,
 }
 
 // filter is the record filter the flags describe.
@@ -62,6 +83,12 @@ func (o logOptions) filter() (evidence.Filter, error) {
 	since, err := parseSince(o.since)
 	if err != nil {
 		return evidence.Filter{}, err
+	}
+	if o.typ != "" && !slices.Contains(recordTypes, o.typ) {
+		return evidence.Filter{}, fail(exitUsage, "record types are "+strings.Join(recordTypes, ", "), "unknown record type %q", o.typ)
+	}
+	if o.tail < 0 {
+		return evidence.Filter{}, fail(exitUsage, "give a count: -n 20", "--tail must not be negative")
 	}
 	return evidence.Filter{Since: since, Session: o.session, Path: strings.TrimPrefix(o.path, "./"), Type: o.typ}, nil
 }
@@ -76,7 +103,7 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 		return err
 	}
 	print := func(idx int64, id string, r *evidence.Record) error {
-		if !f.Match(r) {
+		if !f.Match(r) || o.refused && r.Meta.Verdict != "deny" {
 			return nil
 		}
 		if o.asJSON {
@@ -95,12 +122,43 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 		return err
 	}
 	syncLog(t.stateDir)
-	if !o.follow {
+	from := int64(0)
+	if o.tail > 0 {
+		// Keep the last N matches, print them, and follow from there.
+		type item struct {
+			idx int64
+			id  string
+			r   *evidence.Record
+		}
+		var last []item
+		err := evidence.ReadAll(t.stateDir, func(idx int64, id string, r *evidence.Record) error {
+			from = idx + 1
+			if !f.Match(r) || o.refused && r.Meta.Verdict != "deny" {
+				return nil
+			}
+			last = append(last, item{idx, id, r})
+			if len(last) > o.tail {
+				last = last[1:]
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, it := range last {
+			if err := print(it.idx, it.id, it.r); err != nil {
+				return err
+			}
+		}
+		if !o.follow {
+			return nil
+		}
+	} else if !o.follow {
 		return evidence.ReadAll(t.stateDir, print)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	err = evidence.Follow(ctx, t.stateDir, 0, print)
+	err = evidence.Follow(ctx, t.stateDir, from, print)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -115,14 +173,15 @@ func formatRecord(idx int64, r *evidence.Record) string {
 	if t, err := time.Parse(time.RFC3339Nano, m.Time); err == nil {
 		ts = t.Format("2006-01-02T15:04:05.000Z")
 	}
-	fmt.Fprintf(&b, "%6d %s %-13s", idx, ts, r.Type)
-	if m.Verdict != "" {
-		fmt.Fprintf(&b, " %-5s", m.Verdict)
+	// Fixed columns: a record without a verdict or rule shows "-" there,
+	// so the columns never shift.
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
 	}
-	if m.Rule != "" {
-		fmt.Fprintf(&b, " %-16s", m.Rule)
-	}
-	fmt.Fprintf(&b, " %-11s", r.Principal)
+	fmt.Fprintf(&b, "%6d %s %-13s %-5s %-16s %-11s", idx, ts, r.Type, dash(m.Verdict), dash(m.Rule), dash(r.Principal))
 	if m.Session != "" {
 		fmt.Fprintf(&b, " session=%s", m.Session)
 	}
@@ -135,8 +194,11 @@ func formatRecord(idx int64, r *evidence.Record) string {
 	if len(r.Taint) > 0 {
 		fmt.Fprintf(&b, " taint=%s", strings.Join(r.Taint, "|"))
 	}
-	if m.Pid != 0 {
+	switch {
+	case m.Pid != 0 && m.Exe != "":
 		fmt.Fprintf(&b, " (pid %d %s)", m.Pid, m.Exe)
+	case m.Pid != 0:
+		fmt.Fprintf(&b, " (pid %d)", m.Pid)
 	}
 	if p := r.Payload; p != nil {
 		if p.From != "" || p.To != "" {

@@ -81,7 +81,7 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 		req.Path, req.To = rel, o.to
 	}
 	if o.before != "" {
-		since, err := parseSince(o.before)
+		since, err := parseTimeFlag("--before", o.before)
 		if err != nil {
 			return err
 		}
@@ -178,6 +178,7 @@ func runDecide(out io.Writer, op, id string) error {
 	}
 	var r struct{ ID, Path string }
 	json.Unmarshal(resp.Data, &r)
-	fmt.Fprintf(out, "%sd %.12s (%s)\n", op, r.ID, r.Path)
+	done := map[string]string{"approve": "approved", "reject": "rejected"}[op]
+	fmt.Fprintf(out, "%s %.12s (%s)\n", done, r.ID, r.Path)
 	return nil
 }
