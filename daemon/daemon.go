@@ -33,6 +33,9 @@ type Options struct {
 	Debug     bool
 	// NoPassthrough serves plain file data through the daemon.
 	NoPassthrough bool
+	// Version is the aerfs version that serves the mount; the mount record
+	// carries it.
+	Version string
 	// MetricsAddr, when set, serves Prometheus metrics at
 	// http://MetricsAddr/metrics.
 	MetricsAddr string
@@ -110,7 +113,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	ev := &events{}
 	var mon *aerfs.Monitor
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
-	health := &logHealth{ok: true}
+	health := &logHealth{ok: true, log: o.Log}
 	rec := &countingRecorder{Recorder: elog, health: health}
 	if o.MetricsAddr != "" {
 		rec.m = metrics.New(metrics.Probes{
@@ -145,7 +148,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
-		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounting over " + ws}})
+		Meta:    evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounting over " + ws},
+		Payload: &evidence.Payload{Detail: "aerfs " + o.Version}})
 	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
 		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
 	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {

@@ -26,6 +26,7 @@ type countingRecorder struct {
 
 // logHealth is whether the last append succeeded, and the last error.
 type logHealth struct {
+	log     zerolog.Logger // says when the log starts failing and when it heals
 	mu      sync.Mutex
 	ok      bool
 	lastErr string
@@ -36,8 +37,14 @@ func (h *logHealth) note(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err == nil {
+		if !h.ok {
+			h.log.Info().Str("event", "log_health").Bool("healthy", true).Str("after", h.lastErr).Msg("the evidence log accepts records again")
+		}
 		h.ok = true
 		return
+	}
+	if h.ok {
+		h.log.Error().Str("event", "log_health").Bool("healthy", false).Err(err).Msg("the evidence log fails: guarded changes are refused until it heals")
 	}
 	h.ok, h.lastErr, h.lastAt = false, err.Error(), time.Now().UTC()
 }

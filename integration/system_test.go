@@ -165,6 +165,15 @@ func TestDaemonLogJSONOnly(t *testing.T) {
 	e.Mount("--log-max-size=100000", "--log-keep=2", "--debug")
 	expectOK(t, "owner write", e.Owner("echo more >> MEMORY.md"))
 	expectFail(t, "WEB write", e.Sh("WEB", "w", "echo x >> MEMORY.md"))
+	var mountDetail string
+	for _, le := range e.Log() {
+		if le.Record.Type == "mount" && le.Record.Payload != nil {
+			mountDetail = le.Record.Payload.Detail
+		}
+	}
+	if !strings.HasPrefix(mountDetail, "aerfs ") {
+		t.Errorf("the mount record does not carry the version: %q", mountDetail)
+	}
 	e.Unmount()
 	b, err := os.ReadFile(filepath.Join(e.State, "daemon.log"))
 	if err != nil {

@@ -144,7 +144,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		}
 		announce(err)
 	}
-	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, MetricsAddr: o.metrics, Log: log, Ready: ready, Warn: warn})
+	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, MetricsAddr: o.metrics, Version: v.Version, Log: log, Ready: ready, Warn: warn})
 	switch {
 	case err != nil && !served:
 		// The user is told by the command itself; the line is for the
