@@ -151,3 +151,45 @@ func TestLogAndCLIPolish(t *testing.T) {
 		t.Errorf("reject: %s", r)
 	}
 }
+
+// init, mount and restore plans answer in JSON for scripts.
+func TestJSONOutputs(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "ws")
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "MEMORY.md"), []byte("m\n"), 0o644)
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	e := &Env{t: t, WS: ws, State: state}
+	var ini struct{ Workspace, State, Policy, Key string }
+	r := e.Aerfs("init", "--json", "--state", state, ws)
+	if err := json.Unmarshal([]byte(r.Stdout), &ini); err != nil || ini.State != state || ini.Key == "" {
+		t.Fatalf("init --json: %v %s", err, r)
+	}
+	var mnt struct {
+		Workspace string
+		PID       int
+	}
+	r = e.Aerfs("mount", "--json", "--state", state, ws)
+	t.Cleanup(e.Unmount)
+	if err := json.Unmarshal([]byte(r.Stdout), &mnt); err != nil || mnt.Workspace != ws || mnt.PID == 0 {
+		t.Fatalf("mount --json: %v %s", err, r)
+	}
+	expectOK(t, "snapshot", e.Aerfs("snapshot", "--workspace", ws))
+	expectOK(t, "owner write", e.Owner("echo first >> MEMORY.md"))
+	expectOK(t, "owner write", e.Owner("echo later >> MEMORY.md"))
+	var plan struct {
+		DryRun bool `json:"dry_run"`
+		Steps  []struct {
+			Path, Action, Diff string
+		}
+	}
+	r = e.Aerfs("restore", "--workspace", ws, "MEMORY.md", "--to", "1", "--dry-run", "--json")
+	if err := json.Unmarshal([]byte(r.Stdout), &plan); err != nil || !plan.DryRun || len(plan.Steps) != 1 ||
+		plan.Steps[0].Action != "change" || !strings.Contains(plan.Steps[0].Diff, "-later") {
+		t.Fatalf("restore --dry-run --json: %v %s", err, r)
+	}
+}

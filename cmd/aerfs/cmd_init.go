@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,14 +16,34 @@ import (
 )
 
 func newInitCommand() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "init WORKSPACE",
 		Short: "Create the state directory of a workspace: default policy, evidence key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runInit(args[0], gopts.state, cmd.OutOrStdout())
+			if !asJSON {
+				return runInit(args[0], gopts.state, cmd.OutOrStdout())
+			}
+			var discard bytes.Buffer
+			if err := runInit(args[0], gopts.state, &discard); err != nil {
+				return err
+			}
+			ws, _ := absClean(args[0])
+			state := gopts.state
+			if state == "" {
+				state = findStateDir(ws)
+			}
+			state, _ = filepath.Abs(state)
+			key, _ := os.ReadFile(filepath.Join(state, "evidence", "key.pub"))
+			b, _ := json.Marshal(map[string]string{"workspace": ws, "state": state,
+				"policy": filepath.Join(state, daemon.PolicyName), "key": strings.TrimSpace(string(key))})
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			return err
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the workspace, state directory, policy and public key as JSON")
+	return c
 }
 
 func runInit(wsArg, state string, out interface{ Write([]byte) (int, error) }) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 )
 
 type mountOptions struct {
+	asJSON     bool
 	metrics    string // --metrics-addr
 	logMax     int64  // bytes of daemon.log before it rotates
 	logKeep    int    // rotated files kept
@@ -45,6 +47,7 @@ func newMountCommand() *cobra.Command {
 	c.Flags().IntVar(&o.readyFd, "ready-fd", 0, "file descriptor to report readiness on (used by the background start)")
 	c.Flags().BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	c.Flags().BoolVar(&o.noPT, "no-passthrough", false, "serve plain file data through the daemon, as an unprivileged mount does (for comparison, or a kernel whose passthrough misbehaves)")
+	c.Flags().BoolVar(&o.asJSON, "json", false, "once mounted, print the workspace, state directory and daemon pid as JSON")
 	c.Flags().StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	c.Flags().Int64Var(&o.logMax, "log-max-size", 10<<20, "rotate daemon.log in the state directory past this many bytes (0: never)")
 	c.Flags().IntVar(&o.logKeep, "log-keep", 5, "rotated daemon logs to keep (daemon.log.1 … daemon.log.N)")
@@ -213,7 +216,12 @@ func startDaemon(ws, state string, o mountOptions) error {
 	}
 	r.Close()
 	if line == "ready" {
-		fmt.Fprintf(os.Stderr, "aerfs: mounted %s (daemon pid %d, state %s)\n", ws, cmd.Process.Pid, state)
+		if o.asJSON {
+			b, _ := json.Marshal(map[string]any{"workspace": ws, "state": state, "pid": cmd.Process.Pid})
+			fmt.Println(string(b))
+		} else {
+			fmt.Fprintf(os.Stderr, "aerfs: mounted %s (daemon pid %d, state %s)\n", ws, cmd.Process.Pid, state)
+		}
 		cmd.Process.Release()
 		return nil
 	}

@@ -37,6 +37,7 @@ type restoreOptions struct {
 	before         string
 	contaminatedBy string
 	dryRun         bool
+	asJSON         bool
 }
 
 func newRestoreCommand() *cobra.Command {
@@ -61,6 +62,7 @@ every agent session.`,
 	c.Flags().StringVar(&o.before, "before", "", "a time (RFC 3339) or a duration ago (10m)")
 	c.Flags().StringVar(&o.contaminatedBy, "contaminated-by", "", "a path or record id found to be poisoned")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and the diffs; change nothing")
+	c.Flags().BoolVar(&o.asJSON, "json", false, "print the plan (done or, with --dry-run, to do) as JSON, diffs included")
 	return c
 }
 
@@ -105,6 +107,35 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 		Steps  []snapshot.Step `json:"steps"`
 	}
 	if err := json.Unmarshal(resp.Data, &plan); err != nil {
+		return err
+	}
+	if o.asJSON {
+		type step struct {
+			snapshot.Step
+			Action string `json:"action"` // remove, create or change
+			Diff   string `json:"diff"`
+		}
+		res := struct {
+			DryRun bool   `json:"dry_run"`
+			Reason string `json:"reason"`
+			Steps  []step `json:"steps"`
+		}{o.dryRun, plan.Reason, []step{}}
+		for _, st := range plan.Steps {
+			action := "change"
+			switch {
+			case st.To == "":
+				action = "remove"
+			case st.From == "":
+				action = "create"
+			}
+			res.Steps = append(res.Steps, step{st, action,
+				snapshot.Diff(st.Path, st.Path, blobOrEmpty(t.stateDir, st.From), blobOrEmpty(t.stateDir, st.To))})
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(out, string(b))
 		return err
 	}
 	if len(plan.Steps) == 0 {
