@@ -213,7 +213,9 @@ func Run(ctx context.Context, o Options) (err error) {
 			LogLastError: func() string { _, e, _ := health.state(); return e }(),
 			// The kernel offers it, the mount asked for it, and the
 			// daemon may register backing files (CAP_SYS_ADMIN).
-			Passthrough: server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && !o.NoPassthrough && os.Geteuid() == 0}
+			Passthrough:  server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && !o.NoPassthrough && os.Geteuid() == 0,
+			Version:      o.Version,
+			FUSEProtocol: fmt.Sprintf("%d.%d", server.KernelSettings().Major, server.KernelSettings().Minor)}
 	}}
 	if err := srv.listen(filepath.Join(o.StateDir, SocketName)); err != nil {
 		server.Unmount()

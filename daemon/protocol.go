@@ -63,7 +63,11 @@ type Status struct {
 	Tracking   string    `json:"session_tracking"` // "cgroup" or "ancestry (weaker: …)"
 	// The evidence log: whether its last append succeeded, and the last
 	// error it gave (guarded changes are refused while it fails).
-	LogHealthy   bool   `json:"log_healthy"`
+	LogHealthy bool `json:"log_healthy"`
+	// The aerfs version serving the mount, and the FUSE protocol the
+	// kernel offered it (major.minor).
+	Version      string `json:"version,omitempty"`
+	FUSEProtocol string `json:"fuse_protocol,omitempty"`
 	LogLastError string `json:"log_last_error,omitempty"`
 	// Allowed … Quarantined count since the daemon started (Started).
 	Passthrough bool            `json:"passthrough"`

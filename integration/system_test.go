@@ -200,3 +200,16 @@ func TestDaemonLogJSONOnly(t *testing.T) {
 		t.Errorf("daemon.stderr should hold go-fuse's request log: %v", err)
 	}
 }
+
+// aerfs version, run in a mount, also names the daemon's version and the
+// FUSE protocol the kernel offered it.
+func TestVersionInAMount(t *testing.T) {
+	e := newEnv(t, nil).Mount()
+	r := runCmd(e.WS, nil, aerfsBin, "version")
+	expectOK(t, "version", r)
+	for _, want := range []string{"go-fuse  v2.", "kernel FUSE protocol 7."} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("aerfs version lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/aerfs/aerfs/daemon"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +29,10 @@ type versionInfo struct {
 	GoFUSE   string `json:"go_fuse"`
 	Kernel   string `json:"kernel"`
 	Platform string `json:"platform"`
+	// Of the mount the current directory (or --workspace) is in, if any:
+	// the daemon's version and the FUSE protocol the kernel offered it.
+	Daemon       string `json:"daemon,omitempty"`
+	FUSEProtocol string `json:"fuse_protocol,omitempty"`
 }
 
 func buildVersion() versionInfo {
@@ -75,6 +81,9 @@ func (v versionInfo) String() string {
 		b.WriteString(")")
 	}
 	fmt.Fprintf(&b, "\n  go       %s %s\n  go-fuse  %s\n  kernel   %s\n", v.Go, v.Platform, v.GoFUSE, v.Kernel)
+	if v.FUSEProtocol != "" {
+		fmt.Fprintf(&b, "  mount    served by aerfs %s, kernel FUSE protocol %s\n", v.Daemon, v.FUSEProtocol)
+	}
 	return b.String()
 }
 
@@ -97,6 +106,15 @@ func newVersionCommand() *cobra.Command {
 
 func printVersion(w io.Writer, asJSON bool) error {
 	v := buildVersion()
+	// The mount this is run in (or --workspace), if a daemon answers.
+	if t, err := findTarget(true); err == nil {
+		if resp, err := daemon.Call(t.stateDir, daemon.Request{Op: "status"}); err == nil && resp.OK {
+			var st daemon.Status
+			if json.Unmarshal(resp.Data, &st) == nil {
+				v.Daemon, v.FUSEProtocol = st.Version, st.FUSEProtocol
+			}
+		}
+	}
 	if asJSON {
 		b, _ := json.Marshal(v)
 		_, err := fmt.Fprintf(w, "%s\n", b)
