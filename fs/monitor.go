@@ -269,6 +269,13 @@ func (m *Monitor) effectiveLabel(st *syscall.Stat_t, rel string) *Label {
 	if l == nil {
 		return nil
 	}
+	if l.Kind != 0 {
+		if l.Kind == st.Mode&syscall.S_IFMT {
+			return l // a special object's label (fs/objects.go)
+		}
+		m.Labels.Set(k, nil)
+		return nil
+	}
 	if l.fingerprintMatches(st) || m.openForWrite(k) {
 		return l
 	}

@@ -114,6 +114,9 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	switch {
 	case errno == 0:
 		setEntryTimeouts(out, c, ns)
+		if e := n.m.lookupObject(ctx, rel, out); e != 0 {
+			return nil, e
+		}
 	case isSensitive(c, ns):
 		noNegativeCache(out)
 	}
@@ -135,7 +138,15 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 	return errno
 }
 
+// Readlink is sent on every follow of a symlink (symlink caching is off):
+// a labelled symlink taints the caller like reading a labelled file.
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	rel := n.rel()
+	if st, err := n.m.lstatRel(rel); err == nil {
+		if errno := n.m.useObject(ctx, rel, st); errno != 0 {
+			return nil, errno
+		}
+	}
 	return n.LoopbackNode.Readlink(ctx)
 }
 

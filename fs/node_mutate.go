@@ -80,6 +80,11 @@ func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	ch, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
+		if isChannel(mode) {
+			out.SetEntryTimeout(0)
+			out.SetAttrTimeout(0)
+		}
+		n.m.labelObject(ctx, n.childRel(name))
 	}
 	return ch, errno
 }
@@ -92,6 +97,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
+		n.m.labelObject(ctx, n.childRel(name))
 	}
 	return ch, errno
 }
