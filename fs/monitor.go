@@ -339,6 +339,13 @@ func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.O
 		return policy.Verdict{}, m.refuseQuarantined(res, subj, op, rel)
 	}
 	v := m.Policy().Decide(subj, op, t)
+	if !v.Allow && op == policy.OpLookup && v.Rule == policy.RuleNamespace {
+		// Another session's namespace is invisible, not refused: a lookup
+		// there is answered ENOENT like any absent name, with no record
+		// and no count (ripgrep and git look for .git, .gitignore …
+		// in every directory, sessions/ included).
+		return v, syscall.ENOENT
+	}
 	if v.Allow {
 		m.Stats.Allowed.Add(1)
 		if v.AddTaint != 0 && res.AddTaint(v.AddTaint) {
