@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -92,6 +93,21 @@ type SessionStatus struct {
 
 // Call sends one request to the daemon serving stateDir.
 func Call(stateDir string, req Request) (*Response, error) {
+	// A connection over the daemon's limits is answered at once with an
+	// error: busy, not refused. Try again for a few seconds (many sessions
+	// starting together), with a growing pause.
+	delay := 10 * time.Millisecond
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := call1(stateDir, req)
+		if err != nil || resp.OK || !strings.HasPrefix(resp.Error, "too many control connections") || time.Now().After(deadline) {
+			return resp, err
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+func call1(stateDir string, req Request) (*Response, error) {
 	c, err := net.DialTimeout("unix", filepath.Join(stateDir, SocketName), 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the aerfs daemon: %w", err)

@@ -371,7 +371,7 @@ func (m *Monitor) commitAll(ctx context.Context, subjects []*principal.Resolved,
 		// Every process that wrote through the handle must be allowed to
 		// write the file: a descriptor handed to a WEB process does not
 		// carry its opener's authority.
-		if errno := m.commitCheck(w, rel, staged); errno != 0 {
+		if errno := m.commitCheck(w, rel, staged, created); errno != 0 {
 			return errno
 		}
 	}
@@ -380,9 +380,10 @@ func (m *Monitor) commitAll(ctx context.Context, subjects []*principal.Resolved,
 
 // commitCheck decides the commit for one writer and quarantines the staged
 // content when refused.
-func (m *Monitor) commitCheck(res *principal.Resolved, rel string, staged *os.File) syscall.Errno {
+func (m *Monitor) commitCheck(res *principal.Resolved, rel string, staged *os.File, created bool) syscall.Errno {
 	st, _ := m.lstatRel(rel)
 	t, _ := m.target(rel, st)
+	t.Absent = t.Absent || created // only this handle's empty placeholder is there
 	subj := res.Subject()
 	v := m.decideCommit(res, subj, t)
 	if v.Allow {
@@ -454,6 +455,7 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 	defer m.changing(rel)()
 	st, _ := m.lstatRel(rel)
 	t, l := m.target(rel, st)
+	t.Absent = t.Absent || created // only this handle's empty placeholder is there
 	subj := res.Subject()
 	for _, o := range others {
 		w := o.Subject()

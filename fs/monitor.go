@@ -307,7 +307,7 @@ func (m *Monitor) effectiveLabel(st *syscall.Stat_t, rel string) *Label {
 func (m *Monitor) target(rel string, st *syscall.Stat_t) (policy.Target, *Label) {
 	pol := m.Policy()
 	c, ns, sess := pol.Classify(rel)
-	t := policy.Target{Class: c, Namespace: ns, Session: sess}
+	t := policy.Target{Class: c, Namespace: ns, Session: sess, Absent: st == nil}
 	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && c == policy.Plain && st.Nlink > 1 {
 		// A hard link shares its content with a guarded name.
 		m.mu.Lock()

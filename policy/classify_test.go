@@ -26,7 +26,11 @@ func TestClassifyDefaults(t *testing.T) {
 		{"", Plain, NSNone, ""},
 		{"SOUL.md", Identity, NSNone, ""},
 		{"IDENTITY.md", Identity, NSNone, ""},
-		{"docs/SOUL.md", Identity, NSNone, ""},
+		// Identity is anchored at the root (and session roots): a staging
+		// copy deeper down is an ordinary file.
+		{"docs/SOUL.md", Plain, NSNone, ""},
+		{"openclaw-bootstrap-x1/IDENTITY.md", Plain, NSNone, ""},
+		{"sessions/a/SOUL.md", Identity, NSSession, "a"},
 		{"soul.md", Plain, NSNone, ""},
 		{"SOUL.md.bak", Plain, NSNone, ""},
 		{"MEMORY.md", Memory, NSNone, ""},
@@ -77,7 +81,7 @@ func TestClassifyDefaults(t *testing.T) {
 		{"skills/MEMORY.md", Control, NSNone, ""},
 		{"memory/.env", Memory, NSNone, ""},
 		{"skills/deploy.key", Control, NSNone, ""},
-		{"memory/SOUL.md", Identity, NSNone, ""},
+		{"memory/SOUL.md", Memory, NSNone, ""},
 		// Namespaces.
 		{"sessions", Plain, NSSessionsRoot, ""},
 		{"sessions/a", Plain, NSSession, "a"},

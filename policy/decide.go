@@ -58,15 +58,31 @@ func (p *Policy) Decide(s Subject, op Op, t Target) Verdict {
 		guardedMut = true
 	}
 
-	// R1: identity is immutable, whoever asks.
-	if mut && t.Class == Identity {
-		return deny(RuleImmutable)
-	}
-
 	// R7 for content arriving under a name that only trusted, untainted
 	// content may take.
 	badSource := (op == OpRenameTo || op == OpLink) && t.HasSource &&
 		(!t.SourceOrigin.Valid() || !t.SourceOrigin.Trusted() || t.SourceTaint&blocking != 0)
+
+	// R1: identity is immutable, whoever asks — except, when the policy
+	// says so, its first creation by a trusted, untainted subject from
+	// trusted, untainted content (an agent's first run writes SOUL.md).
+	if mut && t.Class == Identity {
+		first := p.firstID && t.Absent && t.Namespace != NSShared &&
+			(op == OpCreate || op == OpWrite || op == OpRenameTo || op == OpLink && t.HasSource)
+		if !first {
+			return deny(RuleImmutable)
+		}
+		if !trusted {
+			return deny(RulePrincipal)
+		}
+		if !clean {
+			return deny(RuleTaint)
+		}
+		if badSource {
+			return deny(RuleAuthority)
+		}
+		return Verdict{Allow: true, Rule: RuleFirstIdentity}
+	}
 
 	// R8: secrets.
 	if t.Class == Secret {

@@ -49,9 +49,10 @@ const (
 	keyReview     = "review_sessions"
 	keyOnDrift    = "on_drift"
 	keySandbox    = "sandbox"
+	keyFirstID    = "identity_first_create"
 )
 
-var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox}
+var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID}
 
 // spec is a parsed but not yet merged policy file. has records which keys
 // the file sets; the others come from the default policy.
@@ -70,6 +71,7 @@ type spec struct {
 	review      map[string]bool
 	onDrift     DriftAction
 	sandbox     sandboxSpec
+	firstID     bool
 }
 
 var (
@@ -192,6 +194,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.onDrift(v, s)
 		case keySandbox:
 			return ps.sandbox(v, s)
+		case keyFirstID:
+			return ps.firstIdentity(v, s)
 		}
 		return nil
 	})

@@ -282,6 +282,8 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 			s.onDrift = base.onDrift
 		case keySandbox:
 			s.sandbox = base.sandbox
+		case keyFirstID:
+			s.firstID = base.firstID
 		}
 	}
 	for c := Identity; c < numClasses; c++ {
@@ -340,6 +342,7 @@ func compile(name string, s *spec) *Policy {
 		burstWindow: s.burstWindow,
 		review:      s.review,
 		onDrift:     s.onDrift,
+		firstID:     s.firstID,
 		writable:    s.sandbox.writable,
 		privateTmp:  s.sandbox.privateTmp,
 	}
@@ -360,6 +363,13 @@ func compile(name string, s *spec) *Policy {
 		}
 	}
 	return p
+}
+
+func (ps *parser) firstIdentity(n *yaml.Node, s *spec) error {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&s.firstID) != nil {
+		return ps.errf(n, "identity_first_create is true or false", "identity_first_create must be true or false, found %q", n.Value)
+	}
+	return nil
 }
 
 func (ps *parser) onDrift(n *yaml.Node, s *spec) error {

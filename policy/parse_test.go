@@ -199,7 +199,7 @@ func TestDefault(t *testing.T) {
 		t.Error("default reviews a session")
 	}
 	for c, want := range map[Class][]string{
-		Identity: {"SOUL.md", "IDENTITY.md"},
+		Identity: {"/SOUL.md", "/IDENTITY.md"},
 		Memory:   {"MEMORY.md", "AGENTS.md", "CLAUDE.md", "TOOLS.md", "USER.md", "HEARTBEAT.md", "memory/**"},
 		Control:  {"skills/**", ".claude/**", ".mcp.json", ".git", "**/.git/config", "**/.git/hooks/**", ".gitmodules", ".vscode/**", ".idea/**", ".husky/**", "crontab", "cron/**", "*.cron", "*.timer"},
 		Secret:   {".env*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "credentials*", ".netrc"},

@@ -29,6 +29,7 @@ type Policy struct {
 	burstWindow time.Duration
 	review      map[string]bool
 	onDrift     DriftAction
+	firstID     bool     // identity_first_create
 	writable    []string // sandbox.writable as written
 	privateTmp  bool
 

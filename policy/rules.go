@@ -4,58 +4,61 @@ package policy
 // allowed. The zero Rule is RuleUnset so that a zero Verdict denies and
 // says that nothing decided it.
 const (
-	RuleUnset        Rule = iota // no rule decided (a zero Verdict); never returned by Decide
-	RulePlain                    // R0-plain: allowed, nothing guarded
-	RuleImmutable                // R1-immutable: identity files never change through the mount
-	RuleTaint                    // R2-taint: a blocking taint prevents memory/control mutations
-	RulePrincipal                // R3-principal: a principal below USER cannot mutate memory/control
-	RuleNamespace                // R4-namespace: sessions do not see each other
-	RulePromotion                // R5-promotion: the shared namespace is entered only by promotion
-	RulePropagate                // R6-propagate: an allowed read adds the file's taint
-	RuleAuthority                // R7-authority: untrusted or tainted content cannot take a guarded name
-	RuleSecret                   // R8-secret: secrets are for trusted readers, who become SECRET_RISK
-	RuleUnidentified             // R9-unidentified: a caller that cannot be identified is refused
-	RuleGrant                    // RG-grant: trust is only lowered when a principal is handed out
-	RuleAllowed                  // RA-allowed: a guarded mutation by a trusted, untainted subject
-	RuleSession                  // RS-session: a session id belongs to the registration that created it
-	RuleControl                  // RC-control: a session's control requests act only on its own session tree
+	RuleUnset         Rule = iota // no rule decided (a zero Verdict); never returned by Decide
+	RulePlain                     // R0-plain: allowed, nothing guarded
+	RuleImmutable                 // R1-immutable: identity files never change through the mount
+	RuleTaint                     // R2-taint: a blocking taint prevents memory/control mutations
+	RulePrincipal                 // R3-principal: a principal below USER cannot mutate memory/control
+	RuleNamespace                 // R4-namespace: sessions do not see each other
+	RulePromotion                 // R5-promotion: the shared namespace is entered only by promotion
+	RulePropagate                 // R6-propagate: an allowed read adds the file's taint
+	RuleAuthority                 // R7-authority: untrusted or tainted content cannot take a guarded name
+	RuleSecret                    // R8-secret: secrets are for trusted readers, who become SECRET_RISK
+	RuleUnidentified              // R9-unidentified: a caller that cannot be identified is refused
+	RuleGrant                     // RG-grant: trust is only lowered when a principal is handed out
+	RuleAllowed                   // RA-allowed: a guarded mutation by a trusted, untainted subject
+	RuleSession                   // RS-session: a session id belongs to the registration that created it
+	RuleControl                   // RC-control: a session's control requests act only on its own session tree
+	RuleFirstIdentity             // R1-first: the first creation of an absent identity file by a trusted, untainted subject
 	numRules
 )
 
 var ruleIDs = [numRules]string{
-	RuleUnset:        "R-unset",
-	RulePlain:        "R0-plain",
-	RuleImmutable:    "R1-immutable",
-	RuleTaint:        "R2-taint",
-	RulePrincipal:    "R3-principal",
-	RuleNamespace:    "R4-namespace",
-	RulePromotion:    "R5-promotion",
-	RulePropagate:    "R6-propagate",
-	RuleAuthority:    "R7-authority",
-	RuleSecret:       "R8-secret",
-	RuleUnidentified: "R9-unidentified",
-	RuleGrant:        "RG-grant",
-	RuleAllowed:      "RA-allowed",
-	RuleSession:      "RS-session",
-	RuleControl:      "RC-control",
+	RuleUnset:         "R-unset",
+	RulePlain:         "R0-plain",
+	RuleImmutable:     "R1-immutable",
+	RuleTaint:         "R2-taint",
+	RulePrincipal:     "R3-principal",
+	RuleNamespace:     "R4-namespace",
+	RulePromotion:     "R5-promotion",
+	RulePropagate:     "R6-propagate",
+	RuleAuthority:     "R7-authority",
+	RuleSecret:        "R8-secret",
+	RuleUnidentified:  "R9-unidentified",
+	RuleGrant:         "RG-grant",
+	RuleAllowed:       "RA-allowed",
+	RuleSession:       "RS-session",
+	RuleControl:       "RC-control",
+	RuleFirstIdentity: "R1-first",
 }
 
 var ruleReasons = [numRules]string{
-	RuleUnset:        "no rule decided",
-	RulePlain:        "nothing guarded",
-	RuleImmutable:    "identity files are immutable through the mount",
-	RuleTaint:        "a tainted subject cannot change memory or control files",
-	RulePrincipal:    "a principal below USER cannot change memory or control files",
-	RuleNamespace:    "a session cannot see another session's files",
-	RulePromotion:    "the shared namespace is entered only by promotion",
-	RulePropagate:    "reading a file adds its taint to the session",
-	RuleAuthority:    "content from an untrusted or tainted origin cannot take a guarded name",
-	RuleSecret:       "secrets are opened only by trusted principals, who become SECRET_RISK",
-	RuleUnidentified: "the caller could not be identified",
-	RuleGrant:        "trust is only lowered, never raised",
-	RuleAllowed:      "trusted, untainted subject",
-	RuleSession:      "a session id belongs to the registration that created it",
-	RuleControl:      "a session may only act on itself and the sessions started from within it",
+	RuleUnset:         "no rule decided",
+	RulePlain:         "nothing guarded",
+	RuleImmutable:     "identity files are immutable through the mount",
+	RuleTaint:         "a tainted subject cannot change memory or control files",
+	RulePrincipal:     "a principal below USER cannot change memory or control files",
+	RuleNamespace:     "a session cannot see another session's files",
+	RulePromotion:     "the shared namespace is entered only by promotion",
+	RulePropagate:     "reading a file adds its taint to the session",
+	RuleAuthority:     "content from an untrusted or tainted origin cannot take a guarded name",
+	RuleSecret:        "secrets are opened only by trusted principals, who become SECRET_RISK",
+	RuleUnidentified:  "the caller could not be identified",
+	RuleGrant:         "trust is only lowered, never raised",
+	RuleAllowed:       "trusted, untainted subject",
+	RuleSession:       "a session id belongs to the registration that created it",
+	RuleControl:       "a session may only act on itself and the sessions started from within it",
+	RuleFirstIdentity: "the first creation of an absent identity file by a trusted, untainted subject (identity_first_create)",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

@@ -137,6 +137,11 @@ type Target struct {
 	SourceOrigin Principal
 	SourceTaint  Taint
 	HasSource    bool
+
+	// Absent: no file holds the name yet (or only the empty placeholder
+	// of the create being committed). The first creation of an identity
+	// file may then be allowed (identity_first_create).
+	Absent bool
 }
 
 // Rule names the rule of DESIGN.md §4 that produced a verdict. The ids are
