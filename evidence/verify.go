@@ -432,6 +432,9 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 		if end > logSize {
 			return nil, verr(KindIntegrity, "%s: truncated: log ends at byte %d, record ends at %d", what, logSize, end)
 		}
+		if n := end - pos; n > int64(cap(line)) {
+			line = make([]byte, n)
+		}
 		line = line[:end-pos]
 		if _, err := io.ReadFull(logr, line); err != nil {
 			return nil, ioErr("log: %v", err)

@@ -3,6 +3,7 @@ package evidence
 import (
 	"archive/zip"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -168,7 +169,7 @@ func readDirBundle(root string, lim Limits) (map[string][]byte, error) {
 		if len(out) >= lim.MaxEntries {
 			return ioErr("bundle: more than %d files", lim.MaxEntries)
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|syscallNoFollow, 0)
+		f, err := openRegular(p, syscallNoFollow)
 		if err != nil {
 			return ioErr("bundle: %s: %v", name, err)
 		}
@@ -198,8 +199,15 @@ func readDirBundle(root string, lim Limits) (map[string][]byte, error) {
 // ReadBundleFiles opens a bundle (directory or .zip) under lim and returns
 // its files by slash path. Nothing is extracted or written.
 func ReadBundleFiles(path string, lim Limits) (map[string][]byte, error) {
-	if strings.HasSuffix(path, ".zip") {
-		f, err := os.Open(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, ioErr("bundle: %v", err)
+	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, ioErr("bundle: %s is not a regular file or a directory (%s); name an exported bundle", path, fi.Mode().Type())
+	}
+	if strings.HasSuffix(path, ".zip") || !fi.IsDir() {
+		f, err := openRegular(path, 0)
 		if err != nil {
 			return nil, ioErr("bundle: %v", err)
 		}
@@ -208,10 +216,27 @@ func ReadBundleFiles(path string, lim Limits) (map[string][]byte, error) {
 		if err != nil {
 			return nil, ioErr("bundle: %v", err)
 		}
-		if !fi.Mode().IsRegular() {
-			return nil, ioErr("bundle: %s is not a regular file", path)
-		}
 		return readZip(f, fi.Size(), lim)
 	}
 	return readDirBundle(path, lim)
+}
+
+// openRegular opens path for reading without blocking (a FIFO or a device
+// opened O_NONBLOCK does not wait for a peer) and refuses, after fstat on
+// what was opened, anything that is not a regular file.
+func openRegular(path string, flags int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscallNonBlock|flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	return f, nil
 }
