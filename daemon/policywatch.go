@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -84,9 +85,13 @@ func reloadPolicy(m *aerfs.Monitor, log zerolog.Logger, file, hash string) {
 }
 
 func fileHash(p string) string {
-	b, err := os.ReadFile(p)
+	b, err := policy.ReadFile(p) // bounded: an oversized edit is never read whole
 	if err != nil {
-		return ""
+		fi, serr := os.Stat(p)
+		if serr != nil {
+			return ""
+		}
+		return fmt.Sprintf("unreadable:%d:%d", fi.Size(), fi.ModTime().UnixNano()) // still a change
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
