@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -94,7 +95,16 @@ func (s *controlServer) handleConn(c *net.UnixConn) {
 	var req Request
 	dec := json.NewDecoder(strings.NewReader(sc.Text()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil && req.PathB64 != "" {
+		err = fmt.Errorf("both path and path_b64")
+		if b, derr := base64.StdEncoding.DecodeString(req.PathB64); derr != nil {
+			err = derr
+		} else if req.Path == "" {
+			req.Path, err = string(b), nil
+		}
+	}
+	if err != nil {
 		resp = &Response{Error: "malformed request: " + err.Error()}
 	} else if pid, err := peerPid(c); err != nil || pid <= 0 {
 		resp = &Response{Error: "cannot identify the requesting process", Hint: "requests must come over the local socket from a live process"}

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -129,18 +131,18 @@ func formatRecord(idx int64, r *evidence.Record) string {
 	if m.Op != "" {
 		fmt.Fprintf(&b, " %s", m.Op)
 	}
-	if m.Path != "" {
-		fmt.Fprintf(&b, " %s", m.Path)
+	if fp := m.FilePath(); fp != "" {
+		fmt.Fprintf(&b, " %s", showName(fp))
 	}
 	if len(r.Taint) > 0 {
 		fmt.Fprintf(&b, " taint=%s", strings.Join(r.Taint, "|"))
 	}
 	if m.Pid != 0 {
-		fmt.Fprintf(&b, " (pid %d %s)", m.Pid, m.Exe)
+		fmt.Fprintf(&b, " (pid %d %s)", m.Pid, showName(m.ExePath()))
 	}
 	if p := r.Payload; p != nil {
-		if p.From != "" || p.To != "" {
-			fmt.Fprintf(&b, " %s -> %s", p.From, p.To)
+		if from, to := p.FromPath(), p.ToPath(); from != "" || to != "" {
+			fmt.Fprintf(&b, " %s -> %s", showName(from), showName(to))
 		}
 		if p.NewHash != "" {
 			fmt.Fprintf(&b, " new=%.12s", p.NewHash)
@@ -153,4 +155,13 @@ func formatRecord(idx int64, r *evidence.Record) string {
 		fmt.Fprintf(&b, " — %s", m.Reason)
 	}
 	return b.String()
+}
+
+// showName prints a name as it is when it is UTF-8, and Go-quoted (bytes
+// as \xNN) when it is not, so the text log never writes raw invalid bytes.
+func showName(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }
