@@ -105,6 +105,9 @@ the inclusion proofs and the checkpoint signature. Exit codes: 0 verified,
 
 func runVerify(out io.Writer, args []string, key string) error {
 	if strings.HasPrefix(key, "@") {
+		if fi, err := os.Stat(key[1:]); err == nil && !fi.Mode().IsRegular() {
+			return fail(exitIO, "name the file holding the public key", "cannot read key: %s is not a regular file", key[1:])
+		}
 		b, err := os.ReadFile(key[1:])
 		if err != nil {
 			return fail(exitIO, "", "cannot read key: %v", err)
