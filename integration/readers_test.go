@@ -157,7 +157,34 @@ func TestVerifyFIFOCLI(t *testing.T) {
 		}
 		r := runT(d, nil, aerfsBin, "verify", p)
 		if r.Code == 0 || !strings.Contains(r.Stderr, "aerfs:") || !strings.Contains(r.Stderr, "not a regular file") {
-			t.Fatalf("verify %s: %s", n, r)
+			t.Errorf("verify %s: %s", n, r)
 		}
+	}
+}
+
+// TestPolicyCheckHugeFile: aerfs policy check refuses a 50 MB policy from
+// its size, and a FIFO at once, with an aerfs: error.
+func TestPolicyCheckHugeFile(t *testing.T) {
+	d := t.TempDir()
+	big := filepath.Join(d, "policy.yaml")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(50 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r := runT(d, nil, aerfsBin, "policy", "check", big)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "aerfs:") || !strings.Contains(r.Stderr, "52428800 bytes") {
+		t.Errorf("policy check of a 50 MB file: %s", r)
+	}
+	fifo := filepath.Join(d, "fifo.yaml")
+	if r := runCmd(d, nil, "mkfifo", fifo); r.Code != 0 {
+		t.Fatal(r)
+	}
+	r = runT(d, nil, aerfsBin, "policy", "check", fifo)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "not a regular file") {
+		t.Errorf("policy check of a FIFO: %s", r)
 	}
 }
