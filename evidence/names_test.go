@@ -20,7 +20,7 @@ func nameVectorRecords() []*Record {
 			Meta: Meta{Time: "2026-03-01T12:00:07Z", UID: 1000, Pid: 4300, Session: "s2", Op: "write", Verdict: "deny", Rule: "R2",
 				Reason: "tainted writer: WEB_DERIVED", Path: "memory/\xff.md"}},
 		{Version: RecordVersion, Type: TypeRename, Principal: "USER", Taint: []string{}, Parents: []string{},
-			Meta: Meta{Time: "2026-03-01T12:00:08Z", UID: 1000, Op: "rename", Verdict: "allow", Path: "memory/\xff.md"},
+			Meta:    Meta{Time: "2026-03-01T12:00:08Z", UID: 1000, Op: "rename", Verdict: "allow", Path: "memory/\xff.md"},
 			Payload: &Payload{From: "memory/\xff.md", To: "memory/caf\xe9.md"}},
 		{Version: RecordVersion, Type: TypeSnapshot, Principal: "USER", Taint: []string{}, Parents: []string{},
 			Meta: Meta{Time: "2026-03-01T12:00:09Z", UID: 1000, Op: "snapshot", Verdict: "allow"},
