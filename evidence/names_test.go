@@ -167,4 +167,7 @@ func TestAppendNonUTF8Name(t *testing.T) {
 	if rep, err := VerifyBundle(out, ""); err != nil || rep.Records != 1 {
 		t.Fatalf("bundle %+v: %+v %v", m, rep, err)
 	}
+	if m.Filter.Path != "" || m.Filter.PathB64 != "bWVtb3J5L/8ubWQ=" {
+		t.Fatalf("manifest filter %+v", m.Filter)
+	}
 }

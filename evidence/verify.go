@@ -79,6 +79,9 @@ func parseManifest(b []byte) (*Manifest, error) {
 			return nil, schemaErr("manifest: filter.since: %v", err)
 		}
 	}
+	if err := checkB64("manifest: filter.path", m.Filter.Path, m.Filter.PathB64); err != nil {
+		return nil, err
+	}
 	if !IsHash(m.RootHash) {
 		return nil, schemaErr("manifest: root_hash is not lowercase hex SHA-256")
 	}

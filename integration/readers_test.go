@@ -111,7 +111,8 @@ func TestNonUTF8GuardedName(t *testing.T) {
 	expectOK(t, "verify --state", e.Aerfs("verify", "--state", e.State, "--workspace", e.WS))
 	pout := filepath.Join(t.TempDir(), "pbundle")
 	expectOK(t, "export --path", e.Aerfs("export", "-o", pout, "--path", name, "--state", e.State, "--workspace", e.WS))
-	if b, err := os.ReadFile(filepath.Join(pout, "records.jsonl")); err == nil && !strings.Contains(string(b), b64) {
+	expectOK(t, "verify the --path bundle", e.Aerfs("verify", pout))
+	if b, err := os.ReadFile(filepath.Join(pout, "records.jsonl")); err != nil || !strings.Contains(string(b), b64) {
 		t.Errorf("export --path of the non-UTF-8 name holds none of its records")
 	}
 }
