@@ -72,6 +72,12 @@ func TestNonUTF8GuardedName(t *testing.T) {
 		t.Fatalf("WEB write changed the file: %q", b)
 	}
 
+	// A refused create of a new such name leaves nothing behind.
+	expectFail(t, "WEB create of a new non-UTF-8 guarded name", e.Sh("WEB", "", `printf evil > "$(printf 'memory/\376.md')"`))
+	if _, err := os.Lstat(filepath.Join(e.WS, "memory/\xfe.md")); err == nil {
+		t.Errorf("a refused create left memory/\\xfe.md behind")
+	}
+
 	var writes, denials int
 	for _, le := range rawLog(t, e) {
 		if field(le, "record", "meta", "path_b64") != b64 {
