@@ -32,6 +32,7 @@ type Request struct {
 	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none)
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
+	PathB64   string   `json:"path_b64,omitempty"` // Path's bytes in standard base64 when they are not UTF-8
 	Label     string   `json:"label,omitempty"`
 	// restore
 	To             string `json:"to,omitempty"`       // a version of Path (record id prefix or number)

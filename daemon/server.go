@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -177,7 +178,16 @@ func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 	var req Request
 	dec := json.NewDecoder(strings.NewReader(sc.Text()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil && req.PathB64 != "" {
+		err = fmt.Errorf("both path and path_b64")
+		if b, derr := base64.StdEncoding.DecodeString(req.PathB64); derr != nil {
+			err = derr
+		} else if req.Path == "" {
+			req.Path, err = string(b), nil
+		}
+	}
+	if err != nil {
 		resp = &Response{Error: "malformed request: " + err.Error()}
 	} else {
 		resp = s.serveRequest(p, req)

@@ -56,6 +56,7 @@ type ManifestFilter struct {
 	Since   string `json:"since"`
 	Session string `json:"session"`
 	Path    string `json:"path"`
+	PathB64 string `json:"path_b64,omitempty"` // the filter path's bytes when they are not UTF-8 (then path is "")
 	Type    string `json:"type"`
 }
 
@@ -93,7 +94,7 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 		Format: BundleFormat, Version: BundleVersion, Created: FormatTime(time.Now()),
 		Origin: cp.Origin, TreeSize: cp.Size, RootHash: cp.RootHex(),
 		KeyID: kid, PublicKey: vkey, Complete: f.IsZero(),
-		Filter: ManifestFilter{Session: f.Session, Path: f.Path, Type: f.Type},
+		Filter: manifestFilter(f),
 	}
 	if !f.Since.IsZero() {
 		m.Filter.Since = FormatTime(f.Since)
@@ -330,4 +331,10 @@ func (z *zipWriter) abort() { z.f.Close() }
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+func manifestFilter(f Filter) ManifestFilter {
+	m := ManifestFilter{Session: f.Session, Type: f.Type}
+	m.Path, m.PathB64 = split(f.Path)
+	return m
 }

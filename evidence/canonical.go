@@ -136,9 +136,14 @@ func (r *Record) Validate() error {
 	if m.Pid < 0 || m.Pid > 1<<31-1 {
 		return schemaErr("meta.pid %d out of range", m.Pid)
 	}
+	if err := checkB64("meta.path", m.Path, m.PathB64); err != nil {
+		return err
+	}
+	if err := checkB64("meta.exe", m.Exe, m.ExeB64); err != nil {
+		return err
+	}
 	for name, s := range map[string]string{
-		"meta.path": m.Path, "meta.op": m.Op, "meta.exe": m.Exe, "meta.session": m.Session,
-		"meta.rule": m.Rule, "meta.reason": m.Reason,
+		"meta.op": m.Op, "meta.session": m.Session, "meta.rule": m.Rule, "meta.reason": m.Reason,
 	} {
 		if !utf8.ValidString(s) {
 			return schemaErr("%s is not valid UTF-8", name)
@@ -150,17 +155,24 @@ func (r *Record) Validate() error {
 				return schemaErr("%s %q is not a lowercase hex SHA-256", name, h)
 			}
 		}
-		for name, s := range map[string]string{"payload.from": p.From, "payload.to": p.To, "payload.detail": p.Detail} {
-			if !utf8.ValidString(s) {
-				return schemaErr("%s is not valid UTF-8", name)
-			}
+		if err := checkB64("payload.from", p.From, p.FromB64); err != nil {
+			return err
+		}
+		if err := checkB64("payload.to", p.To, p.ToB64); err != nil {
+			return err
+		}
+		if !utf8.ValidString(p.Detail) {
+			return schemaErr("payload.detail is not valid UTF-8")
 		}
 		if p.Files != nil && len(p.Files) == 0 {
 			return schemaErr("payload.files is empty (omit it)")
 		}
 		for i, f := range p.Files {
-			if f.Path == "" || !utf8.ValidString(f.Path) {
-				return schemaErr("payload.files[%d].path is empty or not valid UTF-8", i)
+			if f.Path == "" && f.PathB64 == "" {
+				return schemaErr("payload.files[%d] has neither path nor path_b64", i)
+			}
+			if err := checkB64(fmt.Sprintf("payload.files[%d].path", i), f.Path, f.PathB64); err != nil {
+				return err
 			}
 			for name, h := range map[string]string{"hash": f.Hash, "old_hash": f.OldHash} {
 				if h != "" && !IsHash(h) {

@@ -38,8 +38,10 @@ func appendCanonical(b []byte, r *Record) []byte {
 		b = strconv.AppendInt(b, v, 10)
 	}
 	str("exe", m.Exe)
+	str("exe_b64", m.ExeB64)
 	str("op", m.Op)
 	str("path", m.Path)
+	str("path_b64", m.PathB64)
 	num("pid", int64(m.Pid), true)
 	str("reason", m.Reason)
 	str("rule", m.Rule)
@@ -75,16 +77,23 @@ func appendCanonical(b []byte, r *Record) []byte {
 					b = appendJCSString(b, f.OldHash)
 					b = append(b, ',')
 				}
-				b = append(b, `"path":`...)
-				b = appendJCSString(b, f.Path)
+				if f.Path != "" {
+					b = append(b, `"path":`...)
+					b = appendJCSString(b, f.Path)
+				} else {
+					b = append(b, `"path_b64":`...)
+					b = appendJCSString(b, f.PathB64)
+				}
 				b = append(b, '}')
 			}
 			b = append(b, ']')
 		}
 		str("from", p.From)
+		str("from_b64", p.FromB64)
 		str("new_hash", p.NewHash)
 		str("old_hash", p.OldHash)
 		str("to", p.To)
+		str("to_b64", p.ToB64)
 		b = append(b, '}')
 	}
 	b = append(b, `,"principal":`...)

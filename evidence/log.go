@@ -222,6 +222,7 @@ func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
 	if r.Parents == nil {
 		r.Parents = []string{}
 	}
+	r.normalizeNames()
 	canon, err := r.Canonical()
 	if err != nil {
 		return nil, fmt.Errorf("evidence: append: %w", err)

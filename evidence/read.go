@@ -42,9 +42,9 @@ func (f Filter) Match(r *Record) bool {
 	if f.Path != "" {
 		p := strings.TrimSuffix(f.Path, "/")
 		under := func(s string) bool { return s == p || strings.HasPrefix(s, p+"/") }
-		ok := under(r.Meta.Path)
+		ok := under(r.Meta.FilePath())
 		if r.Payload != nil {
-			ok = ok || under(r.Payload.From) || under(r.Payload.To)
+			ok = ok || under(r.Payload.FromPath()) || under(r.Payload.ToPath())
 		}
 		if !ok {
 			return false

@@ -79,6 +79,9 @@ func parseManifest(b []byte) (*Manifest, error) {
 			return nil, schemaErr("manifest: filter.since: %v", err)
 		}
 	}
+	if err := checkB64("manifest: filter.path", m.Filter.Path, m.Filter.PathB64); err != nil {
+		return nil, err
+	}
 	if !IsHash(m.RootHash) {
 		return nil, schemaErr("manifest: root_hash is not lowercase hex SHA-256")
 	}
@@ -432,12 +435,10 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 		if end > logSize {
 			return nil, verr(KindIntegrity, "%s: truncated: log ends at byte %d, record ends at %d", what, logSize, end)
 		}
-		// Records run up to MaxRecordSize: grow the buffer to the record.
-		if n := int(end - pos); n > cap(line) {
+		if n := end - pos; n > int64(cap(line)) {
 			line = make([]byte, n)
-		} else {
-			line = line[:n]
 		}
+		line = line[:end-pos]
 		if _, err := io.ReadFull(logr, line); err != nil {
 			return nil, ioErr("log: %v", err)
 		}

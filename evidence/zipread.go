@@ -3,12 +3,12 @@ package evidence
 import (
 	"archive/zip"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 )
 
@@ -169,9 +169,9 @@ func readDirBundle(root string, lim Limits) (map[string][]byte, error) {
 		if len(out) >= lim.MaxEntries {
 			return ioErr("bundle: more than %d files", lim.MaxEntries)
 		}
-		f, _, err := openRegular(p, syscallNoFollow)
+		f, err := openRegular(p, syscallNoFollow)
 		if err != nil {
-			return err
+			return ioErr("bundle: %s: %v", name, err)
 		}
 		defer f.Close()
 		budget := min(lim.MaxEntrySize, lim.MaxTotalSize-total)
@@ -199,34 +199,44 @@ func readDirBundle(root string, lim Limits) (map[string][]byte, error) {
 // ReadBundleFiles opens a bundle (directory or .zip) under lim and returns
 // its files by slash path. Nothing is extracted or written.
 func ReadBundleFiles(path string, lim Limits) (map[string][]byte, error) {
-	if strings.HasSuffix(path, ".zip") {
-		f, fi, err := openRegular(path, 0)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, ioErr("bundle: %v", err)
+	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, ioErr("bundle: %s is not a regular file or a directory (%s); name an exported bundle", path, fi.Mode().Type())
+	}
+	if strings.HasSuffix(path, ".zip") || !fi.IsDir() {
+		f, err := openRegular(path, 0)
 		if err != nil {
-			return nil, err
+			return nil, ioErr("bundle: %v", err)
 		}
 		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, ioErr("bundle: %v", err)
+		}
 		return readZip(f, fi.Size(), lim)
 	}
 	return readDirBundle(path, lim)
 }
 
-// openRegular opens path for reading only if it is a regular file. The
-// open does not block (O_NONBLOCK: a FIFO put in place of a bundle would
-// otherwise wait for a writer forever), and the type is checked on the
-// opened descriptor, so a file swapped in between cannot slip through.
-func openRegular(path string, extra int) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|extra, 0)
+// openRegular opens path for reading without blocking (a FIFO or a device
+// opened O_NONBLOCK does not wait for a peer) and refuses, after fstat on
+// what was opened, anything that is not a regular file.
+func openRegular(path string, flags int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscallNonBlock|flags, 0)
 	if err != nil {
-		return nil, nil, ioErr("bundle: %v", err)
+		return nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, nil, ioErr("bundle: %v", err)
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, ioErr("bundle: %s is not a regular file or a directory", path)
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
 	}
-	return f, fi, nil
+	return f, nil
 }

@@ -153,9 +153,9 @@ func (x *Index) Add(idx int64, id string, r *evidence.Record) {
 	t, _ := evidence.ParseTime(r.Meta.Time)
 	pos := int32(len(x.recs))
 	e := rec{idx: idx, id: id, typ: r.Type, t: t, principal: r.Principal, session: r.Meta.Session,
-		path: r.Meta.Path, vFirst: int32(len(x.vers)), snap: -1}
+		path: r.Meta.FilePath(), vFirst: int32(len(x.vers)), snap: -1}
 	if r.Payload != nil {
-		e.from, e.to = r.Payload.From, r.Payload.To
+		e.from, e.to = r.Payload.FromPath(), r.Payload.ToPath()
 	}
 	for _, p := range r.Parents {
 		if q, ok := x.byID[p]; ok {
@@ -178,7 +178,7 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 	if p == nil {
 		p = &evidence.Payload{}
 	}
-	path := r.Meta.Path
+	path := r.Meta.FilePath() // the name's bytes, from path or path_b64
 	switch r.Type {
 	case evidence.TypeWrite:
 		// A write with no new content is a plain file's: it is in the DAG
@@ -201,7 +201,7 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 			x.addVer(pos, path, evidence.TypeDelete, "", p.OldHash)
 		}
 	case evidence.TypeRename:
-		src := p.From
+		src := p.FromPath()
 		if src == "" {
 			src = path
 		}
@@ -221,8 +221,8 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 		}
 	case evidence.TypeRestore:
 		for _, f := range p.Files {
-			if f.Path != "" {
-				x.addVer(pos, f.Path, evidence.TypeRestore, f.Hash, f.OldHash)
+			if fp := f.FilePath(); fp != "" {
+				x.addVer(pos, fp, evidence.TypeRestore, f.Hash, f.OldHash)
 			}
 		}
 	case evidence.TypeDrift:
@@ -233,6 +233,10 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 	case evidence.TypeSnapshot:
 		x.recs[pos].snap = int32(len(x.snaps))
 		files := append([]evidence.FileState(nil), p.Files...)
+		for i := range files {
+			// Kept by name's bytes: path_b64 decoded into Path.
+			files[i].Path, files[i].PathB64 = files[i].FilePath(), ""
+		}
 		x.snaps = append(x.snaps, snap{rec: pos, label: p.Detail, files: files})
 		// A snapshot is the whole guarded state as the daemon found it.
 		x.cur = State{}

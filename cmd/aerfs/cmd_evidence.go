@@ -115,6 +115,9 @@ signature failure (not signed by the given key), 13 I/O error.`,
 
 func runVerify(out io.Writer, args []string, key string) error {
 	if strings.HasPrefix(key, "@") {
+		if fi, err := os.Stat(key[1:]); err == nil && !fi.Mode().IsRegular() {
+			return fail(exitIO, "name the file holding the public key", "cannot read key: %s is not a regular file", key[1:])
+		}
 		b, err := os.ReadFile(key[1:])
 		if err != nil {
 			return fail(exitIO, "", "cannot read key: %v", err)

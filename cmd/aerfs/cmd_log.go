@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -188,21 +190,21 @@ func formatRecord(idx int64, r *evidence.Record) string {
 	if m.Op != "" {
 		fmt.Fprintf(&b, " %s", m.Op)
 	}
-	if m.Path != "" {
-		fmt.Fprintf(&b, " %s", m.Path)
+	if fp := m.FilePath(); fp != "" {
+		fmt.Fprintf(&b, " %s", showName(fp))
 	}
 	if len(r.Taint) > 0 {
 		fmt.Fprintf(&b, " taint=%s", strings.Join(r.Taint, "|"))
 	}
-	switch {
-	case m.Pid != 0 && m.Exe != "":
-		fmt.Fprintf(&b, " (pid %d %s)", m.Pid, m.Exe)
+	switch exe := m.ExePath(); {
+	case m.Pid != 0 && exe != "":
+		fmt.Fprintf(&b, " (pid %d %s)", m.Pid, showName(exe))
 	case m.Pid != 0:
 		fmt.Fprintf(&b, " (pid %d)", m.Pid)
 	}
 	if p := r.Payload; p != nil {
-		if p.From != "" || p.To != "" {
-			fmt.Fprintf(&b, " %s -> %s", p.From, p.To)
+		if from, to := p.FromPath(), p.ToPath(); from != "" || to != "" {
+			fmt.Fprintf(&b, " %s -> %s", showName(from), showName(to))
 		}
 		if p.NewHash != "" {
 			fmt.Fprintf(&b, " new=%.12s", p.NewHash)
@@ -215,4 +217,13 @@ func formatRecord(idx int64, r *evidence.Record) string {
 		fmt.Fprintf(&b, " — %s", m.Reason)
 	}
 	return b.String()
+}
+
+// showName prints a name as it is when it is UTF-8, and Go-quoted (bytes
+// as \xNN) when it is not, so the text log never writes raw invalid bytes.
+func showName(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }

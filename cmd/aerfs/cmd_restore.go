@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -81,6 +83,9 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 			return fail(exitUsage, "aerfs history "+args[0]+" lists the versions", "restoring a file needs --to VERSION")
 		}
 		req.Path, req.To = rel, o.to
+		if !utf8.ValidString(rel) { // JSON would replace the invalid bytes
+			req.Path, req.PathB64 = "", base64.StdEncoding.EncodeToString([]byte(rel))
+		}
 	}
 	if o.before != "" {
 		since, err := parseTimeFlag("--before", o.before)
@@ -90,7 +95,7 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 		req.Before = since.UTC().Format(time.RFC3339Nano)
 	}
 	n := 0
-	for _, set := range []bool{req.Path != "", req.Snapshot != "", req.Before != "", req.ContaminatedBy != ""} {
+	for _, set := range []bool{req.Path != "" || req.PathB64 != "", req.Snapshot != "", req.Before != "", req.ContaminatedBy != ""} {
 		if set {
 			n++
 		}
