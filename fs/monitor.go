@@ -81,6 +81,7 @@ type Monitor struct {
 	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
 	lastRec  map[string]string   // path → id of the record of its current version
 	reads    map[string][]string // session (or process) → records of labelled files it read
+	objs     objectLookers       // who looked up each FIFO, socket and device node
 	writers  map[fileKey]int     // inodes open for writing through the mount
 	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
 	inflight map[string]int      // guarded paths aerfs is changing right now
@@ -264,6 +265,9 @@ func (m *Monitor) effectiveLabel(st *syscall.Stat_t, rel string) *Label {
 		return nil
 	}
 	if l.fingerprintMatches(st) || m.openForWrite(k) {
+		return l
+	}
+	if kind := st.Mode & syscall.S_IFMT; kind != syscall.S_IFREG && l.Kind == kind {
 		return l
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {

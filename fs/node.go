@@ -114,6 +114,11 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	switch {
 	case errno == 0:
 		setEntryTimeouts(out, c, ns)
+		if isObject(out.Attr.Mode) {
+			if errno := n.m.lookupObject(ctx, rel, out); errno != 0 {
+				return nil, errno
+			}
+		}
 	case isSensitive(c, ns):
 		noNegativeCache(out)
 	}
@@ -128,7 +133,7 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 		errno = n.getattrAt(n.rel(), out)
 	}
 	if errno == 0 {
-		if c, ns, _ := n.m.Policy().Classify(n.rel()); !isSensitive(c, ns) {
+		if c, ns, _ := n.m.Policy().Classify(n.rel()); !isSensitive(c, ns) && !isObject(out.Attr.Mode) {
 			out.SetTimeout(plainTimeout)
 		}
 	}
@@ -136,6 +141,9 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 }
 
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	if errno := n.readlinkTaint(ctx); errno != 0 {
+		return nil, errno
+	}
 	return n.LoopbackNode.Readlink(ctx)
 }
 
