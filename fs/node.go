@@ -165,10 +165,10 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	if ns == policy.NSNone && c == policy.Plain {
 		// The kernel may keep a plain directory's listing: it changes only
 		// through this mount, and the kernel drops the cache when it does.
-		return fh, fl | fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+		return &objectDir{FileHandle: fh, n: n}, fl | fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 	}
 	if ns != policy.NSSessionsRoot {
-		return fh, fl, errno
+		return &objectDir{FileHandle: fh, n: n}, fl, errno
 	}
 	subj := n.m.caller(ctx).Subject()
 	keep := func(name string) bool {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/aerfs/aerfs/evidence"
@@ -36,13 +37,15 @@ import (
 // the object open) is tainted then, retroactively: aerfs keeps the recent
 // lookers of each object and adds the writer's taint to each of them.
 //
-// Limits. The taint is coarse: looking up (stat, ls -l of the entry) counts
-// as reading or writing; a clean reader that merely looked an object up
+// Limits. The taint is coarse: looking an object up (stat of it, ls -l of
+// its directory) counts as reading it, and for an untrusted or tainted
+// subject as writing it; a plain listing does not (objectDir); a clean reader that merely looked an object up
 // before an untrusted process did is tainted too. A process that received
 // a FIFO's descriptor by other means (inheritance, SCM_RIGHTS, /proc), or a
 // socket connected through the abstract namespace, is beyond aerfs's
 // sight. Only the last maxLookers lookers of an object are kept for the
-// retroactive taint. Labels of special objects are bound by inode and type
+// retroactive taint, and a looker outside every session is tainted only
+// in the resolution aerfs kept of it. Labels of special objects are bound by inode and type
 // and dropped when the last name is unlinked through the mount.
 
 // maxLookers is how many recent lookers of one object are remembered.
@@ -172,4 +175,69 @@ func (m *Monitor) forgetLookers(k fileKey) {
 	m.objs.mu.Lock()
 	delete(m.objs.m, k)
 	m.objs.mu.Unlock()
+}
+
+// objectDir is a directory handle whose READDIRPLUS answers carry no entry
+// for a FIFO, socket or device node: listing a directory is not looking one
+// up, so it neither taints the lister nor counts it as a writer. The kernel
+// gets the name alone and sends a LOOKUP when the object is used. Every
+// other entry is looked up as usual.
+type objectDir struct {
+	gofs.FileHandle
+	n        *Node
+	lastName string
+	lastMode uint32
+}
+
+var _ gofs.FileLookuper = (*objectDir)(nil)
+
+func (d *objectDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	e, errno := d.FileHandle.(gofs.FileReaddirenter).Readdirent(ctx)
+	if e != nil {
+		d.lastName, d.lastMode = e.Name, e.Mode
+	}
+	return e, errno
+}
+
+func (d *objectDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	mode := d.lastMode
+	if name != d.lastName {
+		// A replayed entry after an interrupted listing.
+		st, err := d.n.m.lstatRel(d.n.childRel(name))
+		if err != nil {
+			return nil, gofs.ToErrno(err)
+		}
+		mode = st.Mode
+	}
+	if isObject(mode) {
+		return nil, syscall.ENOENT
+	}
+	return d.n.Lookup(ctx, name, out)
+}
+
+func (d *objectDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if s, ok := d.FileHandle.(gofs.FileSeekdirer); ok {
+		return s.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (d *objectDir) Releasedir(ctx context.Context, flags uint32) {
+	if r, ok := d.FileHandle.(gofs.FileReleasedirer); ok {
+		r.Releasedir(ctx, flags)
+	}
+}
+
+func (d *objectDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	if r, ok := d.FileHandle.(gofs.FileFsyncdirer); ok {
+		return r.Fsyncdir(ctx, flags)
+	}
+	return 0
+}
+
+func (d *objectDir) Ioctl(ctx context.Context, cmd uint32, arg uint64, input []byte, output []byte) (int32, syscall.Errno) {
+	if r, ok := d.FileHandle.(gofs.FileIoctler); ok {
+		return r.Ioctl(ctx, cmd, arg, input, output)
+	}
+	return 0, syscall.ENOTTY
 }

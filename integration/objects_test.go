@@ -86,8 +86,12 @@ func TestObjectsCleanObjectsStayClean(t *testing.T) {
 	expectOK(t, "owner mkfifo", e.Owner(`mkfifo notes/pipe`))
 	go e.Owner(`echo owner data > notes/pipe`)
 	expectOK(t, "user reads fifo", e.Sh("USER", "c", `cat notes/pipe >/dev/null && echo clean-fifo >> MEMORY.md`))
+
+	// Listing a directory that holds a WEB session's FIFO is not reading it.
+	expectOK(t, "web mkfifo", e.Sh("WEB", "w", `mkfifo notes/webpipe`))
+	expectOK(t, "user lists", e.Sh("USER", "d", `ls notes >/dev/null && ls >/dev/null && echo clean-list >> MEMORY.md`))
 	got := e.Read("MEMORY.md")
-	if !strings.Contains(got, "clean-link") || !strings.Contains(got, "clean-fifo") {
+	if !strings.Contains(got, "clean-link") || !strings.Contains(got, "clean-fifo") || !strings.Contains(got, "clean-list") {
 		t.Fatalf("clean writes not committed: %q", got)
 	}
 	if d := e.index().denials("b"); len(d) != 0 {
