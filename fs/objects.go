@@ -82,6 +82,11 @@ func (m *Monitor) labelCreated(ctx context.Context, rel string, out *fuse.EntryO
 	res := m.caller(ctx)
 	nl := labelForWriter(res.Subject())
 	if nl == nil {
+		// A label left on a reused inode number (its object removed
+		// behind aerfs's back) does not belong to this new object.
+		if m.Labels.Get(keyOf(st)) != nil {
+			m.forgetInode(keyOf(st))
+		}
 		return
 	}
 	nl.Kind = kind
