@@ -20,9 +20,10 @@ type Label struct {
 	Taint   policy.Taint     `json:"taint"`
 	Session string           `json:"session,omitempty"`
 	Record  string           `json:"record,omitempty"` // evidence record that set it
-	// Kind is the file type (S_IFIFO, S_IFLNK …) of a special object's
-	// label; 0 for a regular file. A special object is bound by inode and
-	// type, not by times: a FIFO's times change with every write.
+	// Kind is the file type (S_IFMT) of a labelled symlink, FIFO, socket
+	// or device node; zero for a regular file. Such an object is bound by
+	// its inode and type, not by a fingerprint: a FIFO's times change with
+	// every write that passes through it.
 	Kind uint32 `json:"kind,omitempty"`
 
 	// Binding. Guarded files are bound by content hash; every label also

@@ -81,6 +81,7 @@ type Monitor struct {
 	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
 	lastRec  map[string]string   // path → id of the record of its current version
 	reads    map[string][]string // session (or process) → records of labelled files it read
+	objs     objectLookers       // who looked up each FIFO, socket and device node
 	writers  map[fileKey]int     // inodes open for writing through the mount
 	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
 	inflight map[string]int      // guarded paths aerfs is changing right now

@@ -114,8 +114,10 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	switch {
 	case errno == 0:
 		setEntryTimeouts(out, c, ns)
-		if e := n.m.lookupObject(ctx, rel, out); e != 0 {
-			return nil, e
+		if isObject(out.Attr.Mode) {
+			if errno := n.m.lookupObject(ctx, rel, out); errno != 0 {
+				return nil, errno
+			}
 		}
 	case isSensitive(c, ns):
 		noNegativeCache(out)
@@ -131,7 +133,7 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 		errno = n.getattrAt(n.rel(), out)
 	}
 	if errno == 0 {
-		if c, ns, _ := n.m.Policy().Classify(n.rel()); !isSensitive(c, ns) {
+		if c, ns, _ := n.m.Policy().Classify(n.rel()); !isSensitive(c, ns) && !isObject(out.Attr.Mode) {
 			out.SetTimeout(plainTimeout)
 		}
 	}
@@ -141,11 +143,8 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 // Readlink is sent on every follow of a symlink (symlink caching is off):
 // a labelled symlink taints the caller like reading a labelled file.
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	rel := n.rel()
-	if st, err := n.m.lstatRel(rel); err == nil {
-		if errno := n.m.useObject(ctx, rel, st); errno != 0 {
-			return nil, errno
-		}
+	if errno := n.readlinkTaint(ctx); errno != 0 {
+		return nil, errno
 	}
 	return n.LoopbackNode.Readlink(ctx)
 }
@@ -168,10 +167,10 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	if ns == policy.NSNone && c == policy.Plain {
 		// The kernel may keep a plain directory's listing: it changes only
 		// through this mount, and the kernel drops the cache when it does.
-		return fh, fl | fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+		return &objectDir{FileHandle: fh, n: n}, fl | fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 	}
 	if ns != policy.NSSessionsRoot {
-		return fh, fl, errno
+		return &objectDir{FileHandle: fh, n: n}, fl, errno
 	}
 	subj := n.m.caller(ctx).Subject()
 	keep := func(name string) bool {

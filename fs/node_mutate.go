@@ -73,31 +73,27 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	_, t, errno := n.createCheck(ctx, name)
+	rel, t, errno := n.createCheck(ctx, name)
 	if errno != 0 {
 		return nil, errno
 	}
 	ch, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
-		if isChannel(mode) {
-			out.SetEntryTimeout(0)
-			out.SetAttrTimeout(0)
-		}
-		n.m.labelObject(ctx, n.childRel(name))
+		n.m.labelCreated(ctx, rel, out)
 	}
 	return ch, errno
 }
 
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	_, t, errno := n.createCheck(ctx, name)
+	rel, t, errno := n.createCheck(ctx, name)
 	if errno != 0 {
 		return nil, errno
 	}
 	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
-		n.m.labelObject(ctx, n.childRel(name))
+		n.m.labelCreated(ctx, rel, out)
 	}
 	return ch, errno
 }
@@ -577,6 +573,7 @@ func (m *Monitor) forgetInode(k fileKey) {
 	delete(m.guarded, k)
 	m.mu.Unlock()
 	m.Labels.Set(k, nil)
+	m.forgetLookers(k)
 }
 
 func (m *Monitor) recordChange(res *principal.Resolved, typ, rel string, p *evidence.Payload) {

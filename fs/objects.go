@@ -2,113 +2,247 @@ package fs
 
 import (
 	"context"
+	"sync"
 	"syscall"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
 )
 
-// Taint through the objects that are not regular files: symlinks, FIFOs,
-// sockets and device nodes. Content reaches a reader through them without a
-// READ that aerfs decides — a symlink's target may lie outside the mount, and
-// a FIFO's data goes through the kernel's pipe code — so aerfs labels the
-// object itself and taints whoever uses it at the request FUSE does see:
+// Taint through objects that are not regular files.
 //
-//   - a symlink made by an untrusted or tainted caller carries that caller's
-//     label; READLINK (sent on every follow: symlink caching stays off) taints
-//     the reader as reading a labelled file does;
-//   - a FIFO or socket carries the label of whoever made it and of every
-//     untrusted or tainted caller that has looked it up — a potential writer,
-//     since its data never reaches aerfs; a LOOKUP of a labelled one taints
-//     the caller. Their entries are never cached, so every path walk to one
-//     reaches aerfs.
+// What the kernel sends aerfs for each:
+//   - A symlink: LOOKUP, GETATTR and, at every follow and every readlink(2),
+//     READLINK (the mount does not ask for FUSE_CACHE_SYMLINKS, so the
+//     kernel never keeps a target). A labelled symlink taints at READLINK.
+//   - A FIFO, a socket, a device node: LOOKUP and GETATTR only. open(2) of
+//     a FIFO or a device and connect(2) to a socket are served by the
+//     kernel's pipe, socket and device code, and the data never reaches
+//     aerfs. So the taint is applied at LOOKUP: these entries are never
+//     cached by the kernel (entry and attribute timeouts of zero), so every
+//     path walk to one reaches aerfs, and a labelled one taints whoever
+//     looks it up, exactly as reading a labelled file does (R6).
 //
-// The limit: a reader that looked a FIFO up before an untrusted writer did
-// is not tainted afterwards (it may already hold the FIFO open).
+// Who labels a FIFO or a socket. Its creator, when untrusted or tainted, as
+// for a written file. But a clean process may create it and an untrusted
+// one write into it, and that data never passes through aerfs. Every
+// untrusted or tainted subject that looks one up is therefore counted as a
+// potential writer: its principal and taint are merged into the object's
+// label, so every later reader is tainted. A reader that looked the object
+// up before such a writer arrived (it opened first and blocked, or holds
+// the object open) is tainted then, retroactively: aerfs keeps the recent
+// lookers of each object and adds the writer's taint to each of them.
+//
+// Limits. The taint is coarse: looking an object up (stat of it, ls -l of
+// its directory) counts as reading it, and for an untrusted or tainted
+// subject as writing it; a plain listing does not (objectDir); a clean reader that merely looked an object up
+// before an untrusted process did is tainted too. A process that received
+// a FIFO's descriptor by other means (inheritance, SCM_RIGHTS, /proc), or a
+// socket connected through the abstract namespace, is beyond aerfs's
+// sight. Only the last maxLookers lookers of an object are kept for the
+// retroactive taint, and a looker outside every session is tainted only
+// in the resolution aerfs kept of it. Labels of special objects are bound by inode and type
+// and dropped when the last name is unlinked through the mount.
 
-// isSpecial reports whether mode is of a symlink, FIFO, socket or device.
-func isSpecial(mode uint32) bool {
+// maxLookers is how many recent lookers of one object are remembered.
+const maxLookers = 64
+
+type objectLookers struct {
+	mu sync.Mutex
+	m  map[fileKey][]*principal.Resolved
+}
+
+// isObject reports whether mode is a FIFO, a socket or a device node.
+func isObject(mode uint32) bool {
 	switch mode & syscall.S_IFMT {
-	case syscall.S_IFLNK, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
+	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
 		return true
 	}
 	return false
 }
 
-// isChannel reports whether mode is of an object data flows through
-// without a read aerfs decides: a FIFO or a socket.
-func isChannel(mode uint32) bool {
-	t := mode & syscall.S_IFMT
-	return t == syscall.S_IFIFO || t == syscall.S_IFSOCK
-}
-
-// labelObject adds the caller's label, when it has one, to the special
-// object at rel (just made by the caller, or looked up as a potential
-// writer). Clean callers change nothing.
-func (m *Monitor) labelObject(ctx context.Context, rel string) {
+// labelCreated labels a symlink, FIFO, socket or device node that the
+// caller just created at rel, when the caller is untrusted or tainted.
+func (m *Monitor) labelCreated(ctx context.Context, rel string, out *fuse.EntryOut) {
 	st, err := m.lstatRel(rel)
-	if err != nil || !isSpecial(st.Mode) {
+	if err != nil {
 		return
+	}
+	kind := st.Mode & syscall.S_IFMT
+	if kind != syscall.S_IFLNK && !isObject(kind) {
+		return
+	}
+	if isObject(kind) {
+		neverCache(out)
 	}
 	res := m.caller(ctx)
-	nw := labelForWriter(res.Subject())
-	if nw == nil {
+	nl := labelForWriter(res.Subject())
+	if nl == nil {
+		// A label left on a reused inode number (its object removed
+		// behind aerfs's back) does not belong to this new object.
+		if m.Labels.Get(keyOf(st)) != nil {
+			m.forgetInode(keyOf(st))
+		}
 		return
 	}
-	k := keyOf(st)
-	old := m.Labels.Get(k)
-	if old != nil && old.Kind != st.Mode&syscall.S_IFMT {
-		old = nil // an earlier object whose inode number was reused
-	}
-	l := mergeLabels(old, nw)
-	l.Kind = st.Mode & syscall.S_IFMT
-	if old != nil && *old == *l {
-		return
-	}
-	if err := m.Labels.Set(k, l); err != nil {
-		m.log.Error().Err(err).Str("path", rel).Msg("cannot store the label of a special file")
-	}
+	nl.Kind = kind
+	m.setObjectLabel(res, rel, st, nl, "created by a labelled writer")
+	neverCache(out)
 }
 
-// objectLabel is the label of the special object with stat st, if any.
-func (m *Monitor) objectLabel(st *syscall.Stat_t) *Label {
-	l := m.Labels.Get(keyOf(st))
-	if l == nil || l.Kind == 0 || l.Kind != st.Mode&syscall.S_IFMT {
-		return nil
-	}
-	return l
-}
-
-// useObject taints the caller as a read of the special object at rel
-// would: through the gate, so the verdict and the taint are recorded.
-func (m *Monitor) useObject(ctx context.Context, rel string, st *syscall.Stat_t) syscall.Errno {
-	l := m.objectLabel(st)
-	if l.Clean() {
-		return 0
-	}
-	t, _ := m.target(rel, nil)
-	t.LabelTaint = l.Taint
-	if !l.Origin.Trusted() {
-		t.LabelTaint |= policy.OriginTaint(l.Origin)
-	}
-	_, errno := m.gate(ctx, nil, policy.OpRead, rel, t, l)
-	return errno
-}
-
-// lookupObject is Lookup's part for special objects: a FIFO or socket
-// entry is never cached, its looker-up labels it if untrusted or tainted,
-// and a labelled one taints the caller.
-func (m *Monitor) lookupObject(ctx context.Context, rel string, out *fuse.EntryOut) syscall.Errno {
-	if !isChannel(out.Attr.Mode) {
-		return 0
-	}
+func neverCache(out *fuse.EntryOut) {
 	out.SetEntryTimeout(0)
 	out.SetAttrTimeout(0)
-	m.labelObject(ctx, rel)
+}
+
+// setObjectLabel stores nl for the object and records why.
+func (m *Monitor) setObjectLabel(res *principal.Resolved, rel string, st *syscall.Stat_t, nl *Label, why string) {
+	subj := res.Subject()
+	nl.bindFingerprint(st)
+	nl.Record = m.record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+		Taint: taintNames(nl.Taint), Parents: m.parentsFor(res, rel),
+		Meta: evidence.Meta{Path: rel, Op: "label", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: why}})
+	if err := m.Labels.Set(keyOf(st), nl); err != nil {
+		m.log.Error().Err(err).Str("path", rel).Msg("label not stored")
+	}
+}
+
+// lookupObject is called for every successful lookup of a FIFO, socket or
+// device node: it taints the caller with the object's label, counts an
+// untrusted or tainted caller as a writer, and keeps the entry uncached.
+func (m *Monitor) lookupObject(ctx context.Context, rel string, out *fuse.EntryOut) syscall.Errno {
+	neverCache(out)
 	st, err := m.lstatRel(rel)
+	if err != nil || !isObject(st.Mode) {
+		return 0
+	}
+	k := keyOf(st)
+	res := m.caller(ctx)
+	t, l := m.target(rel, st)
+	if l != nil {
+		if _, errno := m.gate(ctx, res, policy.OpRead, rel, t, l); errno != 0 {
+			return errno
+		}
+	}
+	var added policy.Taint
+	if wl := labelForWriter(res.Subject()); wl != nil {
+		nl := mergeLabels(l, wl)
+		nl.Kind = st.Mode & syscall.S_IFMT
+		if l == nil || nl.Taint != l.Taint || nl.Origin != l.Origin {
+			m.setObjectLabel(res, rel, st, nl, "looked up by a labelled subject: a potential writer")
+		}
+		added = nl.Taint
+	}
+	m.objs.mu.Lock()
+	if m.objs.m == nil {
+		m.objs.m = map[fileKey][]*principal.Resolved{}
+	}
+	prev := m.objs.m[k]
+	ls := append(prev, res)
+	if len(ls) > maxLookers {
+		ls = ls[len(ls)-maxLookers:]
+	}
+	m.objs.m[k] = ls
+	m.objs.mu.Unlock()
+	if added != 0 {
+		// Whoever looked the object up before this writer may be reading
+		// what it writes.
+		for _, p := range prev {
+			if p != res && p.AddTaint(added) {
+				m.noteTaint(p, added, rel)
+			}
+		}
+	}
+	return 0
+}
+
+// readlinkTaint taints the caller that reads a labelled symlink's target.
+func (n *Node) readlinkTaint(ctx context.Context) syscall.Errno {
+	rel := n.rel()
+	st, err := n.m.lstatRel(rel)
 	if err != nil {
 		return 0
 	}
-	return m.useObject(ctx, rel, st)
+	t, l := n.m.target(rel, st)
+	if l == nil {
+		return 0
+	}
+	_, errno := n.m.gate(ctx, nil, policy.OpRead, rel, t, l)
+	return errno
+}
+
+func (m *Monitor) forgetLookers(k fileKey) {
+	m.objs.mu.Lock()
+	delete(m.objs.m, k)
+	m.objs.mu.Unlock()
+}
+
+// objectDir is a directory handle whose READDIRPLUS answers carry no entry
+// for a FIFO, socket or device node: listing a directory is not looking one
+// up, so it neither taints the lister nor counts it as a writer. The kernel
+// gets the name alone and sends a LOOKUP when the object is used. Every
+// other entry is looked up as usual.
+type objectDir struct {
+	gofs.FileHandle
+	n        *Node
+	lastName string
+	lastMode uint32
+}
+
+var _ gofs.FileLookuper = (*objectDir)(nil)
+
+func (d *objectDir) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	e, errno := d.FileHandle.(gofs.FileReaddirenter).Readdirent(ctx)
+	if e != nil {
+		d.lastName, d.lastMode = e.Name, e.Mode
+	}
+	return e, errno
+}
+
+func (d *objectDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	mode := d.lastMode
+	if name != d.lastName {
+		// A replayed entry after an interrupted listing.
+		st, err := d.n.m.lstatRel(d.n.childRel(name))
+		if err != nil {
+			return nil, gofs.ToErrno(err)
+		}
+		mode = st.Mode
+	}
+	if isObject(mode) {
+		return nil, syscall.ENOENT
+	}
+	return d.n.Lookup(ctx, name, out)
+}
+
+func (d *objectDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if s, ok := d.FileHandle.(gofs.FileSeekdirer); ok {
+		return s.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (d *objectDir) Releasedir(ctx context.Context, flags uint32) {
+	if r, ok := d.FileHandle.(gofs.FileReleasedirer); ok {
+		r.Releasedir(ctx, flags)
+	}
+}
+
+func (d *objectDir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	if r, ok := d.FileHandle.(gofs.FileFsyncdirer); ok {
+		return r.Fsyncdir(ctx, flags)
+	}
+	return 0
+}
+
+func (d *objectDir) Ioctl(ctx context.Context, cmd uint32, arg uint64, input []byte, output []byte) (int32, syscall.Errno) {
+	if r, ok := d.FileHandle.(gofs.FileIoctler); ok {
+		return r.Ioctl(ctx, cmd, arg, input, output)
+	}
+	return 0, syscall.ENOTTY
 }
