@@ -56,6 +56,9 @@ func (n *Node) createCheck(ctx context.Context, name string) (string, policy.Tar
 	}
 	rel := n.childRel(name)
 	t, l := n.m.target(rel, nil)
+	// Directories, symlinks, FIFOs and devices never count as the first
+	// creation of an identity file: only regular content does.
+	t.Absent = false
 	_, errno := n.m.decideAll(ctx, []check{{policy.OpCreate, rel, t, l}})
 	return rel, t, errno
 }
@@ -112,6 +115,7 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	dst := n.childRel(name)
 	ts, ls := n.m.target(src, sst)
 	td, _ := n.m.target(dst, nil)
+	td.Absent = td.Absent && sst.Mode&syscall.S_IFMT == syscall.S_IFREG
 	if ts.Class != policy.Plain {
 		td.Class = strictest(td.Class, ts.Class)
 	}
@@ -284,6 +288,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 func (m *Monitor) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []check {
 	ts, ls := m.target(src, sst)
 	td, ld := m.target(dst, dstSt)
+	td.Absent = td.Absent && sst.Mode&syscall.S_IFMT == syscall.S_IFREG
 	if ts.Class != policy.Plain && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		// A guarded inode under a plain name keeps its class.
 		if c, _, _ := m.Policy().Classify(dst); c == policy.Plain {

@@ -42,6 +42,7 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	tooLarge := &Error{File: path, Msg: fmt.Sprintf("policy file is larger than %d bytes", maxPolicySize), Hint: "a policy is a page of YAML; check that the right file is named"}
 	if fi.Size() > maxPolicySize {
+		tooLarge.Msg = fmt.Sprintf("policy file is %d bytes, larger than the %d-byte limit", fi.Size(), maxPolicySize)
 		return nil, tooLarge
 	}
 	// The file may grow after the stat: never read past the limit.
