@@ -211,6 +211,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok }(),
 			LogLastError: func() string { _, e, _ := health.state(); return e }(),
+			LogLastErrAt: func() time.Time { _, _, at := health.state(); return at }(),
 			// The kernel offers it, the mount asked for it, and the
 			// daemon may register backing files (CAP_SYS_ADMIN).
 			Passthrough:  server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && !o.NoPassthrough && os.Geteuid() == 0,

@@ -47,7 +47,10 @@ type Log struct {
 	hashes hashFile
 	ids    map[[32]byte]int64
 	cp     []byte
-	broken error // set when a write failed: the files need Open's recovery
+	broken error // set when a write failed: the files need recovery (heal)
+	// healedFrom is the failure the last heal recovered from, recorded
+	// with the first batch after it.
+	healedFrom error
 
 	dirsMu   sync.Mutex
 	blobDirs map[string]bool // blob directories with names not yet synced
@@ -210,6 +213,22 @@ func (l *Log) HasBlob(hash string) bool {
 func (l *Log) enqueue(r *Record) (*appendReq, error) { return l.enqueueReq(r, false) }
 
 func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
+	req, err := l.makeReq(r, queued)
+	if err != nil {
+		return nil, err
+	}
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return nil, ErrClosed
+	}
+	l.reqs <- req
+	l.sendMu.RUnlock()
+	return req, nil
+}
+
+// makeReq fills r's defaults and makes its canonical form.
+func (l *Log) makeReq(r *Record, queued bool) (*appendReq, error) {
 	if r.Version == 0 {
 		r.Version = RecordVersion
 	}
@@ -236,15 +255,47 @@ func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
 			}
 		}
 	}
-	req := &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1), queued: queued}
-	l.sendMu.RLock()
-	if l.closed {
-		l.sendMu.RUnlock()
-		return nil, ErrClosed
+	return &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1), queued: queued}, nil
+}
+
+// heal brings a log whose last write failed (a full disk, an I/O error)
+// back to the records that were acknowledged, without a reopen: the log is
+// cut to its acknowledged end (a batch that failed was answered with an
+// error and must not survive), the index and stored hashes past the signed
+// checkpoint are rebuilt from the log as Open does, everything is flushed
+// and a checkpoint is signed. It is tried again with every batch until the
+// cause goes away. Called with l.mu held.
+func (l *Log) heal() error {
+	cause := l.broken
+	fail := func(err error) error { return err } // l.broken keeps the first cause
+	if err := l.logf.Truncate(l.logEnd); err != nil {
+		return fail(err)
 	}
-	l.reqs <- req
-	l.sendMu.RUnlock()
-	return req, nil
+	if err := syncFile(l.logf); err != nil {
+		return fail(err)
+	}
+	cp, err := OpenCheckpoint(l.cp, l.vkey)
+	if err != nil {
+		return fail(err)
+	}
+	n := l.n
+	if _, err := l.recover(cp); err != nil {
+		return fail(err)
+	}
+	if l.n != n {
+		// Acknowledged records are whole lines below logEnd; anything
+		// else means the files are not what this process wrote.
+		return fail(fmt.Errorf("evidence: heal found %d records, expected %d", l.n, n))
+	}
+	if err := errors.Join(syncFile(l.idxf), syncFile(l.hashf), l.syncBlobDirs()); err != nil {
+		return fail(err)
+	}
+	if err := l.writeCheckpointLocked(); err != nil {
+		return fail(err)
+	}
+	l.healedFrom = cause
+	l.broken = nil
+	return nil
 }
 
 // committer owns all writes. It takes whatever is queued, writes it as one
@@ -308,10 +359,22 @@ func (l *Log) commit(batch []*appendReq) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.broken != nil {
-		for _, r := range batch {
-			r.err <- l.broken
+		if err := l.heal(); err != nil {
+			for _, r := range batch {
+				r.err <- l.broken
+			}
+			return
 		}
-		return
+	}
+	if l.healedFrom != nil {
+		// The first record after a heal says what the log recovered from.
+		if req, err := l.makeReq(&Record{Type: TypeRecovery, Principal: "SYS",
+			Meta: Meta{Op: "heal", UID: uint32(os.Getuid()), Pid: os.Getpid(),
+				Reason: "the evidence log failed and recovered by itself; no change was acknowledged without its record"},
+			Payload: &Payload{Detail: l.healedFrom.Error()}}, true); err == nil {
+			batch = append([]*appendReq{req}, batch...)
+		}
+		l.healedFrom = nil
 	}
 	var logBuf, idxBuf []byte
 	var accepted []*appendReq
@@ -356,7 +419,7 @@ func (l *Log) commit(batch []*appendReq) {
 		// A flush with nothing new to write still makes the blobs stored
 		// so far durable.
 		if err := l.syncBlobDirs(); err != nil {
-			l.broken = fmt.Errorf("evidence: blob directory not synced, reopen to recover: %w", err)
+			l.broken = fmt.Errorf("evidence: blob directory not synced, healed with the next append: %w", err)
 		}
 		return
 	}
@@ -394,16 +457,16 @@ func (l *Log) commit(batch []*appendReq) {
 			r.err <- nil
 		}
 		if err := l.syncDerived(); err != nil {
-			l.broken = fmt.Errorf("evidence: index or hashes not synced, reopen to recover: %w", err)
+			l.broken = fmt.Errorf("evidence: index or hashes not synced, healed with the next append: %w", err)
 			return
 		}
 		if err := l.writeCheckpointLocked(); err != nil {
-			l.broken = fmt.Errorf("evidence: checkpoint not written, reopen to recover: %w", err)
+			l.broken = fmt.Errorf("evidence: checkpoint not written, healed with the next append: %w", err)
 		}
 		return
 	}
 	l.hashes.pending = l.hashes.pending[:0]
-	l.broken = fmt.Errorf("evidence: log write failed, reopen to recover: %w", err)
+	l.broken = fmt.Errorf("evidence: log write failed, healed with the next append: %w", err)
 	for _, r := range accepted {
 		r.err <- l.broken
 	}
