@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -96,5 +97,76 @@ func TestLogHealsAfterAFailedFlush(t *testing.T) {
 			l2 := openLog(t, d)
 			l2.Close()
 		})
+	}
+}
+
+// The records of one change commit together or not at all: a later one
+// may name an earlier one as parent, and a failed flush leaves none.
+func TestAppendAllIsAtomic(t *testing.T) {
+	old := syncFile
+	t.Cleanup(func() { syncFile = old })
+	var mu sync.Mutex
+	failing := false
+	syncFile = func(f *os.File) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing && filepath.Base(f.Name()) == logName {
+			return syscall.EIO
+		}
+		return f.Sync()
+	}
+	d := newState(t)
+	l := openLog(t, d)
+	defer l.Close()
+	a, b := sampleRecord(1), sampleRecord(2)
+	ids, err := l.AppendAll(a, b)
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("AppendAll: %v %v", ids, err)
+	}
+	c := sampleRecord(3)
+	c.Parents = []string{ids[1]}
+	d1 := sampleRecord(4)
+	ids2, err := l.AppendAll(d1, c)
+	if err != nil {
+		t.Fatalf("AppendAll with a parent in the log: %v", err)
+	}
+	e := sampleRecord(5)
+	f := sampleRecord(6)
+	if _, err := l.AppendAll(e, f); err != nil {
+		t.Fatal(err)
+	}
+	// A parent that is neither in the log nor earlier in the group
+	// refuses the whole group.
+	g, h := sampleRecord(7), sampleRecord(8)
+	h.Parents = []string{"00" + ids2[0][2:]}
+	if _, err := l.AppendAll(g, h); err == nil {
+		t.Fatal("a group with an unknown parent was accepted")
+	}
+	mu.Lock()
+	failing = true
+	mu.Unlock()
+	if _, err := l.AppendAll(sampleRecord(9), sampleRecord(10)); err == nil {
+		t.Fatal("a group whose flush failed was acknowledged")
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	if _, err := l.Append(sampleRecord(11)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	var pids []int
+	ReadAll(d, func(_ int64, _ string, r *Record) error {
+		if r.Type != TypeRecovery {
+			pids = append(pids, r.Meta.Pid)
+		}
+		return nil
+	})
+	want := "[101 102 104 103 105 106 111]"
+	if got := fmt.Sprint(pids); got != want {
+		t.Fatalf("records %s, want %s", got, want)
+	}
+	if _, err := VerifyState(d, ""); err != nil {
+		t.Fatal(err)
 	}
 }

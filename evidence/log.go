@@ -66,6 +66,9 @@ type appendReq struct {
 	barrier bool
 	// queued: nobody waits for this record (AppendAsync).
 	queued bool
+	// group: further records that commit with this one or not at all
+	// (AppendAll); answered through this request's err.
+	group []*appendReq
 }
 
 // Flush returns once every record queued before the call (AppendAsync
@@ -179,6 +182,42 @@ func (l *Log) Append(r *Record) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(req.id[:]), nil
+}
+
+// AppendAll adds the records in order, all in one batch: either every one
+// of them is durable when it returns, or none is (a failed batch is cut
+// when the log heals). A later record may name an earlier one as parent.
+// It is for changes that more than one record describes (a rename onto a
+// guarded name: the source leaving and the content arriving).
+func (l *Log) AppendAll(rs ...*Record) ([]string, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	reqs := make([]*appendReq, len(rs))
+	for i, r := range rs {
+		req, err := l.makeReq(r, false)
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = req
+	}
+	head := reqs[0]
+	head.group = reqs[1:]
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return nil, ErrClosed
+	}
+	l.reqs <- head
+	l.sendMu.RUnlock()
+	if err := <-head.err; err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = hex.EncodeToString(r.id[:])
+	}
+	return ids, nil
 }
 
 // AppendAsync queues r like Append and returns its id at once, without
@@ -395,25 +434,48 @@ func (l *Log) commit(batch []*appendReq) {
 			barriers = append(barriers, r)
 			continue
 		}
-		if err := l.admit(r, local); err != nil {
+		members := append([]*appendReq{r}, r.group...)
+		var err error
+		for _, q := range members {
+			if err = l.admit(q, local); err != nil {
+				break
+			}
+			local[q.id] = true
+		}
+		if err != nil {
+			for _, q := range members {
+				delete(local, q.id)
+			}
 			r.err <- err
 			continue
 		}
-		hs, err := tlog.StoredHashesForRecordHash(n, leafHash(r.id), &l.hashes)
+		mark := len(l.hashes.pending)
+		for i, q := range members {
+			hs, herr := tlog.StoredHashesForRecordHash(n+int64(i), leafHash(q.id), &l.hashes)
+			if herr != nil {
+				err = herr
+				break
+			}
+			l.hashes.pending = append(l.hashes.pending, hs...)
+		}
 		if err != nil {
+			l.hashes.pending = l.hashes.pending[:mark]
+			for _, q := range members {
+				delete(local, q.id)
+			}
 			r.err <- fmt.Errorf("evidence: append: %w", err)
 			continue
 		}
-		l.hashes.pending = append(l.hashes.pending, hs...)
-		local[r.id] = true
-		logBuf = append(append(logBuf, r.canon...), '\n')
-		end += int64(len(r.canon)) + 1
-		var e [indexEntrySize]byte
-		binary.BigEndian.PutUint64(e[:8], uint64(end))
-		copy(e[8:], r.id[:])
-		idxBuf = append(idxBuf, e[:]...)
+		for _, q := range members {
+			logBuf = append(append(logBuf, q.canon...), '\n')
+			end += int64(len(q.canon)) + 1
+			var e [indexEntrySize]byte
+			binary.BigEndian.PutUint64(e[:8], uint64(end))
+			copy(e[8:], q.id[:])
+			idxBuf = append(idxBuf, e[:]...)
+			n++
+		}
 		accepted = append(accepted, r)
-		n++
 	}
 	if len(accepted) == 0 {
 		// A flush with nothing new to write still makes the blobs stored
@@ -437,8 +499,12 @@ func (l *Log) commit(batch []*appendReq) {
 		err = errors.Join(syncFile(l.logf), <-blobErr)
 	}
 	if err == nil {
-		for i, r := range accepted {
-			l.ids[r.id] = l.n + int64(i)
+		i := l.n
+		for _, r := range accepted {
+			for _, q := range append([]*appendReq{r}, r.group...) {
+				l.ids[q.id] = i
+				i++
+			}
 		}
 		l.n = n
 		l.logEnd = end
