@@ -128,6 +128,7 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	checks := []check{{op: policy.OpLink, rel: src, t: ts, l: ls}, {op: policy.OpLink, rel: dst, t: td, l: nil}}
 	res, errno := n.m.decideAll(ctx, checks)
 	if errno != 0 {
+		n.m.keepRefusedArrival(res, checks, policy.OpLink, src, sst)
 		return nil, errno
 	}
 	var ch *gofs.Inode
@@ -272,6 +273,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	res, errno := n.m.decideAll(ctx, checks)
 	if errno != 0 {
+		n.m.keepRefusedArrival(res, checks, policy.OpRenameTo, src, sst)
 		return errno
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
@@ -767,4 +769,36 @@ func (m *Monitor) setLastRecord(rel, id string) {
 	m.mu.Lock()
 	m.lastRec[rel] = id
 	m.mu.Unlock()
+}
+
+// keepRefusedArrival keeps the content of a rename or link refused at a
+// guarded name (an editor's or an agent's temporary file renamed over
+// MEMORY.md) in quarantine, as a refused commit's is: aerfs pending shows
+// it with a diff and aerfs approve commits it.
+func (m *Monitor) keepRefusedArrival(res *principal.Resolved, checks []check, op policy.Op, src string, sst *syscall.Stat_t) {
+	if res == nil || sst == nil || sst.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	for _, c := range checks {
+		if c.op != op || c.v.Allow || c.v.Rule == policy.RuleUnset || c.rel == src || !c.t.Class.Guarded() {
+			continue
+		}
+		h, err := m.putBlobRel(src)
+		if err != nil {
+			m.log.Error().Err(err).Str("path", c.rel).Msg("refused content not kept")
+			return
+		}
+		base, _ := m.keepCurrent(c.rel)
+		subj := res.Subject()
+		r := m.verdictRecord(res, subj, op, c.rel, c.v)
+		r.Type, r.Meta.Verdict = evidence.TypeQuarantine, "deny"
+		r.Payload = &evidence.Payload{OldHash: base, NewHash: h, From: src, Detail: "quarantined"}
+		if _, err := m.mustRecord(r); err != nil {
+			m.log.Error().Err(err).Str("path", c.rel).Msg("refused content not recorded")
+			return
+		}
+		m.Stats.Quarantined.Add(1)
+		m.log.Info().Str("path", c.rel).Str("from", src).Str("rule", r.Meta.Rule).Str("blob", h).Msg("content kept in quarantine")
+		return
+	}
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -297,4 +298,47 @@ for n in range(100000):
 		t.Fatalf("only %d appends acknowledged in %d rounds: the test exercised nothing", len(appended), rounds)
 	}
 	t.Logf("%d rounds, %d appended lines acknowledged and present", rounds, len(appended))
+}
+
+// A rename refused at a guarded name keeps the source's content for the
+// owner, as a refused commit does: a WEB session's temporary file renamed
+// over MEMORY.md (what editors and agent clients do) is refused with its
+// rule, listed by aerfs pending with that rule, and aerfs approve commits
+// exactly that content. The same for a hard link.
+func TestTxnRefusedRenameKeptInPending(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "base\n", "memory/notes.md": "n\n"}).Mount()
+	r := e.Sh("WEB", "web", "printf 'poisoned line\\n' > MEMORY.md.tmp.1 && mv MEMORY.md.tmp.1 MEMORY.md")
+	expectFail(t, "a WEB session renames its file over MEMORY.md", r)
+	if got := e.Read("MEMORY.md"); got != "base\n" {
+		t.Fatalf("MEMORY.md = %q after a refused rename", got)
+	}
+	if !hasRule(e.index().denials("web", "MEMORY.md"), "R3-principal") {
+		t.Fatalf("refusal of the rename: %s, want R3-principal", describe(e.index().denials("web", "MEMORY.md")))
+	}
+	expectFail(t, "a WEB session links its file at memory/new.md", e.Sh("WEB", "web2", "printf 'linked\\n' > l.tmp && ln l.tmp memory/new.md"))
+	var items []struct {
+		ID   string `json:"id"`
+		Path string `json:"path"`
+		Hash string `json:"hash"`
+		Rule string `json:"rule"`
+	}
+	pj := e.Aerfs("pending", "--json")
+	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil {
+		t.Fatalf("pending: %v %s", err, pj.Stdout)
+	}
+	byPath := map[string]int{}
+	for i, it := range items {
+		byPath[it.Path] = i
+	}
+	i, ok := byPath["MEMORY.md"]
+	if !ok || items[i].Rule != "R3-principal" || items[i].Hash != sha("poisoned line\n") {
+		t.Fatalf("pending after the refused rename: %s", pj.Stdout)
+	}
+	if j, ok := byPath["memory/new.md"]; !ok || items[j].Hash != sha("linked\n") {
+		t.Fatalf("pending after the refused link: %s", pj.Stdout)
+	}
+	expectOK(t, "the owner approves the renamed content", e.Aerfs("approve", items[i].ID))
+	if got := e.Read("MEMORY.md"); got != "poisoned line\n" {
+		t.Fatalf("MEMORY.md = %q after approval", got)
+	}
 }
