@@ -535,6 +535,17 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 		// having left set-ID clearing to the filesystem).
 		n.m.killSUIDGID(ctx, rel, st)
 	}
+	if res != nil && !t.Class.Guarded() && sizeSet {
+		// A plain file truncated by a labelled writer carries its label,
+		// stored before the change: a label that cannot be kept would be
+		// lost taint.
+		if nl := mergeLabels(l, labelForWriter(res.Subject())); nl != nil {
+			if err := n.m.Labels.Set(keyOf(st), nl); err != nil {
+				n.m.log.Error().Err(err).Str("path", rel).Msg("label not stored: truncate refused")
+				return syscall.EIO
+			}
+		}
+	}
 	rest := *in
 	rest.Valid &^= fuse.FATTR_KILL_SUIDGID
 	if sizeSet && (staged || t.Class.Guarded()) {
@@ -554,12 +565,6 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	if rest.Valid&^fuse.FATTR_FH&^fuse.FATTR_LOCKOWNER != 0 {
 		if errno := n.LoopbackNode.Setattr(ctx, fh, &rest, out); errno != 0 {
 			return errno
-		}
-	}
-	if res != nil && !t.Class.Guarded() && sizeSet {
-		// A plain file truncated by a labelled writer carries its label.
-		if nl := mergeLabels(l, labelForWriter(res.Subject())); nl != nil {
-			n.m.Labels.Set(keyOf(st), nl)
 		}
 	}
 	n.m.rebind(rel)
