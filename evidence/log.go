@@ -52,8 +52,9 @@ type Log struct {
 	// with the first batch after it.
 	healedFrom error
 
-	dirsMu   sync.Mutex
-	blobDirs map[string]bool // blob directories with names not yet synced
+	dirsMu    sync.Mutex
+	blobDirs  map[string]bool // blob directories with names not yet synced
+	blobFiles map[string]bool // blobs whose content is not yet synced
 }
 
 type appendReq struct {
@@ -92,7 +93,7 @@ func (l *Log) Flush() error {
 // partial or whose stored hash does not match) and records the cut.
 func Open(stateDir string) (*Log, error) {
 	dir := evDir(stateDir)
-	l := &Log{dir: dir, blobDirs: map[string]bool{}}
+	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
