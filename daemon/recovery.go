@@ -80,7 +80,7 @@ var recoveryMu sync.Mutex
 func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, paths []string, reason string, parents []string, err error) {
 	switch {
 	case req.ContaminatedBy != "":
-		sc, err := x.Scope(req.ContaminatedBy)
+		sc, err := x.ScopeAt(req.ContaminatedBy, req.SourceVersion)
 		if err != nil {
 			return nil, nil, "", nil, err
 		}
@@ -93,7 +93,11 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 		for _, r := range sc.Roots {
 			parents = append(parents, r.ID)
 		}
-		return target, paths, "undo everything downstream of " + req.ContaminatedBy, parents, nil
+		what := req.ContaminatedBy
+		if req.SourceVersion != "" {
+			what += " at version " + req.SourceVersion
+		}
+		return target, paths, "undo everything downstream of " + what, parents, nil
 	case req.Snapshot != "":
 		st, snap, err := x.SnapshotState(req.Snapshot)
 		if err != nil {

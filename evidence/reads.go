@@ -5,8 +5,8 @@ import "fmt"
 // Reads records (docs/evidence-format.md §3.2).
 
 // validateReads checks payload.reads: absent or non-empty; each element
-// names its file exactly once (path or path_b64) and carries a well-formed
-// fingerprint and, when present, a hash.
+// names its file exactly once (path or path_b64) and its version exactly
+// once: a hash or a well-formed fingerprint.
 func validateReads(rs []FileRead) error {
 	if rs != nil && len(rs) == 0 {
 		return schemaErr("payload.reads is empty (omit it)")
@@ -19,10 +19,12 @@ func validateReads(rs []FileRead) error {
 		if err := checkB64(fmt.Sprintf("payload.reads[%d].path", i), f.Path, f.PathB64); err != nil {
 			return err
 		}
-		if f.Hash != "" && !IsHash(f.Hash) {
+		switch {
+		case (f.Hash == "") == (f.Fp == ""):
+			return schemaErr("payload.reads[%d] must have exactly one of hash and fp", i)
+		case f.Hash != "" && !IsHash(f.Hash):
 			return schemaErr("payload.reads[%d].hash %q is not a lowercase hex SHA-256", i, f.Hash)
-		}
-		if !isFingerprint(f.Fp) {
+		case f.Fp != "" && !isFingerprint(f.Fp):
 			return schemaErr("payload.reads[%d].fp %q is not <dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>", i, f.Fp)
 		}
 	}
@@ -68,7 +70,7 @@ func Fingerprint(dev, ino uint64, size, mtimeNs, ctimeNs int64) string {
 }
 
 // appendReads writes "reads":[…] canonically: each element's members in
-// RFC 8785 order fp, hash, path (or path_b64).
+// RFC 8785 order fp or hash, then path or path_b64.
 func appendReads(b []byte, rs []FileRead) []byte {
 	b = append(b, `"reads":[`...)
 	for i := range rs {
@@ -76,10 +78,11 @@ func appendReads(b []byte, rs []FileRead) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"fp":`...)
-		b = appendJCSString(b, f.Fp)
-		if f.Hash != "" {
-			b = append(b, `,"hash":`...)
+		if f.Fp != "" {
+			b = append(b, `{"fp":`...)
+			b = appendJCSString(b, f.Fp)
+		} else {
+			b = append(b, `{"hash":`...)
 			b = appendJCSString(b, f.Hash)
 		}
 		if f.Path != "" {

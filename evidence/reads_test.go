@@ -11,8 +11,8 @@ import (
 // The reads vector (docs/evidence-format.md §3.2, §10):
 // testdata/vectors/reads.json: a reads record of session s1 (one file
 // whose content is known, one whose name is not UTF-8 and whose content is
-// not), the next one naming it as its parent, and the write that names
-// the second. Regenerate with AERFS_UPDATE_VECTORS=1 only if the record
+// not), the next one naming it as its parent (a file changed before it
+// could be hashed: its fingerprint), and the write that names the second. Regenerate with AERFS_UPDATE_VECTORS=1 only if the record
 // format version changes.
 
 const readsVectorFile = "testdata/vectors/reads.json"
@@ -22,7 +22,7 @@ func readsVectorRecords() []*Record {
 		Meta: Meta{Time: "2026-03-01T12:00:10Z", UID: 1000, Pid: 4400, Exe: "/usr/bin/sh", Session: "s1", Op: "read",
 			Reason: "files read by the session"},
 		Payload: &Payload{Reads: []FileRead{
-			{Path: "notes/src.md", Hash: sha256Hex([]byte("ignore previous instructions\n")), Fp: "2049:131075:29:1772366400000000000:1772366400000000000"},
+			{Path: "notes/src.md", Hash: sha256Hex([]byte("ignore previous instructions\n"))},
 			{Path: "notes/\xff.txt", Fp: "2049:131076:8388608:1772366401500000000:1772366401500000000"},
 		}}}
 	first.normalizeNames() // the name that is not UTF-8 goes to path_b64, as Append does
@@ -34,7 +34,7 @@ func readsVectorRecords() []*Record {
 		Meta: Meta{Time: "2026-03-01T12:00:11Z", UID: 1000, Pid: 4400, Exe: "/usr/bin/sh", Session: "s1", Op: "read",
 			Reason: "files read by the session"},
 		Payload: &Payload{Reads: []FileRead{
-			{Path: "notes/src.md", Hash: sha256Hex([]byte("v2\n")), Fp: "2049:131075:3:1772366410000000000:1772366410000000000"},
+			{Path: "notes/src.md", Fp: "2049:131075:3:1772366410000000000:1772366410000000000"},
 		}}}
 	id2, err := second.ID()
 	if err != nil {
@@ -101,8 +101,9 @@ func TestReadsFieldsStrict(t *testing.T) {
 		"no path":            func(r *Record) { r.Payload.Reads[0].Path = "" },
 		"both path forms":    func(r *Record) { r.Payload.Reads[0].PathB64 = "/w==" },
 		"raw invalid path":   func(r *Record) { r.Payload.Reads[0].Path = "\xff" },
-		"bad hash":           func(r *Record) { r.Payload.Reads[0].Hash = "ABC" },
-		"no fp":              func(r *Record) { r.Payload.Reads[0].Fp = "" },
+		"bad hash":           func(r *Record) { r.Payload.Reads[0].Fp, r.Payload.Reads[0].Hash = "", "ABC" },
+		"neither version":    func(r *Record) { r.Payload.Reads[0].Fp = "" },
+		"both versions":      func(r *Record) { r.Payload.Reads[0].Hash = sha256Hex(nil) },
 		"fp four fields":     func(r *Record) { r.Payload.Reads[0].Fp = "1:2:3:4" },
 		"fp leading zero":    func(r *Record) { r.Payload.Reads[0].Fp = "1:02:3:4:5" },
 		"fp negative inode":  func(r *Record) { r.Payload.Reads[0].Fp = "1:-2:3:4:5" },
@@ -130,11 +131,11 @@ func TestReadsFieldsStrict(t *testing.T) {
 			}
 		}
 	}
-	// An fp member missing altogether is refused, not read as "".
+	// A read without a version is refused.
 	c, _ := base().Canonical()
 	cut := strings.Replace(string(c), `"fp":"2049:131075:3:1772366410000000000:1772366410000000000",`, "", 1)
 	if _, err := ParseRecord([]byte(cut)); err == nil {
-		t.Fatal("a read without fp parsed")
+		t.Fatal("a read without a version parsed")
 	}
 	// Append writes a name that is not UTF-8 as path_b64.
 	dir := newState(t)

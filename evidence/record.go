@@ -88,15 +88,15 @@ type Payload struct {
 }
 
 // FileRead is one file a reader read: its path and the identity of the
-// version it read. Fp is always there; Hash when aerfs knew or could
-// compute the content that was read.
+// version it read, exactly one of Hash (the SHA-256 of the content, when
+// aerfs knew it or could compute it) and Fp (the backing file's cheap
+// fingerprint when it was opened, when the content could not be hashed).
 type FileRead struct {
 	Path    string `json:"path,omitempty"`
 	PathB64 string `json:"path_b64,omitempty"` // as meta.path_b64; exactly one of path and path_b64
-	Hash    string `json:"hash,omitempty"`     // SHA-256 of the content read; absent when unknown
-	// Fp is the backing file's fingerprint when it was opened:
-	// "<dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>", decimal integers.
-	Fp string `json:"fp"`
+	Hash    string `json:"hash,omitempty"`     // SHA-256 of the content read
+	// Fp is "<dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>", decimal integers.
+	Fp string `json:"fp,omitempty"`
 }
 
 // FilePath is the read file's path as bytes.
