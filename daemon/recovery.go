@@ -75,6 +75,10 @@ func (s *controlServer) takeSnapshot(pid int, req Request) *Response {
 // owner's channel (restore, approve, burst rollback, journal resume).
 var recoveryMu sync.Mutex
 
+// maxRestoreParents keeps a restore record within the evidence format's
+// 4096 parents.
+const maxRestoreParents = 4000
+
 // restoreTarget works out what the request asks the guarded files to
 // become, as the subset of paths it is about.
 func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, paths []string, reason string, parents []string, err error) {
@@ -91,6 +95,9 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 			paths = append(paths, f.Path)
 		}
 		for _, r := range sc.Roots {
+			if len(parents) == maxRestoreParents {
+				break // a source many sessions read: the reason names it
+			}
 			parents = append(parents, r.ID)
 		}
 		what := req.ContaminatedBy

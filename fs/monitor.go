@@ -494,16 +494,14 @@ const maxLabelledParents = 4000
 // parentsFor is the parents of a change of rel by the caller: the record of
 // rel's current version, the records of the labelled files the caller read,
 // and its newest reads record, which lists every file it read through the
-// mount (written now for what it read since its last change: fs/reads.go).
+// mount (written now for what it read since its last change: fs/reads.go),
+// with those of the sessions its session was started from.
 func (m *Monitor) parentsFor(res *principal.Resolved, rel string) []string {
 	k := readerKey(res)
-	var reads string
+	reads := m.readsHeads(res)
 	m.rt.mu.Lock()
-	rs := m.rt.sets[k]
+	rs := m.rt.get(k, res)
 	m.rt.mu.Unlock()
-	if rs != nil {
-		reads = m.listReads(rs, res)
-	}
 	out := []string{}
 	m.mu.Lock()
 	if id := m.lastRec[rel]; id != "" {
@@ -526,8 +524,8 @@ func (m *Monitor) parentsFor(res *principal.Resolved, rel string) []string {
 			add(id)
 		}
 	}
-	if reads != "" {
-		add(reads)
+	for _, id := range reads {
+		add(id)
 	}
 	return out
 }

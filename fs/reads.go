@@ -85,9 +85,10 @@ type readSet struct {
 	isProc   bool // a process outside sessions (swept when it exits)
 	seen     map[readSeenKey]struct{}
 	pending  []readEntry
-	labelled []string // records of labelled files it read
-	last     string   // newest reads record
-	flushing bool     // a background listing is under way
+	labelled []string            // records of labelled files it read
+	last     string              // newest reads record
+	flushing bool                // a background listing is under way
+	res      *principal.Resolved // a reader of the set, for the records' principal, pid and exe
 }
 
 // readTracker holds every reader's set. Its own lock keeps the read path
@@ -106,16 +107,32 @@ func (t *readTracker) set(k reader, res *principal.Resolved) *readSet {
 		t.sets = map[reader]*readSet{}
 		t.sweepAt = readsSweepMin
 	}
-	rs := t.sets[k]
+	rs := t.get(k, res)
 	if rs == nil {
 		if len(t.sets) >= t.sweepAt {
 			t.sweepExited()
 		}
-		rs = &readSet{seen: map[readSeenKey]struct{}{}}
+		rs = &readSet{seen: map[readSeenKey]struct{}{}, res: res}
 		if res.Session == nil {
 			rs.proc, rs.isProc = res.Proc.ID, true
 		}
 		t.sets[k] = rs
+	}
+	return rs
+}
+
+// get is the set of reader k, nil if it never read anything. An implicit
+// session is made when a process outside sessions is tainted: what that
+// process read before is its session's. Called with t.mu held.
+func (t *readTracker) get(k reader, res *principal.Resolved) *readSet {
+	rs := t.sets[k]
+	if s := res.Session; rs == nil && s != nil && s.Implicit {
+		if old := t.sets[reader{proc: s.Root}]; old != nil {
+			delete(t.sets, reader{proc: s.Root})
+			old.isProc, old.res = false, res
+			t.sets[k] = old
+			rs = old
+		}
 	}
 	return rs
 }
@@ -192,13 +209,14 @@ func (m *Monitor) readOpened(ctx context.Context, res *principal.Resolved, rel s
 	t.seen++
 	rs.pending = append(rs.pending, e)
 	spill := len(rs.pending) >= readsPendingMax && !rs.flushing
+	who := rs.res
 	if spill {
 		rs.flushing = true
 	}
 	t.mu.Unlock()
 	if spill {
 		go func() {
-			m.listReads(rs, res)
+			m.listReads(rs, who)
 			t.mu.Lock()
 			rs.flushing = false
 			t.mu.Unlock()
@@ -208,6 +226,7 @@ func (m *Monitor) readOpened(ctx context.Context, res *principal.Resolved, rel s
 
 // listReads writes what rs read since its last reads record as reads
 // records and returns the newest one ("" when it never read anything).
+// res is the reader the records name (principal, pid, exe, session).
 func (m *Monitor) listReads(rs *readSet, res *principal.Resolved) string {
 	rs.emit.Lock()
 	defer rs.emit.Unlock()
@@ -311,4 +330,37 @@ func (m *Monitor) readHash(rel string, fp fingerprint, budget *int64) string {
 	t.hashes[fp] = h
 	t.hashMu.Unlock()
 	return h
+}
+
+// readsHeads lists the newest reads records of the caller and of every
+// session its session was started from (a session started from one that
+// read a file is downstream of that file too; what the outer session read
+// after it started is included, which can only widen a scope), listing
+// first what each read since its last change.
+func (m *Monitor) readsHeads(res *principal.Resolved) []string {
+	var out []string
+	add := func(k reader, who *principal.Resolved) {
+		m.rt.mu.Lock()
+		rs := m.rt.sets[k]
+		if who != nil {
+			rs = m.rt.get(k, who)
+		}
+		if rs != nil && who == nil {
+			who = rs.res
+		}
+		m.rt.mu.Unlock()
+		if rs == nil {
+			return
+		}
+		if id := m.listReads(rs, who); id != "" {
+			out = append(out, id)
+		}
+	}
+	add(readerKey(res), res)
+	if res.Session != nil {
+		for s := res.Session.Parent(); s != nil; s = s.Parent() {
+			add(reader{session: s.ID}, nil)
+		}
+	}
+	return out
 }

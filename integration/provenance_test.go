@@ -89,3 +89,33 @@ with open("MEMORY.md", "a") as f: f.write("from the note\n")
 		t.Fatalf("scope of notes/src.md:\n%s", scope.Stdout)
 	}
 }
+
+// A session started from one that read the note is downstream of it too;
+// an owner process outside sessions that read the note and is tainted
+// afterwards (its implicit session) keeps what it read before.
+func TestProvenanceSubSessionAndImplicitSession(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes/src.md": "poison\n", "MEMORY.md": "m0\n", "AGENTS.md": "a0\n", "USER.md": "u0\n"}).Mount()
+	expectOK(t, "a sub-session writes after its parent read the note", e.Sh("USER", "par",
+		"cat notes/src.md >/dev/null && "+aerfsBin+" run --session kid -- sh -c 'echo k >> AGENTS.md'"))
+	expectOK(t, "WEB writes a page", e.Sh("WEB", "w", "echo page > page.txt"))
+	// One process: reads the note, then the WEB page (tainted: an implicit
+	// session), then writes a plain file (labelled: a write record).
+	expectOK(t, "owner process", e.Owner(`python3 -c '
+open("notes/src.md").read()
+open("page.txt").read()
+with open("derived.txt", "w") as f: f.write("d\n")
+'`))
+	expectOK(t, "unrelated", e.Sh("USER", "other", "echo u1 > USER.md"))
+	sc := e.Aerfs("scope", "notes/src.md")
+	expectOK(t, "scope", sc)
+	if !strings.Contains(sc.Stdout, "AGENTS.md") {
+		t.Fatalf("the sub-session's write is missing from the scope:\n%s", sc.Stdout)
+	}
+	if !strings.Contains(sc.Stdout, "derived.txt") {
+		t.Fatalf("the tainted owner process's write is missing from the scope:\n%s", sc.Stdout)
+	}
+	if strings.Contains(sc.Stdout, "USER.md") {
+		t.Fatalf("an unrelated session is in the scope:\n%s", sc.Stdout)
+	}
+	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+}
