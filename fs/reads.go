@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,11 +41,14 @@ const (
 	// readsSweepMin is the number of readers past which readers that were
 	// processes that have exited are forgotten.
 	readsSweepMin = 1024
-	// readHashMax is the largest file hashed for a reads record, and
-	// readHashBudget the bytes hashed for one record at most: a change
-	// never waits for more than that.
+	// readHashMax is the largest file hashed for a reads record;
+	// readHashBudget and readHashTime bound the bytes hashed and the time
+	// spent hashing when one change lists its reader's reads (a session
+	// that read a whole repository does not hold its next commit for
+	// seconds): past them, files are listed by fingerprint.
 	readHashMax    = 4 << 20
 	readHashBudget = 64 << 20
+	readHashTime   = 50 * time.Millisecond
 	// readsRecordEntries and readsRecordBytes keep a reads record well
 	// under evidence.MaxRecordSize.
 	readsRecordEntries = 4096
@@ -239,6 +243,7 @@ func (m *Monitor) listReads(rs *readSet, res *principal.Resolved) string {
 		return last
 	}
 	budget := int64(readHashBudget)
+	deadline := time.Now().Add(readHashTime)
 	done := 0
 	for done < len(todo) {
 		var reads []evidence.FileRead
@@ -248,6 +253,9 @@ func (m *Monitor) listReads(rs *readSet, res *principal.Resolved) string {
 			e := &todo[n]
 			if e.hash == "" {
 				e.hash = m.readHash(e.rel, e.fp, &budget)
+				if budget > 0 && n%64 == 63 && time.Now().After(deadline) {
+					budget = 0 // the cache still answers
+				}
 			}
 			var fr evidence.FileRead
 			fr.SetPath(e.rel)
@@ -293,9 +301,10 @@ func (m *Monitor) readHash(rel string, fp fingerprint, budget *int64) string {
 	if ok {
 		return h
 	}
-	if fp.Size > readHashMax || fp.Size > *budget {
+	if *budget <= 0 || fp.Size > readHashMax || fp.Size > *budget {
 		return ""
 	}
+	*budget -= 4096 // opening a file costs too, whatever its size
 	name := rel
 	if name == "" {
 		name = "."

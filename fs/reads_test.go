@@ -191,3 +191,18 @@ func benchMonitor(b *testing.B, ws, state string) (*Monitor, *principal.Resolved
 	}
 	return m, reg.Resolve(os.Getpid())
 }
+
+// A file too big to hash at a change is listed by its fingerprint.
+func TestReadsBigFileByFingerprint(t *testing.T) {
+	m, ws, _ := testMonitor(t, map[string]string{"small": "s"})
+	if err := os.Truncate(filepath.Join(ws, "small"), readHashMax+1); err != nil {
+		t.Fatal(err)
+	}
+	me := m.Reg.Resolve(os.Getpid())
+	m.testRead(t, me, "small")
+	m.parentsFor(me, "MEMORY.md")
+	rs := readsRecords(t, m)
+	if len(rs) != 1 || rs[0].Payload.Reads[0].Hash != "" || rs[0].Payload.Reads[0].Fp == "" {
+		t.Fatalf("big file listed as %+v", rs)
+	}
+}
