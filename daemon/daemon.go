@@ -469,7 +469,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 				why = "a " + c.Type + " was recorded and the file holds neither its content nor the one before after a crash: completed at mount, what was found kept as the previous version"
 			}
 			return &evidence.Record{Type: evidence.TypeRecovery, Principal: policy.Sys.String(),
-				Meta: evidence.Meta{Path: p, Op: op, Verdict: "allow", UID: uint32(os.Getuid()), Reason: why},
+				Meta:    evidence.Meta{Path: p, Op: op, Verdict: "allow", UID: uint32(os.Getuid()), Reason: why},
 				Payload: &evidence.Payload{OldHash: found, NewHash: c.After}}
 		})
 		if err != nil {
