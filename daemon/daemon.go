@@ -206,7 +206,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		o.Log.Info().Str("event", "metrics").Str("addr", addr).Msg("serving Prometheus metrics at /metrics")
 	}
-	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, status: func() Status {
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok }(),

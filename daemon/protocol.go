@@ -43,6 +43,10 @@ type Request struct {
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`
+	// gc: the retention
+	KeepLast   int    `json:"keep_last,omitempty"`
+	KeepWithin string `json:"keep_within,omitempty"` // a Go duration
+	MaxBytes   int64  `json:"max_bytes,omitempty"`
 }
 
 // Response answers a Request.

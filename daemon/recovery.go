@@ -198,6 +198,16 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		return &Response{Error: err.Error(), Hint: "aerfs history FILE, aerfs snapshot list and aerfs scope SOURCE show what there is"}
 	}
 	steps := planRestore(cur, target, paths)
+	for _, st := range steps {
+		if st.To != "" && !s.m.HasBlob(st.To) {
+			why := "is not in the store"
+			if x.Pruned(st.To) {
+				why = "was pruned by aerfs gc"
+			}
+			return &Response{Error: fmt.Sprintf("cannot restore %s: the content of that version (%.12s) %s", st.Path, st.To, why),
+				Hint: "aerfs history " + st.Path + " marks the versions whose content is gone; restore a newer one"}
+		}
+	}
 	plan, _ := json.Marshal(map[string]any{"reason": reason, "steps": steps})
 	if req.DryRun || len(steps) == 0 {
 		return &Response{OK: true, Data: plan}

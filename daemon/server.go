@@ -28,6 +28,7 @@ type controlServer struct {
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
+	prune    func(*evidence.Record, []string) (string, error) // the log's Prune
 	ln       *net.UnixListener
 	shared   *serverShared
 
@@ -275,6 +276,8 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.approve(pid, req, true)
 	case "reject":
 		return s.approve(pid, req, false)
+	case "gc":
+		return s.gc(pid, req)
 	case "status":
 		st := s.status()
 		st.Labels = s.m.Labels.Len()

@@ -51,6 +51,10 @@ const (
 	// names as its first parent: the chain is everything the reader read.
 	// A write by that reader names the newest one as a parent.
 	TypeReads = "reads"
+	// TypeGC says which content blobs aerfs gc pruned (payload.pruned)
+	// and under which retention (payload.detail): records are never
+	// pruned, and a verifier accepts a missing blob a gc record names.
+	TypeGC = "gc"
 )
 
 // Meta says when, where and by whom.
@@ -85,6 +89,9 @@ type Payload struct {
 	// version that was read (docs/evidence-format.md §3.2). Its hashes
 	// name content, not blobs: they are not blob references.
 	Reads []FileRead `json:"reads,omitempty"`
+	// Pruned lists the blobs a gc record removed, sorted. Not blob
+	// references: they are gone.
+	Pruned []string `json:"pruned,omitempty"`
 }
 
 // FileRead is one file a reader read: its path and the identity of the

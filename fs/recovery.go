@@ -308,6 +308,9 @@ func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
 	return &Drift{Path: rel, Expected: want, Found: found}, nil
 }
 
+// HasBlob reports whether the content with this hash is stored.
+func (m *Monitor) HasBlob(hash string) bool { return m.rec.HasBlob(hash) }
+
 // BackingPath is a path through which the backing directory can be watched
 // (the mount covers the workspace path itself).
 func (m *Monitor) BackingPath() string { return m.rootPath }

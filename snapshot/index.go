@@ -118,6 +118,15 @@ type Index struct {
 	quarBy  map[int32]int32     // record position → quar position
 	approve map[string]approval // path → approved content awaiting its write
 	mounts  []Mount
+	pruned  map[string]bool // blobs gc records removed
+}
+
+// Pruned reports whether aerfs gc removed the content with this hash (it
+// may have been stored again since).
+func (x *Index) Pruned(hash string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.pruned[hash]
 }
 
 // Mount is one mount in the log: its record's index, and whether an
@@ -205,6 +214,13 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 	}
 	path := r.Meta.FilePath() // the name's bytes, from path or path_b64
 	switch r.Type {
+	case evidence.TypeGC:
+		if x.pruned == nil {
+			x.pruned = map[string]bool{}
+		}
+		for _, h := range p.Pruned {
+			x.pruned[h] = true
+		}
 	case evidence.TypeMount:
 		x.mounts = append(x.mounts, Mount{Idx: x.recs[pos].idx})
 	case evidence.TypeUnmount:

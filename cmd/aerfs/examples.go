@@ -20,6 +20,9 @@ var examples = map[string]string{
   aerfs mount --state /var/lib/aerfs/agent ~/agent
   aerfs mount --foreground --debug ~/agent     # serve in this terminal, log every request`,
 	"aerfs unmount": `  aerfs unmount ~/agent`,
+	"aerfs gc": `  aerfs gc --dry-run
+  aerfs gc --keep-last 20 --keep-within 720h
+  aerfs gc --keep-last 3 --keep-within 0 --max-size 500M`,
 	"aerfs run": `  aerfs run --principal USER --session agent -- claude
   aerfs run --principal WEB --session browse -- python3 fetch.py https://example.com
   aerfs run -- sh     # a new session under your own principal`,
