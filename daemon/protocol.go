@@ -42,6 +42,9 @@ type Request struct {
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`
+	// edit (session_requests.go): the new content and the version it replaces
+	Content  []byte `json:"content,omitempty"`
+	BaseHash string `json:"base_hash,omitempty"`
 }
 
 // Response answers a Request.

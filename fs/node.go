@@ -101,6 +101,9 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if strings.HasPrefix(name, reservedPrefix) {
 		return nil, syscall.ENOENT
 	}
+	if name == StatusDir && n.IsRoot() {
+		return n.m.lookupStatus(ctx, n.EmbeddedInode(), out) // statusfile.go
+	}
 	rel := n.childRel(name)
 	c, ns, sess := n.m.Policy().Classify(rel)
 	if ns == policy.NSSession {
