@@ -54,7 +54,11 @@ var (
 
 // WrapChild makes every node the loopback creates one of ours.
 func (n *Node) WrapChild(ctx context.Context, ops gofs.InodeEmbedder) gofs.InodeEmbedder {
-	return &Node{LoopbackNode: ops.(*gofs.LoopbackNode), m: n.m}
+	lb, ok := ops.(*gofs.LoopbackNode)
+	if !ok {
+		return ops // the virtual .aerfs (statusfile.go)
+	}
+	return &Node{LoopbackNode: lb, m: n.m}
 }
 
 // rel is the node's workspace-relative path ("" for the root).

@@ -329,8 +329,8 @@ func (m *Monitor) ExplainPath(rel string) *Explanation {
 	switch {
 	case st == nil:
 		e.Label = "absent"
-	case l == nil:
-		e.Label = "none: whoever reads it gains no taint"
+	case l.Clean():
+		e.Label = "the owner's or a clean writer's: whoever reads it gains no taint"
 	default:
 		e.Label = fmt.Sprintf("origin %s, taint %s: whoever reads it gains %s", l.Origin, orNone(l.Taint|originTaint(l.Origin)), orNone(l.Taint|originTaint(l.Origin)))
 		if l.Origin == policy.External {

@@ -35,6 +35,7 @@ func TestAgentuxStatusFileTellsTheAgentWhy(t *testing.T) {
 			t.Fatalf("status after a refusal lacks %q:\n%s", want, r.Stdout)
 		}
 	}
+	t.Logf("status after the refusal:\n%s", r.Stdout)
 	if strings.Contains(r.Stdout, "taint:       none") {
 		t.Fatalf("status says untainted:\n%s", r.Stdout)
 	}
@@ -78,6 +79,7 @@ func TestAgentuxStatusFileTellsTheAgentWhy(t *testing.T) {
 	}
 	w = e.Aerfs("why", "MEMORY.md")
 	expectOK(t, "why PATH", w)
+	t.Logf("aerfs why MEMORY.md:\n%s", w.Stdout)
 	if !strings.Contains(w.Stdout, "quarantine") || !strings.Contains(w.Stdout, "R2-taint") {
 		t.Fatalf("why MEMORY.md:\n%s", w.Stdout)
 	}
