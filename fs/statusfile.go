@@ -292,7 +292,7 @@ func (m *Monitor) Explain(res *principal.Resolved) *Explanation {
 			x.explainLog(e, subjKey("", s.Root.Tgid), true)
 		}
 	}
-	if e.Session == "" {
+	if res.Session == nil || (res.Session.Implicit && res.Session.Root.Tgid != e.Pid) {
 		x.explainLog(e, subjKey("", e.Pid), true)
 	}
 	sortCauses(e.TaintCauses)

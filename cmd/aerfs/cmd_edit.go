@@ -39,6 +39,10 @@ changed meanwhile, nothing is committed. Only the owner's channel may edit
 	return c
 }
 
+// maxEditSize keeps an edit within one control request (a line of at most
+// 64 KiB, the content in base64).
+const maxEditSize = 40 << 10
+
 func runEdit(in io.Reader, out io.Writer, arg string, yes bool) error {
 	t, err := findTarget(true)
 	if err != nil {
@@ -82,9 +86,13 @@ func runEdit(in io.Reader, out io.Writer, arg string, yes bool) error {
 	if err != nil {
 		return fail(exitError, "nothing was committed", "cannot read the edited copy: %v", err)
 	}
-	if bytes.Equal(nw, f.Content) && f.Hash != "" {
+	if bytes.Equal(nw, f.Content) {
 		fmt.Fprintf(out, "%s unchanged: nothing to commit\n", rel)
 		return nil
+	}
+	if len(nw) > maxEditSize {
+		return fail(exitError, "nothing was committed; write a smaller file, or restore and approve through the mount's usual paths",
+			"the edited %s is %d bytes; aerfs edit commits at most %d", rel, len(nw), maxEditSize)
 	}
 	from := rel
 	if f.Hash == "" {
