@@ -676,16 +676,15 @@ func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, 
 			return gofs.ToErrno(err)
 		}
 	}
-	prev, known := m.identityBefore(rel) // inoalias.go
+	prev := m.identityBefore(rel) // inoalias.go
 	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		m.dropReplaced(prev)
 		// Recorded but not applied: the next mount completes it.
 		m.log.Error().Err(err).Str("path", rel).Msg("recorded write not applied; it is completed at the next mount")
 		return gofs.ToErrno(err)
 	}
 	ok = true
-	if known {
-		m.noteReplaced(prev, fd) // the kernel keeps the identity it knew
-	}
+	m.noteReplaced(prev, fd) // the kernel keeps the identity it knew
 	if old != nil {
 		// The replaced inode is gone: its label must not greet the next
 		// file that gets its number.

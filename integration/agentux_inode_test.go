@@ -46,3 +46,23 @@ print("MEMORY.md", "same" if os.lstat("MEMORY.md").st_ino == before else "DIFFER
 		t.Fatalf("refusals:%s", describe(d))
 	}
 }
+
+// The number a committed file keeps is never given to another file: the
+// replaced inode stays referenced while its number is in use.
+func TestAgentuxInodeNotShared(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	for i := 0; i < 3; i++ {
+		script := `rm -f memory/x.md; mkdir -p memory; printf 'v\n' > memory/x.md; printf 'w\n' >> memory/x.md; printf 'm\n' >> MEMORY.md
+for n in 1 2 3 4 5 6 7 8 9 10; do printf p > plain$n; done
+stat -c '%i %n' MEMORY.md memory/x.md plain* | sort -n | awk '{ if ($1 == last) print "SHARED " $2 " " name; last = $1; name = $2 }'
+rm -f plain*`
+		r := e.Owner(script)
+		if r.Code != 0 || strings.Contains(r.Stdout, "SHARED") {
+			t.Fatalf("round %d: %s", i, r)
+		}
+		r = e.Sh("USER", "agent", script)
+		if r.Code != 0 || strings.Contains(r.Stdout, "SHARED") {
+			t.Fatalf("round %d in a session: %s", i, r)
+		}
+	}
+}
