@@ -71,9 +71,10 @@ type Status struct {
 	LogHealthy bool `json:"log_healthy"`
 	// The aerfs version serving the mount, and the FUSE protocol the
 	// kernel offered it (major.minor).
-	Version      string `json:"version,omitempty"`
-	FUSEProtocol string `json:"fuse_protocol,omitempty"`
-	LogLastError string `json:"log_last_error,omitempty"`
+	Version      string    `json:"version,omitempty"`
+	FUSEProtocol string    `json:"fuse_protocol,omitempty"`
+	LogLastError string    `json:"log_last_error,omitempty"`
+	LogLastErrAt time.Time `json:"log_last_error_at,omitempty"`
 	// Allowed … Quarantined count since the daemon started (Started).
 	Passthrough bool            `json:"passthrough"`
 	Labels      int             `json:"labels"`

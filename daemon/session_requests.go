@@ -23,7 +23,7 @@ import (
 
 // RuleOwner is the rule id of the owner's channel requests: refused from
 // anywhere else, and the rule the owner's own changes are recorded under.
-const RuleOwner = "RO-owner"
+var RuleOwner = policy.RuleOwner.ID()
 
 // SessionInfo is one session as `aerfs session list` shows it.
 type SessionInfo struct {
@@ -256,17 +256,14 @@ func (s *controlServer) edit(peer *principal.Resolved, req Request) *Response {
 	}
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
-	h, err := s.m.OwnerEdit(rel, req.Content, req.BaseHash)
+	h, id, err := s.m.OwnerEdit(rel, req.Content, req.BaseHash, func(old, nw string) *evidence.Record {
+		rec := ownerRecord(peer, evidence.TypeWrite, "owner-edit", "", rel, "the owner changed it with aerfs edit, from outside every session")
+		rec.Payload = &evidence.Payload{OldHash: old, NewHash: nw}
+		return rec
+	})
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "run aerfs edit " + rel + " again"}
 	}
-	rec := ownerRecord(peer, evidence.TypeWrite, "owner-edit", "", rel, "the owner changed it with aerfs edit, from outside every session")
-	rec.Payload = &evidence.Payload{OldHash: req.BaseHash, NewHash: h}
-	id, err := s.m.Record(rec)
-	if err != nil {
-		return &Response{Error: "written but not recorded: " + err.Error()}
-	}
-	s.m.SetLastRecord(id, rel)
 	b, _ := json.Marshal(map[string]string{"path": rel, "old_hash": req.BaseHash, "new_hash": h, "record": id})
 	return &Response{OK: true, Data: b}
 }
@@ -278,24 +275,17 @@ func (s *controlServer) adopt(peer *principal.Resolved, req Request) *Response {
 	}
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
-	old, h, err := s.m.Adopt(rel)
+	old, h, id, err := s.m.Adopt(rel, func(old *aerfs.Label, h string) *evidence.Record {
+		rec := ownerRecord(peer, evidence.TypeDeclassify, "adopt", "", rel,
+			fmt.Sprintf("the owner adopted the current content as theirs: label origin %s taint %s removed", old.Origin, orNone(old.Taint)))
+		rec.Taint = nonNil(old.Taint.Names())
+		rec.Payload = &evidence.Payload{NewHash: h, Detail: "adopted"}
+		return rec
+	})
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "aerfs why " + rel + " shows its label"}
 	}
-	was := policy.Taint(0)
-	if old != nil {
-		was = old.Taint
-	}
-	rec := ownerRecord(peer, evidence.TypeDeclassify, "adopt", "", rel,
-		fmt.Sprintf("the owner adopted the current content as theirs: label origin %s taint %s removed", old.Origin, orNone(was)))
-	rec.Taint = nonNil(was.Names())
-	rec.Payload = &evidence.Payload{NewHash: h, Detail: "adopted"}
-	id, err := s.m.Record(rec)
-	if err != nil {
-		return &Response{Error: "adopted but not recorded: " + err.Error()}
-	}
-	s.m.SetLastRecord(id, rel)
-	b, _ := json.Marshal(map[string]string{"path": rel, "hash": h, "origin": old.Origin.String(), "taint": orNone(was), "record": id})
+	b, _ := json.Marshal(map[string]string{"path": rel, "hash": h, "origin": old.Origin.String(), "taint": orNone(old.Taint), "record": id})
 	return &Response{OK: true, Data: b}
 }
 

@@ -47,10 +47,14 @@ type Log struct {
 	hashes hashFile
 	ids    map[[32]byte]int64
 	cp     []byte
-	broken error // set when a write failed: the files need Open's recovery
+	broken error // set when a write failed: the files need recovery (heal)
+	// healedFrom is the failure the last heal recovered from, recorded
+	// with the first batch after it.
+	healedFrom error
 
-	dirsMu   sync.Mutex
-	blobDirs map[string]bool // blob directories with names not yet synced
+	dirsMu    sync.Mutex
+	blobDirs  map[string]bool // blob directories with names not yet synced
+	blobFiles map[string]bool // blobs whose content is not yet synced
 }
 
 type appendReq struct {
@@ -63,6 +67,9 @@ type appendReq struct {
 	barrier bool
 	// queued: nobody waits for this record (AppendAsync).
 	queued bool
+	// group: further records that commit with this one or not at all
+	// (AppendAll); answered through this request's err.
+	group []*appendReq
 }
 
 // Flush returns once every record queued before the call (AppendAsync
@@ -86,7 +93,7 @@ func (l *Log) Flush() error {
 // partial or whose stored hash does not match) and records the cut.
 func Open(stateDir string) (*Log, error) {
 	dir := evDir(stateDir)
-	l := &Log{dir: dir, blobDirs: map[string]bool{}}
+	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
@@ -178,6 +185,42 @@ func (l *Log) Append(r *Record) (string, error) {
 	return hex.EncodeToString(req.id[:]), nil
 }
 
+// AppendAll adds the records in order, all in one batch: either every one
+// of them is durable when it returns, or none is (a failed batch is cut
+// when the log heals). A later record may name an earlier one as parent.
+// It is for changes that more than one record describes (a rename onto a
+// guarded name: the source leaving and the content arriving).
+func (l *Log) AppendAll(rs ...*Record) ([]string, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	reqs := make([]*appendReq, len(rs))
+	for i, r := range rs {
+		req, err := l.makeReq(r, false)
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = req
+	}
+	head := reqs[0]
+	head.group = reqs[1:]
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return nil, ErrClosed
+	}
+	l.reqs <- head
+	l.sendMu.RUnlock()
+	if err := <-head.err; err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = hex.EncodeToString(r.id[:])
+	}
+	return ids, nil
+}
+
 // AppendAsync queues r like Append and returns its id at once, without
 // waiting for the record to be durable: it is written and synced with the
 // next group commit, in order with every other record, typically within
@@ -210,6 +253,22 @@ func (l *Log) HasBlob(hash string) bool {
 func (l *Log) enqueue(r *Record) (*appendReq, error) { return l.enqueueReq(r, false) }
 
 func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
+	req, err := l.makeReq(r, queued)
+	if err != nil {
+		return nil, err
+	}
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return nil, ErrClosed
+	}
+	l.reqs <- req
+	l.sendMu.RUnlock()
+	return req, nil
+}
+
+// makeReq fills r's defaults and makes its canonical form.
+func (l *Log) makeReq(r *Record, queued bool) (*appendReq, error) {
 	if r.Version == 0 {
 		r.Version = RecordVersion
 	}
@@ -236,15 +295,47 @@ func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
 			}
 		}
 	}
-	req := &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1), queued: queued}
-	l.sendMu.RLock()
-	if l.closed {
-		l.sendMu.RUnlock()
-		return nil, ErrClosed
+	return &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1), queued: queued}, nil
+}
+
+// heal brings a log whose last write failed (a full disk, an I/O error)
+// back to the records that were acknowledged, without a reopen: the log is
+// cut to its acknowledged end (a batch that failed was answered with an
+// error and must not survive), the index and stored hashes past the signed
+// checkpoint are rebuilt from the log as Open does, everything is flushed
+// and a checkpoint is signed. It is tried again with every batch until the
+// cause goes away. Called with l.mu held.
+func (l *Log) heal() error {
+	cause := l.broken
+	fail := func(err error) error { return err } // l.broken keeps the first cause
+	if err := l.logf.Truncate(l.logEnd); err != nil {
+		return fail(err)
 	}
-	l.reqs <- req
-	l.sendMu.RUnlock()
-	return req, nil
+	if err := syncFile(l.logf); err != nil {
+		return fail(err)
+	}
+	cp, err := OpenCheckpoint(l.cp, l.vkey)
+	if err != nil {
+		return fail(err)
+	}
+	n := l.n
+	if _, err := l.recover(cp); err != nil {
+		return fail(err)
+	}
+	if l.n != n {
+		// Acknowledged records are whole lines below logEnd; anything
+		// else means the files are not what this process wrote.
+		return fail(fmt.Errorf("evidence: heal found %d records, expected %d", l.n, n))
+	}
+	if err := errors.Join(syncFile(l.idxf), syncFile(l.hashf), l.syncBlobDirs()); err != nil {
+		return fail(err)
+	}
+	if err := l.writeCheckpointLocked(); err != nil {
+		return fail(err)
+	}
+	l.healedFrom = cause
+	l.broken = nil
+	return nil
 }
 
 // committer owns all writes. It takes whatever is queued, writes it as one
@@ -308,10 +399,22 @@ func (l *Log) commit(batch []*appendReq) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.broken != nil {
-		for _, r := range batch {
-			r.err <- l.broken
+		if err := l.heal(); err != nil {
+			for _, r := range batch {
+				r.err <- l.broken
+			}
+			return
 		}
-		return
+	}
+	if l.healedFrom != nil {
+		// The first record after a heal says what the log recovered from.
+		if req, err := l.makeReq(&Record{Type: TypeRecovery, Principal: "SYS",
+			Meta: Meta{Op: "heal", UID: uint32(os.Getuid()), Pid: os.Getpid(),
+				Reason: "the evidence log failed and recovered by itself; no change was acknowledged without its record"},
+			Payload: &Payload{Detail: l.healedFrom.Error()}}, true); err == nil {
+			batch = append([]*appendReq{req}, batch...)
+		}
+		l.healedFrom = nil
 	}
 	var logBuf, idxBuf []byte
 	var accepted []*appendReq
@@ -332,31 +435,54 @@ func (l *Log) commit(batch []*appendReq) {
 			barriers = append(barriers, r)
 			continue
 		}
-		if err := l.admit(r, local); err != nil {
+		members := append([]*appendReq{r}, r.group...)
+		var err error
+		for _, q := range members {
+			if err = l.admit(q, local); err != nil {
+				break
+			}
+			local[q.id] = true
+		}
+		if err != nil {
+			for _, q := range members {
+				delete(local, q.id)
+			}
 			r.err <- err
 			continue
 		}
-		hs, err := tlog.StoredHashesForRecordHash(n, leafHash(r.id), &l.hashes)
+		mark := len(l.hashes.pending)
+		for i, q := range members {
+			hs, herr := tlog.StoredHashesForRecordHash(n+int64(i), leafHash(q.id), &l.hashes)
+			if herr != nil {
+				err = herr
+				break
+			}
+			l.hashes.pending = append(l.hashes.pending, hs...)
+		}
 		if err != nil {
+			l.hashes.pending = l.hashes.pending[:mark]
+			for _, q := range members {
+				delete(local, q.id)
+			}
 			r.err <- fmt.Errorf("evidence: append: %w", err)
 			continue
 		}
-		l.hashes.pending = append(l.hashes.pending, hs...)
-		local[r.id] = true
-		logBuf = append(append(logBuf, r.canon...), '\n')
-		end += int64(len(r.canon)) + 1
-		var e [indexEntrySize]byte
-		binary.BigEndian.PutUint64(e[:8], uint64(end))
-		copy(e[8:], r.id[:])
-		idxBuf = append(idxBuf, e[:]...)
+		for _, q := range members {
+			logBuf = append(append(logBuf, q.canon...), '\n')
+			end += int64(len(q.canon)) + 1
+			var e [indexEntrySize]byte
+			binary.BigEndian.PutUint64(e[:8], uint64(end))
+			copy(e[8:], q.id[:])
+			idxBuf = append(idxBuf, e[:]...)
+			n++
+		}
 		accepted = append(accepted, r)
-		n++
 	}
 	if len(accepted) == 0 {
 		// A flush with nothing new to write still makes the blobs stored
 		// so far durable.
 		if err := l.syncBlobDirs(); err != nil {
-			l.broken = fmt.Errorf("evidence: blob directory not synced, reopen to recover: %w", err)
+			l.broken = fmt.Errorf("evidence: blob directory not synced, healed with the next append: %w", err)
 		}
 		return
 	}
@@ -374,8 +500,12 @@ func (l *Log) commit(batch []*appendReq) {
 		err = errors.Join(syncFile(l.logf), <-blobErr)
 	}
 	if err == nil {
-		for i, r := range accepted {
-			l.ids[r.id] = l.n + int64(i)
+		i := l.n
+		for _, r := range accepted {
+			for _, q := range append([]*appendReq{r}, r.group...) {
+				l.ids[q.id] = i
+				i++
+			}
 		}
 		l.n = n
 		l.logEnd = end
@@ -394,16 +524,16 @@ func (l *Log) commit(batch []*appendReq) {
 			r.err <- nil
 		}
 		if err := l.syncDerived(); err != nil {
-			l.broken = fmt.Errorf("evidence: index or hashes not synced, reopen to recover: %w", err)
+			l.broken = fmt.Errorf("evidence: index or hashes not synced, healed with the next append: %w", err)
 			return
 		}
 		if err := l.writeCheckpointLocked(); err != nil {
-			l.broken = fmt.Errorf("evidence: checkpoint not written, reopen to recover: %w", err)
+			l.broken = fmt.Errorf("evidence: checkpoint not written, healed with the next append: %w", err)
 		}
 		return
 	}
 	l.hashes.pending = l.hashes.pending[:0]
-	l.broken = fmt.Errorf("evidence: log write failed, reopen to recover: %w", err)
+	l.broken = fmt.Errorf("evidence: log write failed, healed with the next append: %w", err)
 	for _, r := range accepted {
 		r.err <- l.broken
 	}

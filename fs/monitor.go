@@ -50,6 +50,8 @@ import (
 // implements it.
 type Recorder interface {
 	Append(r *evidence.Record) (string, error)
+	// AppendAll makes every record durable in one batch, or none.
+	AppendAll(rs ...*evidence.Record) ([]string, error)
 	PutBlob(data []byte) (string, error)
 	PutBlobFile(path string) (string, error)
 	Blob(hash string) ([]byte, error)
@@ -328,59 +330,6 @@ func (m *Monitor) target(rel string, st *syscall.Stat_t) (policy.Target, *Label)
 	return t, l
 }
 
-// gate is the choke point. It decides op on rel for the caller, applies
-// the taint a read brings, records every verdict that is not a plain
-// allow, and returns the errno to answer with (0 when allowed).
-func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.Op, rel string, t policy.Target, l *Label) (policy.Verdict, syscall.Errno) {
-	if res == nil {
-		res = m.caller(ctx)
-	}
-	subj := res.Subject()
-	if op.Mutates() && res.Session.Quarantined() {
-		return policy.Verdict{}, m.refuseQuarantined(res, subj, op, rel)
-	}
-	v := m.Policy().Decide(subj, op, t)
-	if !v.Allow && op == policy.OpLookup && v.Rule == policy.RuleNamespace {
-		// Another session's namespace is invisible, not refused: a lookup
-		// there is answered ENOENT like any absent name, with no record
-		// and no count (ripgrep and git look for .git, .gitignore …
-		// in every directory, sessions/ included).
-		return v, syscall.ENOENT
-	}
-	if v.Allow {
-		m.Stats.Allowed.Add(1)
-		if v.AddTaint != 0 && res.AddTaint(v.AddTaint) {
-			m.noteTaint(res, v.AddTaint, rel)
-		}
-		if l != nil && (op == policy.OpRead || op == policy.OpExec) && l.Record != "" {
-			m.noteRead(res, l.Record)
-		}
-		if v.Rule == policy.RulePlain {
-			return v, 0
-		}
-	} else {
-		m.Stats.Denied.Add(1)
-	}
-	if op == policy.OpLookup && v.Allow {
-		return v, 0
-	}
-	m.record(m.verdictRecord(res, subj, op, rel, v))
-	if v.Allow {
-		return v, 0
-	}
-	m.log.Info().Str("path", rel).Str("op", opName(op)).Str("principal", subj.Principal.String()).
-		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
-	if op.Mutates() {
-		// Only refused changes count: a lookup, listing or read answered
-		// ENOENT by namespace invisibility is not an attack.
-		m.noteDenial(res)
-	}
-	if v.Rule == policy.RuleNamespace {
-		return v, syscall.ENOENT
-	}
-	return v, syscall.EACCES
-}
-
 func (m *Monitor) verdictRecord(res *principal.Resolved, subj policy.Subject, op policy.Op, rel string, v policy.Verdict) *evidence.Record {
 	verdict := "deny"
 	if v.Allow {
@@ -554,19 +503,6 @@ func opName(op policy.Op) string {
 
 func unsafePointer(st *unix.Stat_t) unsafe.Pointer { return unsafe.Pointer(st) }
 
-// RuleBurst is the rule id of refusals to a quarantined session.
-const RuleBurst = "RB-burst"
-
-// refuseQuarantined refuses a mutation by a session quarantined after a
-// burst of refusals.
-func (m *Monitor) refuseQuarantined(res *principal.Resolved, subj policy.Subject, op policy.Op, rel string) syscall.Errno {
-	m.Stats.Denied.Add(1)
-	r := m.verdictRecord(res, subj, op, rel, policy.Verdict{})
-	r.Meta.Rule, r.Meta.Reason = RuleBurst, "the session is quarantined after a burst of refusals"
-	m.record(r)
-	return syscall.EACCES
-}
-
 // noteDenial counts a refused change against the root of the caller's
 // session tree (the session the caller's sub-sessions were started from):
 // refusals spread over nested sub-sessions add up. At the policy's burst
@@ -595,7 +531,7 @@ func (m *Monitor) noteDenial(res *principal.Resolved) {
 	if hit && root.Quarantine() {
 		m.anyHeld.Store(true)
 		m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: root.Principal.String(), Taint: taintNames(root.Taint()),
-			Meta: evidence.Meta{Session: id, Op: "burst", Verdict: "deny", Rule: RuleBurst, UID: res.Proc.UID,
+			Meta: evidence.Meta{Session: id, Op: "burst", Verdict: "deny", Rule: policy.RuleBurst.ID(), UID: res.Proc.UID,
 				Reason: fmt.Sprintf("%d refusals within %s in the session tree: session quarantined with its sub-sessions, its guarded changes are rolled back", len(ts), window)}})
 		m.log.Warn().Str("session", id).Msg("burst of refusals: session quarantined")
 		if m.OnBurst != nil {

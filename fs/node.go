@@ -185,7 +185,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 			return true
 		}
 		t := policy.Target{Namespace: policy.NSSession, Session: name}
-		return n.m.Policy().Decide(subj, policy.OpLookup, t).Allow
+		return n.m.gateVisible(subj, t)
 	}
 	return &filteredDir{FileHandle: fh, keep: keep}, fl &^ (fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE), 0
 }

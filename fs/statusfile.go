@@ -40,7 +40,7 @@ import (
 const StatusDir = ".aerfs"
 
 // RuleReserved is the rule id of refused changes inside StatusDir.
-const RuleReserved = "RR-reserved"
+const RuleReserved = "RX-reserved"
 
 const (
 	statusDirIno  = ^uint64(0) - 1 // far above any inode number a backing filesystem hands out
@@ -187,7 +187,7 @@ func (x *statusIndex) add(id string, r *evidence.Record) {
 	case r.Type == evidence.TypeTaint:
 		s := x.get(subjKey(m.Session, m.Pid))
 		s.causes = appendCause(s.causes, TaintCause{Time: t, Taint: r.Taint, Path: path, Exe: m.ExePath(), Reason: m.Reason, Record: id})
-	case m.Op == "burst" && m.Rule == RuleBurst:
+	case m.Op == "burst" && m.Rule == policy.RuleBurst.ID():
 		x.get(subjKey(m.Session, 0)).burst = m.Time + ": " + m.Reason
 	case m.Op == "session-release" && m.Verdict == "allow":
 		x.get(subjKey(m.Session, 0)).burst = ""
@@ -366,15 +366,15 @@ func orNone(t policy.Taint) string {
 func (m *Monitor) fillBlocked(e *Explanation, subj policy.Subject) {
 	pol := m.Policy()
 	if e.Quarantined {
-		e.Blocked = append(e.Blocked, "every change, plain files included: the session is quarantined after a burst of refusals ("+RuleBurst+"); only the owner can lift it (aerfs session release "+e.Session+")")
+		e.Blocked = append(e.Blocked, "every change, plain files included: the session is quarantined after a burst of refusals ("+policy.RuleBurst.ID()+"); only the owner can lift it (aerfs session release "+e.Session+")")
 	}
-	probe := func(c policy.Class) policy.Verdict {
-		return pol.Decide(subj, policy.OpWrite, policy.Target{Class: c})
+	// Words, not a decision (only the gate decides): rules 2 and 3 as the
+	// policy states them.
+	if t := subj.Taint & pol.Blocking(); t != 0 {
+		e.Blocked = append(e.Blocked, fmt.Sprintf("changing memory and control files: %s (%s, this session carries %s)", policy.RuleTaint.Reason(), policy.RuleTaint.ID(), t))
 	}
-	for _, c := range []policy.Class{policy.Memory, policy.Control} {
-		if v := probe(c); !v.Allow {
-			e.Blocked = append(e.Blocked, fmt.Sprintf("changing %s files: %s (%s)", c, v.Rule.Reason(), v.Rule.ID()))
-		}
+	if !subj.Principal.Trusted() {
+		e.Blocked = append(e.Blocked, fmt.Sprintf("changing memory and control files: %s (%s)", policy.RulePrincipal.Reason(), policy.RulePrincipal.ID()))
 	}
 	e.Blocked = append(e.Blocked, "changing identity files (SOUL.md, IDENTITY.md): "+policy.RuleImmutable.Reason()+" ("+policy.RuleImmutable.ID()+"); the owner changes them with 'aerfs edit'")
 }

@@ -108,6 +108,22 @@ type Index struct {
 	quar    []quarantine
 	quarBy  map[int32]int32     // record position → quar position
 	approve map[string]approval // path → approved content awaiting its write
+	mounts  []Mount
+}
+
+// Mount is one mount in the log: its record's index, and whether an
+// unmount record ended it (false after a crash).
+type Mount struct {
+	Idx    int64 `json:"idx"`
+	Clean  bool  `json:"clean"`
+	EndIdx int64 `json:"end_idx,omitempty"` // the unmount record's, when Clean
+}
+
+// Mounts lists the mounts in log order.
+func (x *Index) Mounts() []Mount {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return append([]Mount(nil), x.mounts...)
 }
 
 // New returns an empty index.
@@ -180,6 +196,13 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 	}
 	path := r.Meta.FilePath() // the name's bytes, from path or path_b64
 	switch r.Type {
+	case evidence.TypeMount:
+		x.mounts = append(x.mounts, Mount{Idx: x.recs[pos].idx})
+	case evidence.TypeUnmount:
+		if n := len(x.mounts); n > 0 {
+			x.mounts[n-1].Clean = true
+			x.mounts[n-1].EndIdx = x.recs[pos].idx
+		}
 	case evidence.TypeWrite:
 		// A write with no new content is a plain file's: it is in the DAG
 		// for provenance but has no version.
