@@ -120,8 +120,8 @@ func TestAgentuxStatusDirReadOnly(t *testing.T) {
 	if !e.Exists(".aerfs/status") || !e.Exists("dir") {
 		t.Fatal("the reserved directory or the renamed source is gone")
 	}
-	if !hasRule(e.index().denials("s"), "RR-reserved") {
-		t.Fatal("refusals inside .aerfs not recorded with RR-reserved")
+	if !hasRule(e.index().denials("s"), "RX-reserved") {
+		t.Fatal("refusals inside .aerfs not recorded with RX-reserved")
 	}
 	if r := e.Owner("ls -a"); strings.Contains(r.Stdout, ".aerfs") {
 		t.Fatalf("the root listing shows .aerfs:\n%s", r.Stdout)
