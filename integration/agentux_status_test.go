@@ -105,6 +105,8 @@ func TestAgentuxStatusDirReadOnly(t *testing.T) {
 		{"USER", "mv .aerfs/status .aerfs/s2"},
 		{"USER", "mkdir -p dir && mv -T dir .aerfs"},
 		{"USER", "mkdir .aerfs"},
+		{"USER", "ln .aerfs/status hardlink"},
+		{"owner", "ln .aerfs/status hardlink"},
 		{"owner", "echo x > .aerfs/status"},
 	} {
 		var r Result
