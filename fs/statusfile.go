@@ -205,6 +205,14 @@ func (x *statusIndex) add(id string, r *evidence.Record) {
 			x.pending[id] = true
 		}
 		s := x.get(subjKey(m.Session, m.Pid))
+		if n := len(s.refusals); n > 0 && sameRefusal(s.refusals[n-1], ref) {
+			// One refusal, two records (the verdict, and the quarantine
+			// that kept its content): show it once, with where it went.
+			if ref.Pending != "" {
+				s.refusals[n-1] = ref
+			}
+			break
+		}
 		s.refusals = append(s.refusals, ref)
 		if len(s.refusals) > keepRefusals {
 			s.refusals = s.refusals[len(s.refusals)-keepRefusals:]
@@ -695,4 +703,10 @@ func sortRefusals(r []Refusal) {
 
 func sortCauses(c []TaintCause) {
 	sort.SliceStable(c, func(i, j int) bool { return c[i].Time.Before(c[j].Time) })
+}
+
+// sameRefusal reports whether a and b are records of one refusal.
+func sameRefusal(a, b Refusal) bool {
+	d := a.Time.Sub(b.Time)
+	return a.Op == b.Op && a.Path == b.Path && a.Rule == b.Rule && (a.Pending == "") != (b.Pending == "") && d < time.Second && d > -time.Second
 }
