@@ -248,6 +248,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.Log.Error().Msg("unmount failed: the mount is busy")
 	}()
 	server.Wait()
+	if err := mon.SyncBacking(); err != nil {
+		// Without the flush the unmount is not recorded as clean: the
+		// next mount completes what this one recorded.
+		o.Log.Error().Err(err).Msg("cannot flush the backing file system at unmount")
+		return err
+	}
 	mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
 		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted"}})
 	return nil
@@ -446,18 +452,25 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	// record and its rename or unlink) is completed: the log says it
 	// happened. Only the previous mount's, and only when it crashed.
 	for p, c := range pending {
-		if cur[p] != c.Before {
-			continue // published, or changed since: drift decides
+		if cur[p] == c.After {
+			continue // published
 		}
+		// Still the content before (the rename or unlink never happened),
+		// or anything else (a rename published content a crash did not
+		// let reach the disk): the log says what the file holds. What is
+		// found is kept as the previous version.
 		op := "complete-write"
 		if c.After == "" {
 			op = "complete-" + c.Type
 		}
-		_, _, err := m.SetContent(p, c.After, func(string) *evidence.Record {
+		_, _, err := m.SetContent(p, c.After, func(found string) *evidence.Record {
+			why := "a " + c.Type + " was recorded but not applied before a crash: completed at mount"
+			if found != c.Before {
+				why = "a " + c.Type + " was recorded and the file holds neither its content nor the one before after a crash: completed at mount, what was found kept as the previous version"
+			}
 			return &evidence.Record{Type: evidence.TypeRecovery, Principal: policy.Sys.String(),
-				Meta: evidence.Meta{Path: p, Op: op, Verdict: "allow", UID: uint32(os.Getuid()),
-					Reason: "a " + c.Type + " was recorded but not applied before a crash: completed at mount"},
-				Payload: &evidence.Payload{OldHash: c.Before, NewHash: c.After}}
+				Meta:    evidence.Meta{Path: p, Op: op, Verdict: "allow", UID: uint32(os.Getuid()), Reason: why},
+				Payload: &evidence.Payload{OldHash: found, NewHash: c.After}}
 		})
 		if err != nil {
 			return fmt.Errorf("completing the recorded %s of %s: %w", c.Type, p, err)

@@ -39,6 +39,7 @@ type Request struct {
 	Snapshot       string `json:"snapshot,omitempty"` // a snapshot id (prefix)
 	Before         string `json:"before,omitempty"`   // RFC 3339 time
 	ContaminatedBy string `json:"contaminated_by,omitempty"`
+	SourceVersion  string `json:"source_version,omitempty"` // with ContaminatedBy: one version (content SHA-256 or prefix) of that path
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`

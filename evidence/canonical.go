@@ -46,7 +46,7 @@ var recordTypes = map[string]bool{
 	TypeTaint: true, TypePolicyLoad: true, TypeMount: true, TypeUnmount: true,
 	TypeRecovery: true, TypeSnapshot: true, TypeRestore: true, TypeDrift: true,
 	TypeQuarantine: true, TypeApprove: true, TypeReject: true,
-	TypeDeclassify: true, TypeElevate: true,
+	TypeDeclassify: true, TypeElevate: true, TypeReads: true,
 }
 
 // timeRE is RFC 3339 restricted to UTC ("Z") with 0 to 9 fraction digits.
@@ -179,6 +179,9 @@ func (r *Record) Validate() error {
 					return schemaErr("payload.files[%d].%s %q is not a lowercase hex SHA-256", i, name, h)
 				}
 			}
+		}
+		if err := validateReads(p.Reads); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -80,15 +80,15 @@ type Monitor struct {
 	log      zerolog.Logger
 
 	mu       sync.Mutex
-	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
-	lastRec  map[string]string   // path → id of the record of its current version
-	reads    map[string][]string // session (or process) → records of labelled files it read
-	objs     objectLookers       // who looked up each FIFO, socket and device node
-	writers  map[fileKey]int     // inodes open for writing through the mount
-	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
-	inflight map[string]int      // guarded paths aerfs is changing right now
-	onKnown  func(rel string)    // see SetOnKnown
-	paths    pathLocks           // one lock per guarded path being changed
+	guarded  map[fileKey]string // inodes of guarded files, so a hard link is guarded too
+	lastRec  map[string]string  // path → id of the record of its current version
+	rt       readTracker        // what each session (or process) read: fs/reads.go
+	objs     objectLookers      // who looked up each FIFO, socket and device node
+	writers  map[fileKey]int    // inodes open for writing through the mount
+	expected map[string]string  // guarded path → content aerfs last gave it ("" = absent)
+	inflight map[string]int     // guarded paths aerfs is changing right now
+	onKnown  func(rel string)   // see SetOnKnown
+	paths    pathLocks          // one lock per guarded path being changed
 
 	Stats Stats
 
@@ -133,7 +133,6 @@ func NewMonitor(c Config) (*Monitor, error) {
 		log:      c.Log,
 		guarded:  map[fileKey]string{},
 		lastRec:  map[string]string{},
-		reads:    map[string][]string{},
 	}
 	m.pol.Store(c.Policy)
 	if err := os.MkdirAll(m.stagingDir(), 0o700); err != nil {
@@ -404,11 +403,18 @@ func (m *Monitor) noteTaint(res *principal.Resolved, added policy.Taint, rel str
 			Session: subj.Session, Reason: "read a labelled file"}})
 }
 
-func readerKey(res *principal.Resolved) string {
+// readerKey names whose reads a change inherits: the caller's session, or
+// the process itself outside sessions.
+func readerKey(res *principal.Resolved) reader {
 	if res.Session != nil {
-		return "s:" + res.Session.ID
+		return reader{session: res.Session.ID}
 	}
-	return "p:" + res.Proc.ID.String()
+	return reader{proc: res.Proc.ID}
+}
+
+type reader struct {
+	session string
+	proc    principal.ProcID
 }
 
 // noteRead remembers that the caller's session read the file whose current
@@ -416,34 +422,59 @@ func readerKey(res *principal.Resolved) string {
 // parent, so provenance can be walked.
 func (m *Monitor) noteRead(res *principal.Resolved, id string) {
 	k := readerKey(res)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, x := range m.reads[k] {
+	t := &m.rt
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rs := t.set(k, res)
+	for _, x := range rs.labelled {
 		if x == id {
 			return
 		}
 	}
-	if len(m.reads[k]) < 4096 {
-		m.reads[k] = append(m.reads[k], id)
+	if len(rs.labelled) < maxLabelledParents {
+		rs.labelled = append(rs.labelled, id)
 	}
 }
 
+// maxLabelledParents leaves room under the evidence format's limit of 4096
+// parents for the previous version and the reads record.
+const maxLabelledParents = 4000
+
+// parentsFor is the parents of a change of rel by the caller: the record of
+// rel's current version, the records of the labelled files the caller read,
+// and its newest reads record, which lists every file it read through the
+// mount (written now for what it read since its last change: fs/reads.go),
+// with those of the sessions its session was started from.
 func (m *Monitor) parentsFor(res *principal.Resolved, rel string) []string {
 	k := readerKey(res)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	reads := m.readsHeads(res)
+	m.rt.mu.Lock()
+	rs := m.rt.get(k, res)
+	m.rt.mu.Unlock()
 	out := []string{}
+	m.mu.Lock()
 	if id := m.lastRec[rel]; id != "" {
 		out = append(out, id)
 	}
-	for _, id := range m.reads[k] {
-		dup := false
+	m.mu.Unlock()
+	add := func(id string) {
 		for _, x := range out {
-			dup = dup || x == id
+			if x == id {
+				return
+			}
 		}
-		if !dup {
-			out = append(out, id)
+		out = append(out, id)
+	}
+	if rs != nil {
+		m.rt.mu.Lock()
+		labelled := rs.labelled
+		m.rt.mu.Unlock()
+		for _, id := range labelled {
+			add(id)
 		}
+	}
+	for _, id := range reads {
+		add(id)
 	}
 	return out
 }

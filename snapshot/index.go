@@ -67,6 +67,14 @@ type rec struct {
 	vFirst    int32   // versions of this record: vers[vFirst : vFirst+vCount]
 	vCount    int32
 	snap      int32 // position in snaps, or -1
+	rFirst    int32 // files a reads record lists: reads[rFirst : rFirst+rCount]
+	rCount    int32
+}
+
+// read is one file a reads record lists, with the hash of the version
+// read ("" when unknown).
+type read struct {
+	path, hash string
 }
 
 type ver struct {
@@ -101,6 +109,7 @@ type Index struct {
 	recs    []rec
 	byID    map[string]int32
 	vers    []ver
+	reads   []read
 	byPath  map[string][]int32 // path → versions, log order
 	snaps   []snap
 	events  []int32 // records that are versions or snapshots, log order
@@ -253,6 +262,12 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 			return
 		}
 		x.addVer(pos, path, evidence.TypeDrift, p.NewHash, p.OldHash)
+	case evidence.TypeReads:
+		x.recs[pos].rFirst = int32(len(x.reads))
+		for i := range p.Reads {
+			x.reads = append(x.reads, read{path: p.Reads[i].FilePath(), hash: p.Reads[i].Hash})
+		}
+		x.recs[pos].rCount = int32(len(p.Reads))
 	case evidence.TypeSnapshot:
 		x.recs[pos].snap = int32(len(x.snaps))
 		files := append([]evidence.FileState(nil), p.Files...)
