@@ -47,6 +47,9 @@ type Request struct {
 	KeepLast   int    `json:"keep_last,omitempty"`
 	KeepWithin string `json:"keep_within,omitempty"` // a Go duration
 	MaxBytes   int64  `json:"max_bytes,omitempty"`
+	// edit (session_requests.go): the new content and the version it replaces
+	Content  []byte `json:"content,omitempty"`
+	BaseHash string `json:"base_hash,omitempty"`
 }
 
 // Response answers a Request.

@@ -263,7 +263,9 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		}
 		return &Response{OK: true}
 	case "register":
-		return s.register(pid, req)
+		return s.registerNoting(pid, req)
+	case "session-list", "session-release", "session-end", "why", "edit-get", "edit", "adopt":
+		return s.ownerRequest(pid, req) // session_requests.go
 	case "taint":
 		return s.taint(pid, req)
 	case "promote":

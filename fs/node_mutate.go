@@ -112,7 +112,11 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if isReserved(name) {
 		return nil, syscall.EACCES
 	}
-	src := target.(*Node).rel()
+	tn, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV // .aerfs/status (statusfile.go) is no backing file
+	}
+	src := tn.rel()
 	sst, err := n.m.lstatRel(src)
 	if err != nil {
 		return nil, gofs.ToErrno(err)

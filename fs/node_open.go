@@ -150,7 +150,7 @@ func boolU32(b bool) uint32 {
 }
 
 func isReserved(name string) bool {
-	return len(name) >= len(reservedPrefix) && name[:len(reservedPrefix)] == reservedPrefix
+	return len(name) >= len(reservedPrefix) && name[:len(reservedPrefix)] == reservedPrefix || name == StatusDir
 }
 
 // guardedReader serves reads of a guarded file without kernel passthrough

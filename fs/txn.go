@@ -287,10 +287,13 @@ func (r *replacement) publish() syscall.Errno {
 	if err != nil {
 		return gofs.ToErrno(err)
 	}
+	prev := r.m.identityBefore(r.rel) // inoalias.go
 	if err := unix.Renameat(r.dfd, r.tmp, r.dfd, r.name); err != nil {
+		r.m.dropReplaced(prev)
 		return gofs.ToErrno(err)
 	}
 	r.tmp = ""
+	r.m.noteReplaced(prev, int(r.out.Fd())) // the kernel keeps the identity it knew
 	if r.old != nil {
 		// The replaced inode is gone: its label must not greet the next
 		// file that gets its number.

@@ -69,6 +69,7 @@ from which process writes and what it has read, never from the bytes.`,
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
 		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
 		newWatchCommand(), newReportCommand(), newGCCommand(),
+		newSessionCommand(), newWhyCommand(), newEditCommand(), newAdoptCommand(),
 	)
 	root.AddCommand(newManCommand(root))
 	// cobra would add completion and help when it runs; make them now so
