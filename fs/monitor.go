@@ -231,6 +231,9 @@ func (m *Monitor) openDir(rel string) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
+	if long(rel) {
+		return m.openDirPieces(rel, unix.O_RDONLY)
+	}
 	return unix.Openat2(m.rootFd, rel, &unix.OpenHow{
 		Flags:   unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -244,8 +247,13 @@ func (m *Monitor) lstatRel(rel string) (*syscall.Stat_t, error) {
 	if rel == "" {
 		rel = "."
 	}
+	fd, name, done, err := m.parentAt(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	var st unix.Stat_t
-	if err := unix.Fstatat(m.rootFd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, &os.PathError{Op: "lstat", Path: rel, Err: err}
 	}
 	return (*syscall.Stat_t)(unsafe.Pointer(&st)), nil

@@ -153,7 +153,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if errno := n.readlinkTaint(ctx); errno != 0 {
 		return nil, errno
 	}
-	return n.LoopbackNode.Readlink(ctx)
+	return n.loopReadlink(ctx)
 }
 
 // OpendirHandle lists a directory; the sessions root shows a session only
@@ -167,7 +167,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 			return nil, 0, errno
 		}
 	}
-	fh, fl, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	fh, fl, errno := n.loopOpendir(ctx, flags)
 	if errno != 0 {
 		return fh, fl, errno
 	}

@@ -73,7 +73,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	ch, errno := n.loopMkdir(ctx, name, mode, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 	}
@@ -85,7 +85,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	ch, errno := n.loopMknod(ctx, name, mode, rdev, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 		n.m.labelCreated(ctx, rel, out)
@@ -98,7 +98,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
+	ch, errno := n.loopSymlink(ctx, target, name, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 		n.m.labelCreated(ctx, rel, out)
@@ -138,7 +138,7 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	var ch *gofs.Inode
 	link := func([]string) syscall.Errno {
 		var errno syscall.Errno
-		ch, errno = n.LoopbackNode.Link(ctx, target, name, out)
+		ch, errno = n.loopLink(ctx, target, name, out)
 		return errno
 	}
 	if c, _, _ := n.m.Policy().Classify(dst); !c.Guarded() || sst.Mode&syscall.S_IFMT != syscall.S_IFREG || res == nil {
@@ -215,7 +215,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	if !t.Class.Guarded() || res == nil {
-		if errno := gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, 0)); errno != 0 {
+		if errno := gofs.ToErrno(n.m.unlinkRel(rel, 0)); errno != 0 {
 			return errno
 		}
 		if st.Nlink <= 1 {
@@ -233,7 +233,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		},
 		publish: func([]string) syscall.Errno {
 			gone, _ = n.m.lstatRel(rel) // a commit since the decision may have replaced the inode
-			return gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, 0))
+			return gofs.ToErrno(n.m.unlinkRel(rel, 0))
 		},
 		done: func(ids []string) syscall.Errno {
 			if gone != nil && gone.Nlink <= 1 {
@@ -251,7 +251,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if _, errno := n.m.decideAll(ctx, []check{{op: policy.OpUnlink, rel: rel, t: t, l: nil}}); errno != 0 {
 		return errno
 	}
-	return gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, unix.AT_REMOVEDIR))
+	return gofs.ToErrno(n.m.unlinkRel(rel, unix.AT_REMOVEDIR))
 }
 
 // Rename decides the source leaving its name and the content arriving at
@@ -282,7 +282,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
 	rename := func([]string) syscall.Errno {
-		return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+		return n.loopRename(ctx, name, newParent, newName, flags)
 	}
 	forgetReplaced := func() {
 		if dstSt != nil && dstSt.Nlink <= 1 && !exchange && dstSt.Mode&syscall.S_IFMT != syscall.S_IFDIR {
@@ -567,7 +567,7 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 		fh = nil
 	}
 	if rest.Valid&^fuse.FATTR_FH&^fuse.FATTR_LOCKOWNER != 0 {
-		if errno := n.LoopbackNode.Setattr(ctx, fh, &rest, out); errno != 0 {
+		if errno := n.loopSetattr(ctx, fh, &rest, out); errno != 0 {
 			return errno
 		}
 	}
