@@ -76,6 +76,8 @@ type Monitor struct {
 	Labels   *LabelStore
 	rec      Recorder
 	log      zerolog.Logger
+	root     string              // Config.Root
+	roots    map[string]*Monitor // further roots by name (roots.go)
 
 	mu       sync.Mutex
 	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
@@ -116,6 +118,9 @@ type Config struct {
 	Labels   *LabelStore
 	Recorder Recorder
 	Log      zerolog.Logger
+	// Root names a further root of the policy: the paths of its records
+	// are "@Root/…" (roots.go).
+	Root string
 }
 
 // NewMonitor prepares the monitor and indexes the guarded files already in
@@ -132,6 +137,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 		guarded:  map[fileKey]string{},
 		lastRec:  map[string]string{},
 		reads:    map[string][]string{},
+		root:     c.Root,
 	}
 	m.pol.Store(c.Policy)
 	if err := os.MkdirAll(m.stagingDir(), 0o700); err != nil {
@@ -147,7 +153,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 func (m *Monitor) Policy() *policy.Policy { return m.pol.Load() }
 
 // SetPolicy replaces the policy in force.
-func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p) }
+func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p); m.rootsPolicy(p) }
 
 func (m *Monitor) stagingDir() string { return path.Join(m.stateDir, "staging") }
 
@@ -436,6 +442,9 @@ func (m *Monitor) fillRecord(r *evidence.Record) {
 	}
 	if r.Meta.Time == "" {
 		r.Meta.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	if m.root != "" {
+		m.rootPaths(r)
 	}
 }
 

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/aerfs/aerfs/daemon"
+	"github.com/aerfs/aerfs/policy"
+)
+
+// The further roots of a workspace's policy (docs/agents.md): a file in
+// one is named in records, and on the command line, as "@name/rel"; its
+// absolute path, or "~/…" in the owner's home, is accepted too.
+
+// policyRoots returns the roots of t's policy with their directories, or
+// nil when there are none or the policy cannot be read.
+func policyRoots(t *target) []policy.Root {
+	if t == nil || t.stateDir == "" {
+		return nil
+	}
+	pol, err := policy.Load(filepath.Join(t.stateDir, daemon.PolicyName))
+	if err != nil || len(pol.Roots()) == 0 {
+		return nil
+	}
+	home := ""
+	if t.workspace != "" {
+		home = daemon.OwnerHome(t.workspace)
+	}
+	rs, err := pol.ResolveRoots(home, t.workspace, "")
+	if err != nil {
+		return nil
+	}
+	return rs
+}
+
+// rootRel turns a FILE argument inside a further root (absolute, or
+// "~/…") into its record path "@name/rel".
+func rootRel(t *target, arg string) (string, bool) {
+	if !filepath.IsAbs(arg) && !strings.HasPrefix(arg, "~/") {
+		return "", false
+	}
+	rs := policyRoots(t)
+	if len(rs) == 0 {
+		return "", false
+	}
+	p := arg
+	if rest, ok := strings.CutPrefix(arg, "~"); ok && t.workspace != "" {
+		p = daemon.OwnerHome(t.workspace) + rest
+	}
+	p = filepath.Clean(p)
+	for _, r := range rs {
+		cand := []string{p}
+		if a, err := absClean(p); err == nil && a != p {
+			cand = append(cand, a)
+		}
+		for _, c := range cand {
+			if within(c, r.Dir) {
+				rel := strings.TrimPrefix(strings.TrimPrefix(c, r.Dir), "/")
+				if rel == "" {
+					return policy.RootPrefix + r.Name, true
+				}
+				return policy.RootPrefix + r.Name + "/" + path.Clean(filepath.ToSlash(rel)), true
+			}
+		}
+	}
+	return "", false
+}
+
+// rootFile is the file a record path "@name/rel" of a further root names.
+func rootFile(t *target, rel string) (string, bool) {
+	name, sub, ok := policy.SplitRootPath(rel)
+	if !ok {
+		return "", false
+	}
+	for _, r := range policyRoots(t) {
+		if r.Name == name {
+			return filepath.Join(r.Dir, filepath.FromSlash(sub)), true
+		}
+	}
+	return "", false
+}
+
+// rootDirs lists the directories of the further roots of t's policy: a
+// confined session may write in them (the mount decides each change).
+func rootDirs(t *target) []string {
+	var out []string
+	for _, r := range policyRoots(t) {
+		out = append(out, r.Dir)
+	}
+	return out
+}

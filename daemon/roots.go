@@ -1,0 +1,208 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+
+	"github.com/aerfs/aerfs/evidence"
+	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// # Further roots
+//
+// A policy's roots (an agent's home-directory memory and configuration,
+// such as ~/.claude) are guarded by the same daemon as the workspace: each
+// is a FUSE mount over its own directory, served from a descriptor opened
+// before the mount covered it, with a monitor of its own (its classes, its
+// labels) that shares the workspace's principal registry, evidence log and
+// policy. Records of a root's files name the root: "@claude/projects/…".
+// The workspace's monitor routes such paths to the root's (restore,
+// approve, burst rollback, drift at mount); each root has its own drift
+// watcher. Unmounting the workspace unmounts every root.
+
+// guardedRoot is one mounted further root.
+type guardedRoot struct {
+	root   policy.Root
+	fd     int
+	mon    *aerfs.Monitor
+	labels *aerfs.LabelStore
+	server *fuse.Server
+}
+
+type rootSet struct {
+	roots []*guardedRoot
+	log   zerolog.Logger
+}
+
+// OwnerHome is the home directory of the owner of the workspace ws (the
+// uid that owns it), where "~" of a policy root points.
+func OwnerHome(ws string) string {
+	var st syscall.Stat_t
+	if syscall.Stat(ws, &st) != nil {
+		return ""
+	}
+	u, err := user.LookupId(strconv.Itoa(int(st.Uid)))
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
+// openRoots prepares a monitor for each root of pol and attaches it to the
+// workspace's monitor mon. Nothing is mounted yet.
+func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, mon *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder) (*rootSet, error) {
+	set := &rootSet{log: o.Log}
+	if len(pol.Roots()) == 0 {
+		return set, nil
+	}
+	home := ""
+	if u, err := user.LookupId(strconv.Itoa(int(owner.Uid))); err == nil {
+		home = u.HomeDir
+	}
+	roots, err := pol.ResolveRoots(home, ws, o.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("policy roots: %w", err)
+	}
+	for _, r := range roots {
+		g, err := openRoot(o, r, owner, mon, reg, rec)
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("root %s (%s): %w", r.Name, r.Dir, err)
+		}
+		set.roots = append(set.roots, g)
+	}
+	return set, nil
+}
+
+func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, mon *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder) (*guardedRoot, error) {
+	if err := clearStaleMount(r.Dir); err != nil {
+		return nil, err
+	}
+	if m := FindMount(r.Dir); m != nil && m.Mountpoint == r.Dir {
+		return nil, fmt.Errorf("already mounted (state %s)", m.StateDir)
+	}
+	fi, err := os.Lstat(r.Dir)
+	if os.IsNotExist(err) {
+		// The agent has not run yet: make its directory, the owner's,
+		// so that its first files are guarded too.
+		if err = os.MkdirAll(r.Dir, 0o700); err == nil {
+			os.Chown(r.Dir, int(owner.Uid), int(owner.Gid))
+			fi, err = os.Lstat(r.Dir)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("not a directory (a symlink is not followed: name the directory it points to)")
+	}
+	fd, err := syscall.Open(r.Dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	g := &guardedRoot{root: r, fd: fd}
+	g.labels, err = aerfs.OpenLabels(filepath.Join(o.StateDir, "labels-"+r.Name+".jsonl"))
+	if err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	g.mon, err = aerfs.NewMonitor(aerfs.Config{RootFd: fd, StateDir: o.StateDir, Policy: r.Policy,
+		Registry: reg, Labels: g.labels, Recorder: rec, Log: o.Log.With().Str("root", r.Name).Logger(), Root: r.Name})
+	if err != nil {
+		g.labels.Close()
+		syscall.Close(fd)
+		return nil, err
+	}
+	g.mon.OnCommit = mon.OnCommit
+	// A burst in a root quarantines the session and rolls back all it
+	// changed, in every root: the workspace's monitor routes the paths.
+	g.mon.OnBurst = func(s *principal.Session) {
+		if mon.OnBurst != nil {
+			mon.OnBurst(s)
+		}
+	}
+	mon.AddRoot(g.mon)
+	return g, nil
+}
+
+// mount mounts every root and starts its drift watcher. Called after the
+// drift check at mount (the expected contents are known).
+func (s *rootSet) mount(ctx context.Context, o Options, mon *aerfs.Monitor) error {
+	for _, g := range s.roots {
+		g.mon.OnCommit = mon.OnCommit
+		srv, err := aerfs.Mount(g.root.Dir, g.mon, aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
+		if err != nil {
+			s.unmount()
+			return fmt.Errorf("root %s: %w", g.root.Name, err)
+		}
+		g.server = srv
+		go srv.Wait()
+		if err := srv.WaitMount(); err != nil {
+			s.unmount()
+			return fmt.Errorf("root %s: %w", g.root.Name, err)
+		}
+		mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
+			Meta: evidence.Meta{Path: g.root.Dir, Pid: os.Getpid(), UID: uint32(os.Getuid()),
+				Reason: "mounting root " + g.root.Name + " over " + g.root.Dir + " (its records are " + policy.RootPrefix + g.root.Name + "/…)"}})
+		st, err := g.mon.GuardedState()
+		if err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("root files not read: drift is not watched")
+			continue
+		}
+		paths := make([]string, 0, len(st))
+		for p := range st {
+			paths = append(paths, p)
+		}
+		if err := startDriftWatcher(ctx, g.mon, s.log, paths); err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("drift is not watched")
+		}
+	}
+	return nil
+}
+
+// unmount unmounts every mounted root (lazily when busy: the daemon is
+// leaving) and records it.
+func (s *rootSet) unmount() {
+	for _, g := range s.roots {
+		if g.server == nil {
+			continue
+		}
+		var err error
+		for i := 0; i < 20; i++ {
+			if err = g.server.Unmount(); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("root busy: detached")
+			syscall.Unmount(g.root.Dir, syscall.MNT_DETACH)
+		}
+		g.server = nil
+		g.mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
+			Meta: evidence.Meta{Path: g.root.Dir, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted root " + g.root.Name}})
+	}
+}
+
+// close releases what openRoots took.
+func (s *rootSet) close() {
+	if s == nil {
+		return
+	}
+	s.unmount()
+	for _, g := range s.roots {
+		g.labels.Close()
+		syscall.Close(g.fd)
+	}
+}

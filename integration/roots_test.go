@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// rootEnv is a workspace whose policy adds a further root: a fake home's
+// .claude directory, classed as Claude Code's memory and configuration.
+func rootEnv(t *testing.T) (*Env, string) {
+	t.Helper()
+	e := newEnv(t, map[string]string{"MEMORY.md": "ws memory\n"})
+	home := filepath.Join(filepath.Dir(e.WS), "home")
+	for rel, content := range map[string]string{
+		".claude/projects/p/memory/notes.md": "clean\n",
+		".claude/CLAUDE.md":                  "be careful\n",
+		".claude/settings.json":              "{}\n",
+		".claude/projects/p/chat.jsonl":      "{}\n",
+	} {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(e.State, "aerfs.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("\nroots:\n  claude:\n    path: " + home + "/.claude\n" +
+		"    memory: [\"projects/*/memory/**\"]\n" +
+		"    control: [/CLAUDE.md, \"/settings*.json\", \"skills/**\", \"agents/**\", \"commands/**\", \"hooks/**\"]\n")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, home
+}
+
+// runHome runs a shell script in a session with HOME set to home.
+func (e *Env) runHome(home, principal, session, script string) Result {
+	args := []string{"run", "--workspace", e.WS}
+	if principal != "" {
+		args = append(args, "--principal", principal)
+	}
+	if session != "" {
+		args = append(args, "--session", session)
+	}
+	args = append(args, "--", "sh", "-c", script)
+	return runCmd(e.WS, []string{"HOME=" + home}, aerfsBin, args...)
+}
+
+func mountedAt(dir string) bool {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == dir && strings.Contains(line, "fuse.aerfs") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRootsGuardHomeMemory: Claude Code keeps its memory in
+// ~/.claude/projects/<slug>/memory/, outside the workspace. A policy root
+// guards it with the same daemon, rules and log as the workspace.
+func TestRootsGuardHomeMemory(t *testing.T) {
+	e, home := rootEnv(t)
+	e.Mount()
+	claude := filepath.Join(home, ".claude")
+	notes := filepath.Join(claude, "projects/p/memory/notes.md")
+	const rel = "@claude/projects/p/memory/notes.md"
+	if !mountedAt(claude) {
+		t.Errorf("%s is not an aerfs mount", claude)
+	}
+
+	// A WEB session poisons the agent's home-directory memory.
+	r := e.runHome(home, "WEB", "w", `echo poison >> "$HOME/.claude/projects/p/memory/notes.md"`)
+	b, _ := os.ReadFile(notes)
+	if strings.Contains(string(b), "poison") {
+		t.Fatalf("a WEB session wrote the agent's home-directory memory (%s): %q", r, b)
+	}
+	expectFail(t, "WEB write of ~/.claude memory", r)
+	li := e.index()
+	if d := li.denials("w", rel); !hasRule(d, "R3-principal") && !hasRule(d, "R2-taint") {
+		t.Errorf("the refusal of %s is not recorded with R3/R2 under the root's name: %s", rel, describe(li.denials("w")))
+	}
+	// Settings (hooks run commands) are control-class.
+	r = e.runHome(home, "WEB", "w2", `echo '{"hooks":1}' > "$HOME/.claude/settings.json"`)
+	expectFail(t, "WEB write of ~/.claude/settings.json", r)
+	if b, _ := os.ReadFile(filepath.Join(claude, "settings.json")); string(b) != "{}\n" {
+		t.Errorf("settings.json = %q", b)
+	}
+	// A plain file of the root passes.
+	expectOK(t, "WEB write of a transcript", e.runHome(home, "WEB", "w3", `echo x >> "$HOME/.claude/projects/p/chat.jsonl"`))
+
+	// The owner outside sessions changes CLAUDE.md: committed and in history.
+	expectOK(t, "owner write", runCmd("/", nil, "sh", "-c", `echo owner >> "`+claude+`/CLAUDE.md"`))
+	if b, _ := os.ReadFile(filepath.Join(claude, "CLAUDE.md")); string(b) != "be careful\nowner\n" {
+		t.Errorf("CLAUDE.md = %q", b)
+	}
+	for _, arg := range []string{"@claude/CLAUDE.md", filepath.Join(claude, "CLAUDE.md")} {
+		h := e.Aerfs("history", "--state", e.State, "--workspace", e.WS, arg)
+		if h.Code != 0 || !strings.Contains(h.Stdout, "USER") {
+			t.Errorf("aerfs history %s: %s", arg, h)
+		}
+	}
+
+	// A clean session keeps its memory there.
+	r = e.runHome(home, "USER", "c", `echo remembered >> "$HOME/.claude/projects/p/memory/notes.md"`)
+	expectOK(t, "clean session memory write", r)
+	if b, _ := os.ReadFile(notes); string(b) != "clean\nremembered\n" {
+		t.Errorf("notes.md = %q", b)
+	}
+	allowed := false
+	for _, le := range e.Log() {
+		m := le.Record.Meta
+		if m.Path == rel && m.Session == "c" && m.Verdict == "allow" && le.Record.Type == "write" {
+			allowed = true
+		}
+		if m.Path == "projects/p/memory/notes.md" {
+			t.Errorf("a record names a root's file without its root: %+v", le.Record)
+		}
+	}
+	if !allowed {
+		t.Errorf("no allowed write of %s by session c in the log", rel)
+	}
+	if h := e.Aerfs("history", "--state", e.State, "--workspace", e.WS, notes); h.Code != 0 || !strings.Contains(h.Stdout, " c ") {
+		t.Errorf("aerfs history %s: %s", notes, h)
+	}
+	// The workspace is guarded as before, by the same daemon.
+	expectFail(t, "WEB write of MEMORY.md", e.Sh("WEB", "w4", "echo x >> MEMORY.md"))
+
+	e.Unmount()
+	if mountedAt(claude) || e.Mounted() {
+		t.Errorf("aerfs unmount left a mount: root %v, workspace %v", mountedAt(claude), e.Mounted())
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "clean\nremembered\n" {
+		t.Errorf("after unmount notes.md = %q", b)
+	}
+}
+
+// TestRootsRefuseOverlap: a root inside the workspace is refused at mount
+// with a clear error, and nothing is mounted.
+func TestRootsRefuseOverlap(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"})
+	f, _ := os.OpenFile(filepath.Join(e.State, "aerfs.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("\nroots:\n  inner: {path: " + e.WS + "/sub, memory: [\"**\"]}\n")
+	f.Close()
+	r := runCmd("/", nil, aerfsBin, "mount", "--state", e.State, e.WS)
+	if r.Code == 0 {
+		e.t.Cleanup(e.Unmount)
+		t.Fatalf("mount with a root inside the workspace succeeded: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "overlaps the workspace") {
+		t.Errorf("mount error does not say why: %s", r)
+	}
+	if e.Mounted() {
+		e.Unmount()
+		t.Error("the workspace was mounted anyway")
+	}
+}
