@@ -92,14 +92,9 @@ func (m *Monitor) SetExpected(state map[string]string) {
 
 // SetLastRecord names the record of the current version of each path.
 func (m *Monitor) SetLastRecord(id string, paths ...string) {
+	paths = m.routeLastRecord(id, paths)
 	m.mu.Lock()
 	for _, p := range paths {
-		if r, sub, ok := m.route(p); ok {
-			r.mu.Lock()
-			r.lastRec[sub] = id
-			r.mu.Unlock()
-			continue
-		}
 		m.lastRec[p] = id
 	}
 	m.mu.Unlock()

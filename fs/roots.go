@@ -139,3 +139,17 @@ func (m *Monitor) rootsPolicy(p *policy.Policy) {
 		}
 	}
 }
+
+// routeLastRecord sets the last record of the paths in further roots and
+// returns the others.
+func (m *Monitor) routeLastRecord(id string, paths []string) []string {
+	own := paths[:0:0]
+	for _, p := range paths {
+		if r, sub, ok := m.route(p); ok {
+			r.SetLastRecord(id, sub)
+			continue
+		}
+		own = append(own, p)
+	}
+	return own
+}
