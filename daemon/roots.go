@@ -206,3 +206,25 @@ func (s *rootSet) close() {
 		syscall.Close(g.fd)
 	}
 }
+
+// checkAgent validates the agent a session registration names ("" for
+// none): a short name of lowercase letters, digits and '-'.
+func checkAgent(a string) string {
+	if len(a) > 32 {
+		return "agent name is longer than 32 characters"
+	}
+	for _, c := range a {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return fmt.Sprintf("bad agent name %q", a)
+		}
+	}
+	return ""
+}
+
+// agentDetail is what the session start record says of the agent.
+func agentDetail(a string) string {
+	if a == "" {
+		return ""
+	}
+	return "; agent: " + a
+}

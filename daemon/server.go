@@ -299,6 +299,9 @@ func nonNil(s []string) []string {
 }
 
 func (s *controlServer) register(pid int, req Request) *Response {
+	if msg := checkAgent(req.Agent); msg != "" {
+		return &Response{Error: msg, Hint: "agents are named like claude-code, codex, gemini, openclaw"}
+	}
 	p := policy.Principal(0)
 	if req.Principal == "" {
 		// Default: the caller's own principal.
@@ -312,7 +315,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	reg, peer, v, err := s.reg.RegisterWith(pid, p, req.Session, req.Resume)
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox}}
+			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox + agentDetail(req.Agent)}}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}

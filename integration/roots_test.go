@@ -239,3 +239,59 @@ func TestRootsRecovery(t *testing.T) {
 		t.Error("the drift check made @claude in the workspace")
 	}
 }
+
+// TestRootsAgentInit: aerfs init --agent writes a policy with the agent's
+// home directory as a root; aerfs run --agent records the agent with the
+// session and tells the client.
+func TestRootsAgentInit(t *testing.T) {
+	dir := t.TempDir()
+	ws, state, home := filepath.Join(dir, "aerfs-it-ws"), filepath.Join(dir, "state"), filepath.Join(dir, "home")
+	os.MkdirAll(ws, 0o755)
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	if r := runCmd("/", nil, aerfsBin, "init", "--agent", "cursor", "--state", state, ws); r.Code == 0 || !strings.Contains(r.Stderr, "claude-code") {
+		t.Errorf("init --agent cursor: %s", r)
+	}
+	r := runCmd("/", nil, aerfsBin, "init", "--agent", "claude-code", "--state", state, ws)
+	expectOK(t, "init --agent claude-code", r)
+	if !strings.Contains(r.Stdout, "root:") || !strings.Contains(r.Stdout, "@claude/") {
+		t.Errorf("init does not say what it guards: %s", r)
+	}
+	pf := filepath.Join(state, "aerfs.yaml")
+	b, err := os.ReadFile(pf)
+	if err != nil || !strings.Contains(string(b), "path: ~/.claude\n") || !strings.Contains(string(b), `"projects/*/memory/**"`) {
+		t.Fatalf("policy: %v\n%s", err, b)
+	}
+	// The test's owner is root: point the root at a fake home.
+	os.WriteFile(pf, []byte(strings.Replace(string(b), "path: ~/.claude\n", "path: "+home+"/.claude\n", 1)), 0o600)
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	e := (&Env{t: t, WS: ws, State: state}).Mount()
+
+	r = e.runHome(home, "WEB", "a", `echo x > "$HOME/.claude/CLAUDE.md"`)
+	expectFail(t, "WEB write of ~/.claude/CLAUDE.md", r)
+	args := []string{"run", "--workspace", ws, "--agent", "claude-code", "--session", "cc", "--", "sh", "-c",
+		`echo "$AERFS_AGENT"; mkdir -p "$HOME/.claude/projects/p/memory" && echo fact > "$HOME/.claude/projects/p/memory/m.md" && echo "# Project" > CLAUDE.local.md`}
+	r = runCmd(ws, []string{"HOME=" + home}, aerfsBin, args...)
+	expectOK(t, "run --agent claude-code", r)
+	if strings.TrimSpace(r.Stdout) != "claude-code" {
+		t.Errorf("AERFS_AGENT = %q", r.Stdout)
+	}
+	if r := runCmd(ws, nil, aerfsBin, "run", "--workspace", ws, "--agent", "cursor", "--", "true"); r.Code == 0 || !strings.Contains(r.Stderr, "unknown agent") {
+		t.Errorf("run --agent cursor: %s", r)
+	}
+	started, mem, local := false, false, false
+	for _, le := range e.Log() {
+		rec := le.Record
+		if rec.Type == "session_start" && rec.Meta.Session == "cc" && rec.Payload != nil && strings.Contains(rec.Payload.Detail, "agent: claude-code") {
+			started = true
+		}
+		if rec.Type == "write" && rec.Meta.Session == "cc" && rec.Meta.Verdict == "allow" {
+			mem = mem || rec.Meta.Path == "@claude/projects/p/memory/m.md"
+			local = local || rec.Meta.Path == "CLAUDE.local.md"
+		}
+	}
+	if !started || !mem || !local {
+		t.Errorf("session start with agent %v, memory write recorded %v, CLAUDE.local.md (memory-class) write recorded %v", started, mem, local)
+	}
+}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
+	"github.com/aerfs/aerfs/configs"
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/policy"
 )
@@ -89,4 +92,38 @@ func rootDirs(t *target) []string {
 		out = append(out, r.Dir)
 	}
 	return out
+}
+
+// agentRoots names, for each agent profile, the root that guards its home
+// directory.
+var agentRoots = map[string]string{"claude-code": "claude", "codex": "codex", "gemini": "gemini", "openclaw": "openclaw-skills"}
+
+// checkRunAgent validates aerfs run --agent, and warns when the policy
+// does not guard the agent's home directory.
+func checkRunAgent(t *target, agent string) error {
+	if agent == "" {
+		return nil
+	}
+	root, ok := agentRoots[agent]
+	if !ok {
+		return fail(exitUsage, "agents are "+strings.Join(configs.Agents(), ", "), "unknown agent %q", agent)
+	}
+	for _, r := range policyRoots(t) {
+		if r.Name == root {
+			return nil
+		}
+	}
+	fmt.Fprintf(os.Stderr, "aerfs: warning: the policy guards no home directory of %s (no root %q): its memory there is open; see aerfs init --agent %s and docs/agents.md\n", agent, root, agent)
+	return nil
+}
+
+// agentEnv is what aerfs run --agent adds to the client's environment. The
+// clients find their home directories where they always do (~/.claude,
+// ~/.codex, ~/.gemini, ~/.openclaw), which the mount covers; AERFS_AGENT
+// tells scripts and hooks which client runs.
+func agentEnv(agent string) []string {
+	if agent == "" {
+		return nil
+	}
+	return []string{"AERFS_AGENT=" + agent}
 }
