@@ -75,6 +75,17 @@ func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, 
 		return nil, fmt.Errorf("policy roots: %w", err)
 	}
 	for _, r := range roots {
+		// "@name/…" is how records name the root's files: a workspace
+		// entry of that name would be confused with them.
+		if _, err := os.Lstat(filepath.Join(ws, policy.RootPrefix+r.Name)); err == nil {
+			set.close()
+			return nil, fmt.Errorf("the workspace holds %s%s, the name records give root %s's files: rename it (or the root) first", policy.RootPrefix, r.Name, r.Name)
+		}
+		if o.Warn != nil {
+			for _, p := range bypassingProcesses(r.Dir) {
+				o.Warn(p + " (root " + r.Name + ")")
+			}
+		}
 		g, err := openRoot(o, r, owner, mon, reg, rec)
 		if err != nil {
 			set.close()

@@ -135,6 +135,12 @@ func TestRootsGuardHomeMemory(t *testing.T) {
 	}
 	// The workspace is guarded as before, by the same daemon.
 	expectFail(t, "WEB write of MEMORY.md", e.Sh("WEB", "w4", "echo x >> MEMORY.md"))
+	// No workspace path can pass for a root's file in the log.
+	expectFail(t, "mkdir @claude in the workspace", e.Sh("USER", "c2", "mkdir -p @claude/projects/p/memory"))
+	expectFail(t, "owner mkdir @claude in the workspace", e.Owner("mkdir @claude"))
+	if _, err := os.Lstat(filepath.Join(e.WS, "@claude")); err == nil {
+		t.Error("@claude was made in the workspace")
+	}
 
 	e.Unmount()
 	if mountedAt(claude) || e.Mounted() {
@@ -293,5 +299,21 @@ func TestRootsAgentInit(t *testing.T) {
 	}
 	if !started || !mem || !local {
 		t.Errorf("session start with agent %v, memory write recorded %v, CLAUDE.local.md (memory-class) write recorded %v", started, mem, local)
+	}
+}
+
+// TestRootsRefuseReservedName: a workspace that already holds "@claude"
+// cannot be mounted with a root named claude (its records would pass for
+// the root's).
+func TestRootsRefuseReservedName(t *testing.T) {
+	e, _ := rootEnv(t)
+	os.MkdirAll(filepath.Join(e.WS, "@claude/projects"), 0o755)
+	r := runCmd("/", nil, aerfsBin, "mount", "--state", e.State, e.WS)
+	if r.Code == 0 {
+		e.t.Cleanup(e.Unmount)
+		t.Fatalf("mount succeeded: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "the workspace holds @claude") {
+		t.Errorf("mount error does not say why: %s", r)
 	}
 }
