@@ -220,6 +220,18 @@ func TestRootsRecovery(t *testing.T) {
 	if got := read(); got != "v2\npoisoned\n" {
 		t.Errorf("after restore --to 2 notes.md = %q", got)
 	}
+	if d := runCmd("/", nil, aerfsBin, "diff", "--state", e.State, "--workspace", e.WS, rel); d.Code != 0 {
+		t.Errorf("aerfs diff %s: %s", rel, d)
+	}
+	// A snapshot covers the roots, and restoring it puts them back.
+	sn := runCmd("/", nil, aerfsBin, "snapshot", "--state", e.State, "--workspace", e.WS)
+	expectOK(t, "snapshot", sn)
+	id := strings.TrimSuffix(strings.Fields(sn.Stdout)[1], ":")
+	expectOK(t, "clean write 2", e.runHome(home, "USER", "c", `echo v3 > "$HOME/.claude/projects/p/memory/notes.md"`))
+	expectOK(t, "restore --snapshot", runCmd("/", nil, aerfsBin, "restore", "--state", e.State, "--workspace", e.WS, "--snapshot", id))
+	if got := read(); got != "v2\npoisoned\n" {
+		t.Errorf("after restore --snapshot notes.md = %q (%s)", got, sn.Stdout)
+	}
 	// Drift while unmounted.
 	e.Unmount()
 	if err := os.WriteFile(notes, []byte("behind aerfs's back\n"), 0o644); err != nil {
