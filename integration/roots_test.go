@@ -90,6 +90,12 @@ func TestRootsGuardHomeMemory(t *testing.T) {
 	if d := li.denials("w", rel); !hasRule(d, "R3-principal") && !hasRule(d, "R2-taint") {
 		t.Errorf("the refusal of %s is not recorded with R3/R2 under the root's name: %s", rel, describe(li.denials("w")))
 	}
+	for _, p := range []string{"@claude/projects", filepath.Join(claude, "projects")} {
+		lg := runCmd("/", nil, aerfsBin, "log", "--refused", "--path", p, "--state", e.State, "--workspace", e.WS)
+		if lg.Code != 0 || !strings.Contains(lg.Stdout, rel) {
+			t.Errorf("aerfs log --refused --path %s: %s", p, lg)
+		}
+	}
 	// Settings (hooks run commands) are control-class.
 	r = e.runHome(home, "WEB", "w2", `echo '{"hooks":1}' > "$HOME/.claude/settings.json"`)
 	expectFail(t, "WEB write of ~/.claude/settings.json", r)
