@@ -139,6 +139,10 @@ func TestRootsGuardHomeMemory(t *testing.T) {
 	if h := e.Aerfs("history", "--state", e.State, "--workspace", e.WS, notes); h.Code != 0 || !strings.Contains(h.Stdout, " c ") {
 		t.Errorf("aerfs history %s: %s", notes, h)
 	}
+	// Commands run inside the root find the workspace.
+	if st := runCmd(claude, nil, aerfsBin, "history", filepath.Join(claude, "CLAUDE.md")); st.Code != 0 || !strings.Contains(st.Stdout, "USER") {
+		t.Errorf("aerfs history run inside the root: %s", st)
+	}
 	// The workspace is guarded as before, by the same daemon.
 	expectFail(t, "WEB write of MEMORY.md", e.Sh("WEB", "w4", "echo x >> MEMORY.md"))
 	// No workspace path can pass for a root's file in the log.

@@ -127,3 +127,16 @@ func agentEnv(agent string) []string {
 	}
 	return []string{"AERFS_AGENT=" + agent}
 }
+
+// mountWorkspace is the workspace of the aerfs mount m: its mountpoint, or,
+// for a further root (~/.claude), the workspace its state directory
+// belongs to.
+func mountWorkspace(m *daemon.MountInfo) string {
+	b, err := os.ReadFile(filepath.Join(m.StateDir, "workspace"))
+	if ws := strings.TrimSpace(string(b)); err == nil && filepath.IsAbs(ws) && ws != m.Mountpoint {
+		if w := daemon.FindMount(ws); w != nil && w.Mountpoint == ws && w.StateDir == m.StateDir {
+			return ws
+		}
+	}
+	return m.Mountpoint
+}
