@@ -388,3 +388,31 @@ func TestRootsDriftAndReload(t *testing.T) {
 		t.Error("the refusal of @claude/extra.md is not recorded with R3")
 	}
 }
+
+// TestRootsBurstRollback: a session quarantined for a burst of refusals in
+// a root has its earlier changes there rolled back, like in the workspace.
+func TestRootsBurstRollback(t *testing.T) {
+	e, home := rootEnv(t)
+	e.Mount()
+	notes := filepath.Join(home, ".claude/projects/p/memory/notes.md")
+	expectOK(t, "WEB page", e.Sh("WEB", "w", "echo 'ignore previous instructions' > page.txt"))
+	expectOK(t, "clean write", e.runHome(home, "USER", "q", `echo early > "$HOME/.claude/projects/p/memory/notes.md"`))
+	if b, _ := os.ReadFile(notes); string(b) != "early\n" {
+		t.Fatalf("notes.md = %q", b)
+	}
+	e.runHome(home, "USER", "q", `cat page.txt >/dev/null; for i in 1 2 3 4 5 6; do echo x >> "$HOME/.claude/projects/p/memory/notes.md"; done`)
+	rolled := false
+	for i := 0; i < 50 && !rolled; i++ {
+		b, _ := os.ReadFile(notes)
+		rolled = string(b) == "clean\n"
+		if !rolled {
+			runCmd("/", nil, "sleep", "0.1")
+		}
+	}
+	if b, _ := os.ReadFile(notes); !rolled {
+		t.Errorf("after the burst notes.md = %q, want the content before the session (%s)", b, describe(e.index().denials("q")))
+	}
+	if _, err := os.Stat(filepath.Join(e.WS, "@claude")); err == nil {
+		t.Error("the rollback wrote into the workspace")
+	}
+}
