@@ -504,7 +504,9 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	}
 	paths := make([]string, 0, len(now))
 	for p := range now {
-		paths = append(paths, p)
+		if !m.IsRootPath(p) { // each root has its own watcher (roots.go)
+			paths = append(paths, p)
+		}
 	}
 	return startDriftWatcher(ctx, m, o.Log, paths)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -189,8 +190,11 @@ func (s *rootSet) unmount() {
 		if g.server == nil {
 			continue
 		}
+		s.log.Debug().Str("root", g.root.Name).Msg("unmounting root")
+		// The workspace is gone and the daemon is leaving: a root still
+		// in use is detached rather than left to a dead daemon.
 		var err error
-		for i := 0; i < 20; i++ {
+		for i := 0; i < 3; i++ {
 			if err = g.server.Unmount(); err == nil {
 				break
 			}
@@ -198,9 +202,12 @@ func (s *rootSet) unmount() {
 		}
 		if err != nil {
 			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("root busy: detached")
-			syscall.Unmount(g.root.Dir, syscall.MNT_DETACH)
+			if syscall.Unmount(g.root.Dir, syscall.MNT_DETACH) != nil {
+				detachFusermount(g.root.Dir)
+			}
 		}
 		g.server = nil
+		s.log.Info().Str("event", "unmounted").Str("root", g.root.Name).Str("path", g.root.Dir).Msg("root unmounted")
 		g.mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
 			Meta: evidence.Meta{Path: g.root.Dir, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted root " + g.root.Name}})
 	}
@@ -238,4 +245,16 @@ func agentDetail(a string) string {
 		return ""
 	}
 	return "; agent: " + a
+}
+
+// detachFusermount lazily unmounts dir through the setuid helper, for a
+// daemon that may not unmount itself (an unprivileged mount).
+func detachFusermount(dir string) {
+	for _, h := range []string{"fusermount3", "fusermount"} {
+		if p, err := exec.LookPath(h); err == nil {
+			if exec.Command(p, "-u", "-z", dir).Run() == nil {
+				return
+			}
+		}
+	}
 }

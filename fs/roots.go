@@ -153,3 +153,10 @@ func (m *Monitor) routeLastRecord(id string, paths []string) []string {
 	}
 	return own
 }
+
+// IsRootPath reports whether the record path p names a file of a further
+// root attached to this monitor.
+func (m *Monitor) IsRootPath(p string) bool {
+	_, _, ok := m.route(p)
+	return ok
+}
