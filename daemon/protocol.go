@@ -80,6 +80,8 @@ type Status struct {
 	Committed   int64           `json:"committed"`
 	Quarantined int64           `json:"quarantined"`
 	Sessions    []SessionStatus `json:"sessions"`
+	// Roots are the further guarded roots: "@name" → directory.
+	Roots map[string]string `json:"roots,omitempty"`
 }
 
 // SessionStatus describes one session.

@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -94,6 +95,7 @@ func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, 
 		}
 		set.roots = append(set.roots, g)
 	}
+	mountedRoots.Store(mon, set)
 	return set, nil
 }
 
@@ -218,6 +220,12 @@ func (s *rootSet) close() {
 	if s == nil {
 		return
 	}
+	mountedRoots.Range(func(k, v any) bool {
+		if v == s {
+			mountedRoots.Delete(k)
+		}
+		return true
+	})
 	s.unmount()
 	for _, g := range s.roots {
 		g.labels.Close()
@@ -256,5 +264,28 @@ func detachFusermount(dir string) {
 				return
 			}
 		}
+	}
+}
+
+// mountedRoots maps a workspace's monitor to its mounted roots, for status.
+var mountedRoots sync.Map // *aerfs.Monitor → *rootSet
+
+// addRootStatus adds the roots of the workspace monitor m to st, and their
+// verdict counts to the workspace's.
+func addRootStatus(m *aerfs.Monitor, st *Status) {
+	v, ok := mountedRoots.Load(m)
+	if !ok {
+		return
+	}
+	for _, g := range v.(*rootSet).roots {
+		if st.Roots == nil {
+			st.Roots = map[string]string{}
+		}
+		st.Roots[policy.RootPrefix+g.root.Name] = g.root.Dir
+		st.Labels += g.mon.Labels.Len()
+		st.Allowed += g.mon.Stats.Allowed.Load()
+		st.Denied += g.mon.Stats.Denied.Load()
+		st.Committed += g.mon.Stats.Committed.Load()
+		st.Quarantined += g.mon.Stats.Quarantined.Load()
 	}
 }

@@ -280,6 +280,7 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Labels = s.m.Labels.Len()
 		st.Allowed, st.Denied = s.m.Stats.Allowed.Load(), s.m.Stats.Denied.Load()
 		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
+		addRootStatus(s.m, &st)
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
 				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined()})

@@ -78,6 +78,9 @@ func TestRootsGuardHomeMemory(t *testing.T) {
 	if !mountedAt(claude) {
 		t.Errorf("%s is not an aerfs mount", claude)
 	}
+	if st := e.Aerfs("status"); st.Code != 0 || !strings.Contains(st.Stdout, "root:        "+claude+" (mounted; records @claude/…)") {
+		t.Errorf("aerfs status does not show the root: %s", st)
+	}
 
 	// A WEB session poisons the agent's home-directory memory.
 	r := e.runHome(home, "WEB", "w", `echo poison >> "$HOME/.claude/projects/p/memory/notes.md"`)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/aerfs/aerfs/configs"
@@ -139,4 +141,16 @@ func mountWorkspace(m *daemon.MountInfo) string {
 		}
 	}
 	return m.Mountpoint
+}
+
+// printRoots prints the further roots of a status, sorted.
+func printRoots(out io.Writer, roots map[string]string) {
+	names := make([]string, 0, len(roots))
+	for n := range roots {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(out, "root:        %s (mounted; records %s/…)\n", roots[n], n)
+	}
 }
