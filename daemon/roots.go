@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -75,6 +76,30 @@ func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, 
 	roots, err := pol.ResolveRoots(home, ws, o.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("policy roots: %w", err)
+	}
+	// The same check on the directories as the kernel resolves them: a
+	// symlink in a parent must not hide an overlap.
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(r, filepath.Base(p))
+		}
+		return p
+	}
+	inside := func(a, b string) bool { return a == b || strings.HasPrefix(a, strings.TrimSuffix(b, "/")+"/") }
+	for i, r := range roots {
+		d := real(r.Dir)
+		others := []string{real(ws), real(o.StateDir)}
+		for _, q := range roots[:i] {
+			others = append(others, real(q.Dir))
+		}
+		for _, x := range others {
+			if inside(d, x) || inside(x, d) {
+				return nil, fmt.Errorf("policy roots: root %s (%s, really %s) overlaps %s", r.Name, r.Dir, d, x)
+			}
+		}
 	}
 	for _, r := range roots {
 		// "@name/…" is how records name the root's files: a workspace

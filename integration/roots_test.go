@@ -419,3 +419,24 @@ func TestRootsBurstRollback(t *testing.T) {
 		t.Error("the rollback wrote into the workspace")
 	}
 }
+
+// TestRootsRefuseSymlinkedOverlap: a root whose path reaches the workspace
+// through a symlinked parent is refused at mount.
+func TestRootsRefuseSymlinkedOverlap(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n", "inner/x.md": "x\n"})
+	link := filepath.Join(filepath.Dir(e.WS), "link")
+	if err := os.Symlink(e.WS, link); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.OpenFile(filepath.Join(e.State, "aerfs.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("\nroots:\n  inner: {path: " + link + "/inner, memory: [\"**\"]}\n")
+	f.Close()
+	r := runCmd("/", nil, aerfsBin, "mount", "--state", e.State, e.WS)
+	if r.Code == 0 {
+		e.t.Cleanup(e.Unmount)
+		t.Fatalf("mount with a root inside the workspace (through a symlink) succeeded: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "overlaps") {
+		t.Errorf("mount error does not say why: %s", r)
+	}
+}
