@@ -234,6 +234,9 @@ func (s *rootSet) unmount() {
 			}
 		}
 		g.server = nil
+		if err := g.mon.SyncBacking(); err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("cannot flush the root's file system at unmount")
+		}
 		s.log.Info().Str("event", "unmounted").Str("root", g.root.Name).Str("path", g.root.Dir).Msg("root unmounted")
 		g.mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
 			Meta: evidence.Meta{Path: g.root.Dir, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted root " + g.root.Name}})

@@ -28,6 +28,7 @@ type controlServer struct {
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
+	prune    func(*evidence.Record, []string) (string, error) // the log's Prune
 	ln       *net.UnixListener
 	shared   *serverShared
 
@@ -262,7 +263,9 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		}
 		return &Response{OK: true}
 	case "register":
-		return s.register(pid, req)
+		return s.registerNoting(pid, req)
+	case "session-list", "session-release", "session-end", "why", "edit-get", "edit", "adopt":
+		return s.ownerRequest(pid, req) // session_requests.go
 	case "taint":
 		return s.taint(pid, req)
 	case "promote":
@@ -275,6 +278,8 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.approve(pid, req, true)
 	case "reject":
 		return s.approve(pid, req, false)
+	case "gc":
+		return s.gc(pid, req)
 	case "status":
 		st := s.status()
 		st.Labels = s.m.Labels.Len()

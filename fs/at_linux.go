@@ -52,7 +52,7 @@ func (n *Node) stableAttr(st *syscall.Stat_t, gen uint64) gofs.StableAttr {
 	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)
 	rootDev := n.RootData.Dev
 	swappedRootDev := (rootDev << 32) | (rootDev >> 32)
-	return gofs.StableAttr{Mode: st.Mode, Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}
+	return n.m.kernelAttr(st, gen, gofs.StableAttr{Mode: st.Mode, Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}) // inoalias.go
 }
 
 func (n *Node) lookupAt(ctx context.Context, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {

@@ -40,6 +40,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		// Unlabelled plain file read by anyone: nothing to decide, nothing
 		// to propagate. Kernel passthrough serves it at native speed.
 		fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+		n.m.readOpened(ctx, nil, rel, st, l, flags)
 		return fh, fl | keepCache(t), errno
 	}
 	res := n.m.caller(ctx)
@@ -53,6 +54,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
 		return nil, 0, errno
 	}
+	n.m.readOpened(ctx, res, rel, st, l, flags)
 	if t.Class.Guarded() {
 		if op == policy.OpWrite {
 			g, errno := n.m.openGuarded(n, res, rel, flags)
@@ -148,7 +150,7 @@ func boolU32(b bool) uint32 {
 }
 
 func isReserved(name string) bool {
-	return len(name) >= len(reservedPrefix) && name[:len(reservedPrefix)] == reservedPrefix
+	return len(name) >= len(reservedPrefix) && name[:len(reservedPrefix)] == reservedPrefix || name == StatusDir
 }
 
 // guardedReader serves reads of a guarded file without kernel passthrough

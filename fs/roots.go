@@ -160,3 +160,60 @@ func (m *Monitor) IsRootPath(p string) bool {
 	_, _, ok := m.route(p)
 	return ok
 }
+
+// unrootMaker adapts a record maker of the workspace's monitor, which names
+// paths as records do ("@name/…"), to this root's monitor, whose records
+// get their root when they are filled.
+func (m *Monitor) unrootMaker(mk func(string) *evidence.Record) func(string) *evidence.Record {
+	if mk == nil {
+		return nil
+	}
+	return func(old string) *evidence.Record {
+		r := mk(old)
+		if r != nil {
+			m.unrootPaths(r)
+		}
+		return r
+	}
+}
+
+// unrootPaths makes the record paths of this root in r relative to it
+// again (fillRecord gives them their root back).
+func (m *Monitor) unrootPaths(r *evidence.Record) {
+	pre := policy.RootPrefix + m.root
+	strip := func(p string) string {
+		if p == pre {
+			return ""
+		}
+		if rest, ok := strings.CutPrefix(p, pre+"/"); ok {
+			return rest
+		}
+		return p
+	}
+	if p := r.Meta.FilePath(); p != "" {
+		r.Meta.SetPath(strip(p))
+	}
+	pl := r.Payload
+	if pl == nil {
+		return
+	}
+	if p := pl.FromPath(); p != "" {
+		pl.From, pl.FromB64 = strip(p), ""
+	}
+	if p := pl.ToPath(); p != "" {
+		pl.To, pl.ToB64 = strip(p), ""
+	}
+	for i := range pl.Files {
+		if p := pl.Files[i].FilePath(); p != "" {
+			pl.Files[i].Path, pl.Files[i].PathB64 = strip(p), ""
+		}
+	}
+}
+
+// unroot is unrootPaths for a record maker's result (nil passes).
+func (m *Monitor) unroot(r *evidence.Record) *evidence.Record {
+	if r != nil {
+		m.unrootPaths(r)
+	}
+	return r
+}

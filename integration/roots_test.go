@@ -266,6 +266,31 @@ func TestRootsRecovery(t *testing.T) {
 	// Drift taints: a clean session that reads it may not write memory.
 	r := e.runHome(home, "USER", "d", `cat "$HOME/.claude/projects/p/memory/notes.md" >/dev/null; echo more >> MEMORY.md`)
 	expectFail(t, "write after reading drifted root file", r)
+	// The owner reviews it and adopts it: readers gain no taint from then on.
+	if w := e.Aerfs("why", rel); w.Code != 0 || !strings.Contains(w.Stdout, "aerfs adopt "+rel) {
+		t.Errorf("aerfs why %s: %s", rel, w)
+	}
+	expectOK(t, "adopt", e.Aerfs("adopt", notes))
+	expectOK(t, "write after reading the adopted root file",
+		e.runHome(home, "USER", "d2", `cat "$HOME/.claude/projects/p/memory/notes.md" >/dev/null; echo more >> MEMORY.md`))
+	// The owner's edit of a root's file.
+	expectOK(t, "edit", runCmd(e.WS, []string{"EDITOR=sed -i s/back/front/"}, aerfsBin, "edit", "--yes", rel))
+	if got := read(); got != "behind aerfs's front\n" {
+		t.Errorf("after aerfs edit notes.md = %q", got)
+	}
+	for _, le := range e.Log() {
+		m := le.Record.Meta
+		if strings.HasPrefix(m.Path, "projects/") || strings.HasPrefix(m.Path, "@claude/@claude") {
+			t.Errorf("a record names a root's file wrongly: %+v", le.Record)
+		}
+		if p := le.Record.Payload; p != nil {
+			for _, f := range p.Files {
+				if strings.HasPrefix(f.Path, "projects/") || strings.HasPrefix(f.Path, "@claude/@claude") {
+					t.Errorf("a record's files name a root's file wrongly: %+v", le.Record)
+				}
+			}
+		}
+	}
 	if _, err := os.Stat(filepath.Join(e.WS, "@claude")); err == nil {
 		t.Error("the drift check made @claude in the workspace")
 	}

@@ -94,8 +94,13 @@ func runRun(o runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	var reg struct{ Session, Principal string }
+	var reg struct {
+		Session, Principal  string
+		Joined, Quarantined bool
+		Taint               []string
+	}
 	json.Unmarshal(resp.Data, &reg)
+	noteJoined(reg.Session, reg.Joined, reg.Quarantined, reg.Taint) // cmd_session.go
 	env := append(os.Environ(), "AERFS_SESSION="+reg.Session, "AERFS_PRINCIPAL="+reg.Principal)
 	confinement, err := sc.apply(t, reg.Session)
 	if err != nil {
