@@ -130,6 +130,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		mon.OnCommit = rec.m.ObserveCommit
 	}
 	ev.m = mon
+	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), mon, reg, rec)
+	if err != nil {
+		return err
+	}
+	defer roots.close()
 	// Sessions are cgroups where the daemon may make them (root and a
 	// cgroup v2 hierarchy); elsewhere they are followed by ancestry.
 	if cg, err := principal.NewCgroups(o.StateDir); err != nil {
@@ -175,6 +180,10 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
 	if err != nil {
+		return err
+	}
+	if err := roots.mount(ctx, o, mon); err != nil {
+		server.Unmount()
 		return err
 	}
 	started := time.Now().UTC()
@@ -519,7 +528,9 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	}
 	paths := make([]string, 0, len(now))
 	for p := range now {
-		paths = append(paths, p)
+		if !m.IsRootPath(p) { // each root has its own watcher (roots.go)
+			paths = append(paths, p)
+		}
 	}
 	return startDriftWatcher(ctx, m, o.Log, paths)
 }

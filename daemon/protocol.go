@@ -30,6 +30,7 @@ type Request struct {
 	Session   string   `json:"session,omitempty"`
 	Resume    bool     `json:"resume,omitempty"`  // register: the owner rejoins an existing session
 	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none)
+	Agent     string   `json:"agent,omitempty"`   // register: the agent client the session runs (aerfs run --agent)
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
 	PathB64   string   `json:"path_b64,omitempty"` // Path's bytes in standard base64 when they are not UTF-8
@@ -88,6 +89,8 @@ type Status struct {
 	Committed   int64           `json:"committed"`
 	Quarantined int64           `json:"quarantined"`
 	Sessions    []SessionStatus `json:"sessions"`
+	// Roots are the further guarded roots: "@name" → directory.
+	Roots map[string]string `json:"roots,omitempty"`
 }
 
 // SessionStatus describes one session.

@@ -285,6 +285,7 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Labels = s.m.Labels.Len()
 		st.Allowed, st.Denied = s.m.Stats.Allowed.Load(), s.m.Stats.Denied.Load()
 		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
+		addRootStatus(s.m, &st)
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
 				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined()})
@@ -304,6 +305,9 @@ func nonNil(s []string) []string {
 }
 
 func (s *controlServer) register(pid int, req Request) *Response {
+	if msg := checkAgent(req.Agent); msg != "" {
+		return &Response{Error: msg, Hint: "agents are named like claude-code, codex, gemini, openclaw"}
+	}
 	p := policy.Principal(0)
 	if req.Principal == "" {
 		// Default: the caller's own principal.
@@ -317,7 +321,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	reg, peer, v, err := s.reg.RegisterWith(pid, p, req.Session, req.Resume)
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox}}
+			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox + agentDetail(req.Agent)}}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}

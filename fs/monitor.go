@@ -78,6 +78,8 @@ type Monitor struct {
 	Labels   *LabelStore
 	rec      Recorder
 	log      zerolog.Logger
+	root     string              // Config.Root
+	roots    map[string]*Monitor // further roots by name (roots.go)
 
 	mu       sync.Mutex
 	guarded  map[fileKey]string // inodes of guarded files, so a hard link is guarded too
@@ -118,6 +120,9 @@ type Config struct {
 	Labels   *LabelStore
 	Recorder Recorder
 	Log      zerolog.Logger
+	// Root names a further root of the policy: the paths of its records
+	// are "@Root/…" (roots.go).
+	Root string
 }
 
 // NewMonitor prepares the monitor and indexes the guarded files already in
@@ -133,6 +138,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 		log:      c.Log,
 		guarded:  map[fileKey]string{},
 		lastRec:  map[string]string{},
+		root:     c.Root,
 	}
 	m.pol.Store(c.Policy)
 	if err := os.MkdirAll(m.stagingDir(), 0o700); err != nil {
@@ -148,7 +154,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 func (m *Monitor) Policy() *policy.Policy { return m.pol.Load() }
 
 // SetPolicy replaces the policy in force.
-func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p) }
+func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p); m.rootsPolicy(p) }
 
 func (m *Monitor) stagingDir() string { return path.Join(m.stateDir, "staging") }
 
@@ -392,6 +398,9 @@ func (m *Monitor) fillRecord(r *evidence.Record) {
 	}
 	if r.Meta.Time == "" {
 		r.Meta.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	if m.root != "" {
+		m.rootPaths(r)
 	}
 }
 

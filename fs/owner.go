@@ -25,6 +25,9 @@ func (m *Monitor) Blob(h string) ([]byte, error) { return m.rec.Blob(h) }
 // durable before the file changes (the one transaction, SetContent). It
 // returns the new hash and the record's id.
 func (m *Monitor) OwnerEdit(rel string, data []byte, base string, mk func(old, nw string) *evidence.Record) (string, string, error) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.OwnerEdit(sub, data, base, func(old, nw string) *evidence.Record { return r.unroot(mk(old, nw)) })
+	}
 	if c, _, _ := m.Policy().Classify(rel); !c.Guarded() {
 		return "", "", fmt.Errorf("%s is not guarded (class plain): edit it directly", rel)
 	}
@@ -52,6 +55,9 @@ func (m *Monitor) OwnerEdit(rel string, data []byte, base string, mk func(old, n
 // removed and the content's hash) is durable before the label changes. It
 // returns the label it removed, the content's hash and the record's id.
 func (m *Monitor) Adopt(rel string, mk func(old *Label, h string) *evidence.Record) (*Label, string, string, error) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.Adopt(sub, func(old *Label, h string) *evidence.Record { return r.unroot(mk(old, h)) })
+	}
 	if rel == "" || rel == StatusDir {
 		return nil, "", "", fmt.Errorf("bad path %q", rel)
 	}

@@ -331,8 +331,12 @@ func (m *Monitor) ExplainSession(s *principal.Session) *Explanation {
 // records about it.
 func (m *Monitor) ExplainPath(rel string) *Explanation {
 	e := &Explanation{Path: rel, Taint: []string{}, TaintCauses: []TaintCause{}, Refusals: []Refusal{}, Blocked: []string{}, Verdicts: []PathVerdict{}}
-	st, _ := m.lstatRel(rel)
-	t, l := m.target(rel, st)
+	pm, prel := m, rel // a further root's file: its monitor (roots.go)
+	if r, sub, ok := m.route(rel); ok {
+		pm, prel = r, sub
+	}
+	st, _ := pm.lstatRel(prel)
+	t, l := pm.target(prel, st)
 	e.Class = t.Class.String()
 	switch {
 	case st == nil:

@@ -136,6 +136,9 @@ func workspaceRel(t *target, arg string) (string, error) {
 	if arg == "" {
 		return "", fail(exitUsage, "", "empty file name")
 	}
+	if r, ok := rootRel(t, arg); ok {
+		return r, nil
+	}
 	p := arg
 	if t.workspace != "" {
 		cwd, _ := os.Getwd()
@@ -185,7 +188,11 @@ func readWorkspaceFile(t *target, rel string) ([]byte, bool, error) {
 	if t.workspace == "" {
 		return nil, false, fail(exitUsage, "pass --workspace DIR", "the current content of %s needs the workspace", rel)
 	}
-	b, err := os.ReadFile(filepath.Join(t.workspace, filepath.FromSlash(rel)))
+	file := filepath.Join(t.workspace, filepath.FromSlash(rel))
+	if f, ok := rootFile(t, rel); ok {
+		file = f
+	}
+	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}

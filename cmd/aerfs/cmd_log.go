@@ -100,6 +100,9 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 	if err != nil {
 		return err
 	}
+	if r, ok := rootRel(t, o.path); ok {
+		o.path = r
+	}
 	f, err := o.filter()
 	if err != nil {
 		return err

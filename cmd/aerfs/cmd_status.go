@@ -46,6 +46,7 @@ func runStatus(out io.Writer, asJSON bool) error {
 	fmt.Fprintf(out, "state:       %s\npolicy:      %s\n", st.StateDir, st.Policy)
 	fmt.Fprintf(out, "passthrough: %v   process events: %v\n", st.Passthrough, st.ProcEvents)
 	fmt.Fprintf(out, "sessions by: %s\n", st.Tracking)
+	printRoots(out, st.Roots)
 	if st.LogHealthy && st.LogLastError == "" {
 		fmt.Fprintf(out, "evidence:    log healthy\n")
 	} else if st.LogHealthy {

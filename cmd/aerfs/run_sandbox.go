@@ -123,7 +123,7 @@ func sessionSandbox(t *target) (*sandbox.Config, bool) {
 			home = u.HomeDir
 		}
 	}
-	writable := pol.SandboxWritable(home)
+	writable := append(pol.SandboxWritable(home), rootDirs(t)...)
 	if owner == os.Getuid() && home != "" {
 		// A cache the owner has not used yet: create it, or the session
 		// could not (its parent is not writable to it).

@@ -66,7 +66,7 @@ func findTarget(needMount bool) (*target, error) {
 			return nil, err
 		}
 		if m := daemon.FindMount(cwd); m != nil {
-			ws = m.Mountpoint
+			ws = mountWorkspace(m)
 		} else if gopts.state == "" {
 			return nil, fail(exitNotMounted, "run it inside a mounted workspace, or pass --workspace DIR",
 				"%s is not inside an aerfs mount", cwd)
