@@ -1,0 +1,106 @@
+package integration
+
+// The state directory is the daemon's (docs/confinement.md): with the
+// daemon root, it is root-owned and mode 0700, and the owner's commands
+// reach it through the control socket, which lives outside it under
+// /run/aerfs/. Neither a session, confined or not, nor the owner's own
+// processes outside sessions can rewrite the policy the daemon loads.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// policyLoads counts the policy_load records in the log.
+func policyLoads(e *Env) int {
+	n := 0
+	for _, le := range e.Log() {
+		if le.Record.Type == "policy_load" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStateDirRootOwned(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	pol := filepath.Join(s.State, "aerfs.yaml")
+	before, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := policyLoads(s.Env)
+	// An extra class the attacker would use: any edit the daemon accepts
+	// is a policy reload.
+	evil := "# rewritten by the attacker\n"
+	attack := `if printf '%s' "$EVIL" >> "$STATE/aerfs.yaml" 2>/tmp/aerfs-statedir-err.$$; then echo "policy-write ok"; else echo "policy-write $(sed 's/.*: //' /tmp/aerfs-statedir-err.$$)"; fi; rm -f /tmp/aerfs-statedir-err.$$
+if mkdir "$STATE/planted" 2>/dev/null; then echo "state-mkdir ok"; else echo "state-mkdir refused"; fi`
+	cases := []struct {
+		name string
+		r    func() Result
+	}{
+		{"unconfined WEB session", func() Result {
+			return s.session("WEB", "web-off", "EVIL='"+evil+"'; export EVIL\n"+attack, "--sandbox=off")
+		}},
+		{"owner outside sessions", func() Result {
+			return s.asOwner("sh", "-c", "EVIL='"+evil+"'; export EVIL\n"+attack)
+		}},
+		{"confined WEB session", func() Result {
+			return s.session("WEB", "web-on", "EVIL='"+evil+"'; export EVIL\n"+attack)
+		}},
+	}
+	for _, c := range cases {
+		r := c.r()
+		got := parseAttempts(r.Stdout)
+		t.Logf("%s: %s%s", c.name, r.Stdout, r.Stderr)
+		if w := got["policy-write"]; w == "ok" || w == "" {
+			t.Errorf("%s rewrote the policy file in the state directory: %q", c.name, w)
+		} else if !strings.Contains(w, "Permission denied") && !strings.Contains(w, "No such file or directory") && !strings.Contains(w, "Read-only") {
+			t.Errorf("%s: policy write failed with %q, want Permission denied", c.name, w)
+		}
+		if got["state-mkdir"] != "refused" {
+			t.Errorf("%s made a directory in the state directory: %q", c.name, got["state-mkdir"])
+		}
+	}
+	time.Sleep(700 * time.Millisecond) // the policy watcher's debounce
+	if after, _ := os.ReadFile(pol); string(after) != string(before) {
+		t.Errorf("the policy file changed:\n%s", after)
+	}
+	if n := policyLoads(s.Env); n != loads {
+		t.Errorf("the daemon loaded a rewritten policy (%d policy_load records, %d before)", n, loads)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(s.State, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Mode&0o777 != 0o700 {
+		t.Errorf("state directory owner %d mode %o, want root 0700", st.Uid, st.Mode&0o777)
+	}
+	// The owner's commands reach the daemon through the socket outside
+	// the state directory.
+	r := s.asOwner(aerfsBin, "status", "--workspace", s.WS)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "root-owned 0700") || !strings.Contains(r.Stdout, "/run/aerfs/") {
+		t.Errorf("owner's aerfs status: %s", r)
+	}
+	r = s.asOwner(aerfsBin, "taint", "--workspace", s.WS, "--session", "web-on", "UNTRUSTED")
+	if r.Code != 0 {
+		t.Errorf("owner's aerfs taint through the socket: %s", r)
+	}
+	// Readers of the state directory are root's: the owner is told so.
+	r = s.asOwner(aerfsBin, "log", "--workspace", s.WS)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "sudo aerfs log") {
+		t.Errorf("owner's aerfs log on a root-owned state: want a refusal naming sudo: %s", r)
+	}
+	r = s.asOwner(aerfsBin, "log", "--state", s.State)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "sudo") {
+		t.Errorf("owner's aerfs log --state on a root-owned state: want a refusal naming sudo: %s", r)
+	}
+	// As root they work, through --state too.
+	if r := s.Aerfs("verify", "--state", s.State); r.Code != 0 {
+		t.Errorf("root's aerfs verify: %s", r)
+	}
+}
