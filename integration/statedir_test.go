@@ -37,7 +37,8 @@ func TestStateDirRootOwned(t *testing.T) {
 	// An extra class the attacker would use: any edit the daemon accepts
 	// is a policy reload.
 	evil := "# rewritten by the attacker\n"
-	attack := `if printf '%s' "$EVIL" >> "$STATE/aerfs.yaml" 2>/tmp/aerfs-statedir-err.$$; then echo "policy-write ok"; else echo "policy-write $(sed 's/.*: //' /tmp/aerfs-statedir-err.$$)"; fi; rm -f /tmp/aerfs-statedir-err.$$
+	attack := `try() { name=$1; shift; if err=$("$@" 2>&1); then echo "$name ok"; else echo "$name ${err##*: }"; fi; }
+try policy-write sh -c 'printf "%s" "$EVIL" >> "$STATE/aerfs.yaml"'
 if mkdir "$STATE/planted" 2>/dev/null; then echo "state-mkdir ok"; else echo "state-mkdir refused"; fi`
 	cases := []struct {
 		name string
