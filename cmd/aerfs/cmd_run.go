@@ -89,10 +89,13 @@ func runRun(o runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	var reg struct{ Session, Principal string }
+	var reg struct {
+		Session, Principal string
+		Sandbox            *sandboxGrant
+	}
 	json.Unmarshal(resp.Data, &reg)
 	env := append(os.Environ(), "AERFS_SESSION="+reg.Session, "AERFS_PRINCIPAL="+reg.Principal)
-	confinement, err := sc.apply(t, reg.Session)
+	confinement, err := sc.apply(t, reg.Session, reg.Sandbox)
 	if err != nil {
 		return err
 	}
