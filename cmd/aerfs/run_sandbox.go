@@ -94,12 +94,9 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 			writable []string
 			err      error
 		)
-		// The control socket of a daemon running as the owner is in the
-		// state directory: it stays reachable through the cover.
+		// The control socket stays reachable at its usual path in the
+		// state directory, through the cover.
 		sock := daemon.SocketPath(t.stateDir)
-		if !within(sock, t.stateDir) {
-			sock = ""
-		}
 		private, writable, err = sandbox.SetupMounts(sandbox.Mounts{Workspace: t.workspace, StateDir: t.stateDir,
 			Socket: sock, UID: os.Getuid(), PrivateTmp: sc.privateTmp})
 		if err != nil {
