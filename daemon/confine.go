@@ -16,8 +16,8 @@ import (
 
 // confinements are what `aerfs run` applied to each session registered
 // during this mount, for `aerfs status`: reported once by the session's
-// root process before it executes the session's command, and checked
-// against what the kernel shows of that process.
+// root process before it executes the session's command, and shown with
+// what the kernel shows of that process now.
 type confinements struct {
 	mu sync.Mutex
 	m  map[string]*sessionConfs
@@ -74,7 +74,13 @@ func (c *confinements) describe(id string) string {
 	case !sc.reported:
 		return "not reported (registered without aerfs run's confinement report)"
 	}
-	return sc.summary
+	// The report comes from the thread that confined itself, before it
+	// executes the command; once it has, the whole process shows it.
+	kv := "root process exited"
+	if _, err := os.Stat("/proc/" + strconv.Itoa(sc.root.Tgid)); err == nil {
+		kv = kernelView(sc.root.Tgid)
+	}
+	return sc.summary + "; kernel: " + kv
 }
 
 // confined takes the report of what aerfs run applied to its session. Only
@@ -102,7 +108,7 @@ func (s *controlServer) confined(pid int, req Request) *Response {
 		return &Response{Error: fmt.Sprintf("session %s: the confinement is reported once, by the process that registered it confined", res.Session.ID)}
 	}
 	sc.reported = true
-	sc.summary = rep.Summary() + "; kernel: " + kernelView(pid)
+	sc.summary = rep.Summary()
 	s.log.Info().Str("session", res.Session.ID).Int("pid", pid).Str("confinement", sc.summary).Msg("session confined")
 	return &Response{OK: true}
 }

@@ -105,3 +105,40 @@ if mkdir "$STATE/planted" 2>/dev/null; then echo "state-mkdir ok"; else echo "st
 		t.Errorf("root's aerfs verify: %s", r)
 	}
 }
+
+// aerfs status shows each live session's confinement as aerfs run applied
+// it (and /proc shows it), and an unconfined session cannot claim one.
+func TestStatusConfinement(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	s.startSession(t, "WEB", "conf-on")
+	// The unconfined session's command tries to report a confinement it
+	// does not have.
+	fake := `import json, os, socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+c.sendall((json.dumps({"op": "confined", "sandbox": json.dumps({"landlock_abi": 7, "landlock": True, "seccomp": True, "no_new_privs": True})}) + "\n").encode())
+print("fake:", c.makefile().readline().strip())`
+	r := s.session("WEB", "conf-off", "/usr/bin/python3 -c '"+fake+"' /run/aerfs/*/control.sock; sleep 1", "--sandbox=off")
+	if !strings.Contains(r.Stdout, "reported once") {
+		t.Errorf("an unconfined session's confinement report was not refused: %s", r)
+	}
+	r = s.asOwner(aerfsBin, "status", "--workspace", s.WS)
+	t.Logf("status:\n%s", r.Stdout)
+	var on, off string
+	lines := strings.Split(r.Stdout, "\n")
+	for i, l := range lines {
+		if i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(l), "conf-on ") {
+			on = lines[i+1]
+		}
+		if i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(l), "conf-off ") {
+			off = lines[i+1]
+		}
+	}
+	for _, want := range []string{"confined: landlock abi", "writes " + s.WS, "hidden " + s.State, "user+mount namespaces", "seccomp", "kernel: no_new_privs, seccomp filter, own user+mnt namespaces"} {
+		if !strings.Contains(on, want) {
+			t.Errorf("status of the confined session lacks %q: %q", want, on)
+		}
+	}
+	if !strings.Contains(off, "unconfined (--sandbox=off)") {
+		t.Errorf("status of the --sandbox=off session: %q", off)
+	}
+}
