@@ -370,7 +370,26 @@ func TestSandboxWebGitControl(t *testing.T) {
 	}
 }
 
+// toolMissing skips what needs an absent tool, except under CI (CI=true),
+// where a missing tool fails the test: the work it shows must be shown.
+func toolMissing(t *testing.T, tool string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Errorf("%s is not installed (CI=true: a legitimate-work check cannot be skipped)", tool)
+		return
+	}
+	t.Logf("%s is not installed: its check is skipped", tool)
+}
+
 func TestSandboxUserWork(t *testing.T) {
+	for _, tool := range []string{"git", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if _, err := os.Stat("/usr/local/go/bin/" + tool); err != nil {
+				toolMissing(t, tool)
+				t.SkipNow()
+			}
+		}
+	}
 	s := newOwnedEnv(t, map[string]string{"README": "hi\n",
 		"hello/go.mod":  "module example.org/hello\n\ngo 1.21\n",
 		"hello/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n"})
@@ -381,7 +400,9 @@ git init -q . && git add README && git commit -qm first && git log --oneline | w
 echo scratch > /tmp/aerfs-sbx-scratch.$$ && rm /tmp/aerfs-sbx-scratch.$$
 cd hello && go build -o hello . && ./hello && cd ..
 `)
-	if r.Code == 0 && exec.Command("npm", "--version").Run() == nil {
+	if exec.Command("npm", "--version").Run() != nil {
+		toolMissing(t, "npm")
+	} else if r.Code == 0 {
 		// npm install of a small package from a local tarball, its cache
 		// in ~/.npm.
 		r2 := s.session("USER", "u1", `set -e
@@ -403,7 +424,8 @@ npm install --offline --no-audit --no-fund --silent ../pkgsrc/tiny-1.0.0.tgz && 
 		t.Errorf("no go build cache: %v", err)
 	}
 	if exec.Command("/usr/bin/python3", "-c", "import venv, ensurepip").Run() != nil {
-		t.Skip("python3 venv or ensurepip is not installed")
+		toolMissing(t, "python3 venv/ensurepip")
+		return
 	}
 	r = s.session("USER", "u1", `/usr/bin/python3 -m venv venv && ./venv/bin/python -c 'print("venv ok")'`)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "venv ok") {
