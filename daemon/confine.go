@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,10 +166,11 @@ func kernelView(pid int) string {
 
 // sessionSandbox is what a confined session of workspace ws may write
 // besides the workspace (the policy's sandbox.writable, "~" being the
-// workspace owner's home) and whether it gets a private /tmp: aerfs run
+// workspace owner's home, and the directories of the further roots, which
+// the mount guards) and whether it gets a private /tmp: aerfs run
 // asks for it at registration, since the owner may not read the policy in
 // a root daemon's state directory.
-func sessionSandbox(ws string, writable func(home string) []string, privateTmp bool) map[string]any {
+func sessionSandbox(ws string, writable func(home string) []string, privateTmp bool, roots map[string]string) map[string]any {
 	home := ""
 	var st syscall.Stat_t
 	if syscall.Stat(ws, &st) == nil {
@@ -176,9 +178,10 @@ func sessionSandbox(ws string, writable func(home string) []string, privateTmp b
 			home = u.HomeDir
 		}
 	}
-	w := writable(home)
-	if w == nil {
-		w = []string{}
+	w := append([]string{}, writable(home)...)
+	for _, d := range roots {
+		w = append(w, d)
 	}
+	sort.Strings(w[len(w)-len(roots):])
 	return map[string]any{"writable": w, "private_tmp": privateTmp, "home": home}
 }

@@ -33,6 +33,7 @@ type Request struct {
 	Session   string   `json:"session,omitempty"`
 	Resume    bool     `json:"resume,omitempty"`  // register: the owner rejoins an existing session
 	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none); confined: its JSON report
+	Agent     string   `json:"agent,omitempty"`   // register: the agent client the session runs (aerfs run --agent)
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
 	PathB64   string   `json:"path_b64,omitempty"` // Path's bytes in standard base64 when they are not UTF-8
@@ -42,9 +43,17 @@ type Request struct {
 	Snapshot       string `json:"snapshot,omitempty"` // a snapshot id (prefix)
 	Before         string `json:"before,omitempty"`   // RFC 3339 time
 	ContaminatedBy string `json:"contaminated_by,omitempty"`
+	SourceVersion  string `json:"source_version,omitempty"` // with ContaminatedBy: one version (content SHA-256 or prefix) of that path
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`
+	// gc: the retention
+	KeepLast   int    `json:"keep_last,omitempty"`
+	KeepWithin string `json:"keep_within,omitempty"` // a Go duration
+	MaxBytes   int64  `json:"max_bytes,omitempty"`
+	// edit (session_requests.go): the new content and the version it replaces
+	Content  []byte `json:"content,omitempty"`
+	BaseHash string `json:"base_hash,omitempty"`
 }
 
 // Response answers a Request.
@@ -71,9 +80,10 @@ type Status struct {
 	LogHealthy bool `json:"log_healthy"`
 	// The aerfs version serving the mount, and the FUSE protocol the
 	// kernel offered it (major.minor).
-	Version      string `json:"version,omitempty"`
-	FUSEProtocol string `json:"fuse_protocol,omitempty"`
-	LogLastError string `json:"log_last_error,omitempty"`
+	Version      string    `json:"version,omitempty"`
+	FUSEProtocol string    `json:"fuse_protocol,omitempty"`
+	LogLastError string    `json:"log_last_error,omitempty"`
+	LogLastErrAt time.Time `json:"log_last_error_at,omitempty"`
 	// Allowed … Quarantined count since the daemon started (Started).
 	Passthrough bool            `json:"passthrough"`
 	Labels      int             `json:"labels"`
@@ -82,6 +92,8 @@ type Status struct {
 	Committed   int64           `json:"committed"`
 	Quarantined int64           `json:"quarantined"`
 	Sessions    []SessionStatus `json:"sessions"`
+	// Roots are the further guarded roots: "@name" → directory.
+	Roots map[string]string `json:"roots,omitempty"`
 	// StateMode is "daemon" (root-owned 0700, Socket outside it) or
 	// "owner" (rootless: sessions kept out by confinement).
 	StateMode string `json:"state_mode,omitempty"`

@@ -46,8 +46,12 @@ func runStatus(out io.Writer, asJSON bool) error {
 	fmt.Fprintf(out, "state:       %s (%s)\npolicy:      %s\n", st.StateDir, stateSummary(&st), st.Policy)
 	fmt.Fprintf(out, "passthrough: %v   process events: %v\n", st.Passthrough, st.ProcEvents)
 	fmt.Fprintf(out, "sessions by: %s\n", st.Tracking)
-	if st.LogHealthy {
+	printRoots(out, st.Roots)
+	if st.LogHealthy && st.LogLastError == "" {
 		fmt.Fprintf(out, "evidence:    log healthy\n")
+	} else if st.LogHealthy {
+		fmt.Fprintf(out, "evidence:    log healthy (recovered by itself; last error %s: %s)\n",
+			st.LogLastErrAt.Format("2006-01-02 15:04:05Z"), st.LogLastError)
 	} else {
 		fmt.Fprintf(out, "evidence:    LOG FAILING — guarded changes are refused until it recovers: %s\n", st.LogLastError)
 	}

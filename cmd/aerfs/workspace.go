@@ -55,6 +55,17 @@ type target struct {
 // directory, and its state directory from --state, the mount table, or the
 // default location.
 func findTarget(needMount bool) (*target, error) {
+	return findTargetFor(needMount, false)
+}
+
+// findTargetMountedBySocket is findTarget(false) for a command that, when
+// the workspace is mounted, works through the control socket alone (gc):
+// it does not need to read the state directory then.
+func findTargetMountedBySocket() (*target, error) {
+	return findTargetFor(false, true)
+}
+
+func findTargetFor(needMount, socketWhenMounted bool) (*target, error) {
 	ws := gopts.workspace
 	if ws == "" && gopts.state != "" {
 		// The state directory records the workspace it belongs to; a
@@ -74,7 +85,7 @@ func findTarget(needMount bool) (*target, error) {
 			return nil, err
 		}
 		if m := daemon.FindMount(cwd); m != nil {
-			ws = m.Mountpoint
+			ws = mountWorkspace(m)
 		} else if gopts.state == "" {
 			return nil, fail(exitNotMounted, "run it inside a mounted workspace, or pass --workspace DIR",
 				"%s is not inside an aerfs mount", cwd)
@@ -106,7 +117,7 @@ func findTarget(needMount bool) (*target, error) {
 	if _, err := os.Stat(t.stateDir); errors.Is(err, os.ErrNotExist) {
 		return nil, fail(exitNotMounted, "run: aerfs init "+t.workspace+" (with --state DIR if its state is elsewhere)", "no state directory at %s", t.stateDir)
 	}
-	if !needMount && unix.Access(t.stateDir, unix.R_OK|unix.X_OK) != nil {
+	if !needMount && !(socketWhenMounted && t.mounted) && unix.Access(t.stateDir, unix.R_OK|unix.X_OK) != nil {
 		// The commands that read the state directory themselves (log,
 		// history, verify, export, report …). A root daemon's state is
 		// its own: the owner reads it as root; the requests that change
