@@ -9,6 +9,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,4 +142,44 @@ print("fake:", c.makefile().readline().strip())`
 	if !strings.Contains(off, "unconfined (--sandbox=off)") {
 		t.Errorf("status of the --sandbox=off session: %q", off)
 	}
+}
+
+// A rootless mount keeps the state directory the owner's, with the socket
+// in it, and aerfs status says that sessions are kept out by confinement.
+func TestStateDirRootless(t *testing.T) {
+	u, home := rootlessUser(t)
+	bin := publicBinary(t)
+	ws, state := filepath.Join(home, "ws"), filepath.Join(home, "state")
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := fi.Mode().Perm()
+	os.Chmod("/dev/fuse", 0o666)
+	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
+	expectOK(t, "init as the owner", asUser(u, home, "mkdir ws && "+bin+" init --state "+state+" "+ws))
+	expectOK(t, "rootless mount", asUser(u, home, bin+" mount --state "+state+" "+ws))
+	t.Cleanup(func() {
+		if (&Env{WS: ws}).Mounted() {
+			asUser(u, "/", bin+" unmount "+ws)
+		}
+	})
+	r := asUser(u, "/", bin+" status --workspace "+ws+" --state "+state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "owner's (rootless); sessions kept out by confinement, control socket "+filepath.Join(state, "control.sock")) {
+		t.Errorf("rootless status: %s", r)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(state, &st); err != nil || strconv.Itoa(int(st.Uid)) != u.Uid {
+		t.Errorf("the rootless state directory is not the owner's: uid %d", st.Uid)
+	}
+	// A confined session cannot reach it; its nested aerfs commands still
+	// reach the daemon.
+	r = asUser(u, "/", "cd "+ws+" && "+bin+" run --principal WEB -- sh -c 'echo x >> "+state+"/aerfs.yaml; "+bin+" status >/dev/null && echo nested-ok'")
+	if !strings.Contains(r.Stderr, "Read-only file system") && !strings.Contains(r.Stderr, "Permission denied") || !strings.Contains(r.Stdout, "nested-ok") {
+		t.Errorf("confined session under a rootless mount: %s", r)
+	}
+	expectOK(t, "aerfs unmount as the owner", asUser(u, "/", bin+" unmount "+ws))
 }
