@@ -88,6 +88,12 @@ if mkdir "$STATE/planted" 2>/dev/null; then echo "state-mkdir ok"; else echo "st
 	if r.Code != 0 || !strings.Contains(r.Stdout, "root-owned 0700") || !strings.Contains(r.Stdout, "/run/aerfs/") {
 		t.Errorf("owner's aerfs status: %s", r)
 	}
+	// --state alone, from outside the workspace: the mount table names
+	// the workspace of a state directory the owner cannot read.
+	r = s.asOwner("sh", "-c", "cd / && "+aerfsBin+" status --state "+s.State)
+	if r.Code != 0 || !strings.Contains(r.Stdout, s.WS) || !strings.Contains(r.Stdout, "/run/aerfs/") {
+		t.Errorf("owner's aerfs status --state: %s", r)
+	}
 	r = s.asOwner(aerfsBin, "taint", "--workspace", s.WS, "--session", "web-on", "UNTRUSTED")
 	if r.Code != 0 {
 		t.Errorf("owner's aerfs taint through the socket: %s", r)
