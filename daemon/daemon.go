@@ -82,6 +82,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	// A root daemon's state directory is its own: neither the owner nor
+	// the owner's sessions may change the policy, the log or the keys.
+	stateMode := StateOwners
+	if os.Geteuid() == 0 {
+		if err := claimStateDir(o.StateDir); err != nil {
+			return err
+		}
+		stateMode = StateDaemons
+	}
 	if o.Warn != nil {
 		for _, p := range bypassingProcesses(ws) {
 			o.Warn(p)
@@ -215,8 +224,14 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		o.Log.Info().Str("event", "metrics").Str("addr", addr).Msg("serving Prometheus metrics at /metrics")
 	}
+	sockPath, err := listenPath(o.StateDir)
+	if err != nil {
+		server.Unmount()
+		return fmt.Errorf("control socket: %w", err)
+	}
 	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
+			StateMode: stateMode, Socket: sockPath,
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok }(),
 			LogLastError: func() string { _, e, _ := health.state(); return e }(),
@@ -227,10 +242,11 @@ func Run(ctx context.Context, o Options) (err error) {
 			Version:      o.Version,
 			FUSEProtocol: fmt.Sprintf("%d.%d", server.KernelSettings().Major, server.KernelSettings().Minor)}
 	}}
-	if err := srv.listen(filepath.Join(o.StateDir, SocketName)); err != nil {
+	if err := srv.listen(sockPath); err != nil {
 		server.Unmount()
 		return err
 	}
+	defer removeSocket(o.StateDir, sockPath)
 	defer srv.close()
 	go srv.serve()
 

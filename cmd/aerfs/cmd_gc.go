@@ -86,7 +86,7 @@ func runGC(out io.Writer, o gcOptions) error {
 	if err != nil {
 		return fail(exitUsage, "aerfs gc --max-size 500M", "--max-size: %v", err)
 	}
-	t, err := findTarget(false)
+	t, err := findTargetMountedBySocket()
 	if err != nil {
 		return err
 	}

@@ -98,11 +98,12 @@ func runRun(o runOptions, args []string) error {
 		Session, Principal  string
 		Joined, Quarantined bool
 		Taint               []string
+		Sandbox             *sandboxGrant
 	}
 	json.Unmarshal(resp.Data, &reg)
 	noteJoined(reg.Session, reg.Joined, reg.Quarantined, reg.Taint) // cmd_session.go
 	env := append(os.Environ(), "AERFS_SESSION="+reg.Session, "AERFS_PRINCIPAL="+reg.Principal)
-	confinement, err := sc.apply(t, reg.Session)
+	confinement, err := sc.apply(t, reg.Session, reg.Sandbox)
 	if err != nil {
 		return err
 	}
