@@ -9,7 +9,8 @@
 #   inode, and a map would show the staged, undecided content to every
 #   reader (docs/guarded-writes.md); a read-only descriptor maps fine
 #   (integration TestCommitMmap);
-#   fsstress 10,000 ops × 4 processes on a plain directory.
+#   fsstress 10,000 ops × 4 processes on a plain directory;
+#   twenty rounds of SIGKILL during eight guarded writers.
 # Ends with a closing "N passed, N failed" line over the three runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,9 @@ check fsx-plain "$tools/fsx" -q -S 1 -N 20000 -P "$logs" "$ws/stress/fsx-plain"
 check fsx-guarded "$tools/fsx" -q -S 2 -N 5000 -R -W -P "$logs" "$ws/memory/fsx.md"
 check fsstress "$tools/fsstress" -s 3 -n 10000 -p 4 -d "$ws/stress/fsstress"
 check verify "$AERFS" verify --state "$state"
+# Twenty rounds of SIGKILL during eight guarded writers, each remounted and
+# checked (integration TestTxnCrashRounds; make test runs four).
+check crash-rounds env AERFS_CRASH_ROUNDS=20 go test -count=1 -timeout 20m -run '^TestTxnCrashRounds$' ./integration/
 
 echo "logs: $logs (removed on success)"
 echo "soak: $passed passed, $failed failed"
