@@ -42,6 +42,10 @@ type Request struct {
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`
+	// authorize, authority-check (daemon/authority.go)
+	For   string `json:"for,omitempty"`
+	TTL   string `json:"ttl,omitempty"`
+	Token string `json:"token,omitempty"`
 }
 
 // Response answers a Request.

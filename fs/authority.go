@@ -32,6 +32,7 @@ type authState struct {
 	mon     *authority.Monitor
 	cfg     authority.Config
 	pending map[string]authority.Stamp // rel + "\x00" + hash → stamp
+	armed   map[string]string          // rel + "\x00" + action → owner token the next such action presents
 }
 
 // Authority is the mount's authority monitor.
@@ -39,6 +40,7 @@ func (m *Monitor) Authority() *authority.Monitor {
 	m.authst.once.Do(func() {
 		m.authst.mon = authority.New(m.authst.cfg, nil)
 		m.authst.pending = map[string]authority.Stamp{}
+		m.authst.armed = map[string]string{}
 	})
 	return m.authst.mon
 }
@@ -189,9 +191,28 @@ func chainText(d authority.Decision) string {
 // a; a refusal (or quarantine) is recorded with the authority rule and the
 // class chain. It returns the decision.
 func (m *Monitor) actGate(res *principal.Resolved, op, rel string, l *Label, a authority.Action) authority.Decision {
-	d := m.Authority().Authorize(authority.Request{Path: rel, Stamp: StampOf(l), Action: a, Now: time.Now()})
-	if d.Outcome == authority.Allow && d.Rule == authority.RuleAct {
+	req := authority.Request{Path: rel, Stamp: StampOf(l), Action: a, Now: time.Now()}
+	if d := authority.Check(req.Stamp, a, m.Authority().Config()); d.Allowed() && d.Rule == authority.RuleAct {
 		return d
+	}
+	// Elevations and tokens are bound to the exact content: the stamp of a
+	// plain file does not carry its hash, so hash what is there now.
+	if h, err := m.hashRel(rel); err == nil {
+		st := *req.Stamp
+		st.Hash, _ = authority.ParseHash(h)
+		req.Stamp = &st
+	}
+	key := rel + "\x00" + a.String()
+	m.authst.mu.Lock()
+	req.Token = m.authst.armed[key]
+	m.authst.mu.Unlock()
+	d := m.Authority().Authorize(req)
+	if d.Rule == authority.RuleToken || d.Rule == authority.RuleTokenReplay || d.Rule == authority.RuleTokenExpired {
+		m.authst.mu.Lock()
+		if m.authst.armed[key] == req.Token {
+			delete(m.authst.armed, key)
+		}
+		m.authst.mu.Unlock()
 	}
 	subj := res.Subject()
 	verdict := "allow"
@@ -338,4 +359,65 @@ func (m *Monitor) authRestamp(res *principal.Resolved, rel string, k fileKey, st
 	if err := m.Labels.Set(k, l); err != nil {
 		m.log.Error().Err(err).Str("path", rel).Msg("label not stored")
 	}
+}
+
+// AuthorityOf returns the label of the file at rel and its authority stamp
+// (the stamp's hash is the content's current SHA-256 for a regular file).
+func (m *Monitor) AuthorityOf(rel string) (*Label, *authority.Stamp, error) {
+	st, err := m.lstatRel(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, l := m.target(rel, st)
+	s := *StampOf(l)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		h, err := m.hashRel(rel)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.Hash, _ = authority.ParseHash(h)
+	}
+	return l, &s, nil
+}
+
+// ArmToken lets the next action a on rel through the mount present the
+// owner token secret (it is spent there, once).
+func (m *Monitor) ArmToken(rel string, a authority.Action, secret string) {
+	m.Authority()
+	m.authst.mu.Lock()
+	m.authst.armed[rel+"\x00"+a.String()] = secret
+	m.authst.mu.Unlock()
+}
+
+// Armed lists the actions on rel an armed owner token waits for.
+func (m *Monitor) Armed(rel string) []string {
+	m.Authority()
+	m.authst.mu.Lock()
+	defer m.authst.mu.Unlock()
+	var out []string
+	for a := authority.Action(0); a < authority.NumActions; a++ {
+		if m.authst.armed[rel+"\x00"+a.String()] != "" {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
+// ConsumeToken checks and spends an owner token for action a on rel
+// presented by an executor outside the mount (the outbox pattern).
+func (m *Monitor) ConsumeToken(secret, rel string, a authority.Action) (authority.Rule, error) {
+	_, st, err := m.AuthorityOf(rel)
+	if err != nil {
+		return authority.RuleUnset, err
+	}
+	r := m.Authority().Consume(secret, rel, st.Hash, a, time.Now())
+	if r == authority.RuleToken {
+		key := rel + "\x00" + a.String()
+		m.authst.mu.Lock()
+		if m.authst.armed[key] == secret {
+			delete(m.authst.armed, key)
+		}
+		m.authst.mu.Unlock()
+	}
+	return r, nil
 }

@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The authority class of content (docs/authority.md): bound at write time
@@ -128,5 +130,96 @@ func TestAuthorityToolEcho(t *testing.T) {
 		if c := classOf(li, path); c != want {
 			bugErrorf(t, "%s: write record class %q, want %s%s", path, c, want, describe(recordsFor(li, "", "", path)))
 		}
+	}
+}
+
+// aerfsOwner runs the aerfs binary as the owner at the terminal.
+func (e *Env) aerfsOwner(args ...string) Result {
+	return runCmd(e.WS, nil, aerfsBin, append(args, "--workspace", e.WS)...)
+}
+
+// Single-use owner tokens: exactly one action on exactly that content.
+func TestAuthorityTokens(t *testing.T) {
+	e := newEnv(t, nil).Mount()
+	mkx := `python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY|os.O_TRUNC, 0o755); os.write(fd, sys.argv[2].encode()); os.close(fd)' `
+	expectOK(t, "WEB writes two scripts", e.Sh("WEB", "web", mkx+"tool.sh '#!/bin/sh\necho ran-tool\n' && "+mkx+"other.sh '#!/bin/sh\necho ran-other\n'"))
+	if r := e.Owner("./tool.sh"); r.Code == 0 || strings.Contains(r.Stdout, "ran-tool") {
+		bugErrorf(t, "a none script ran without a token: %s", r)
+	}
+
+	// Minted from inside a session: refused, recorded with RO-owner.
+	r := e.Run("USER", "s", aerfsBin, "authorize", "tool.sh", "--for", "exec", "--workspace", e.WS)
+	if r.Code != 4 {
+		bugErrorf(t, "authorize from inside a session: want exit 4, got %s", r)
+	}
+
+	// The owner mints a token: the next exec of tool.sh goes through, once.
+	r = e.aerfsOwner("authorize", "tool.sh", "--for", "exec")
+	expectOK(t, "owner authorizes exec of tool.sh", r)
+	tok := strings.TrimSpace(strings.SplitN(r.Stdout, "\n", 2)[0])
+	if r := e.Owner("./tool.sh"); r.Code != 0 || !strings.Contains(r.Stdout, "ran-tool") {
+		bugErrorf(t, "the authorized exec did not run: %s", r)
+	}
+	if r := e.Owner("./tool.sh"); r.Code == 0 || strings.Contains(r.Stdout, "ran-tool") {
+		bugErrorf(t, "the token let a second exec through: %s", r)
+	}
+	if r := e.aerfsOwner("authorize", "--check", tok, "tool.sh", "--for", "exec"); r.Code != 4 {
+		bugErrorf(t, "replayed token accepted: %s", r)
+	}
+
+	// Another token: other file, other action, then changed content.
+	r = e.aerfsOwner("authorize", "tool.sh", "--for", "exec")
+	expectOK(t, "owner authorizes exec of tool.sh again", r)
+	tok2 := strings.TrimSpace(strings.SplitN(r.Stdout, "\n", 2)[0])
+	if r := e.aerfsOwner("authorize", "--check", tok2, "other.sh", "--for", "exec"); r.Code != 4 {
+		bugErrorf(t, "token for tool.sh accepted for other.sh: %s", r)
+	}
+	if r := e.aerfsOwner("authorize", "--check", tok2, "tool.sh", "--for", "promote"); r.Code != 4 {
+		bugErrorf(t, "token for exec accepted for promote: %s", r)
+	}
+	expectOK(t, "WEB changes tool.sh", e.Sh("WEB", "web", "printf 'echo more\\n' >> tool.sh"))
+	if r := e.Owner("./tool.sh"); r.Code == 0 || strings.Contains(r.Stdout, "ran-tool") {
+		bugErrorf(t, "the token let changed content run: %s", r)
+	}
+	if r := e.aerfsOwner("authorize", "--check", tok2, "tool.sh", "--for", "exec"); r.Code != 4 {
+		bugErrorf(t, "token accepted for changed content: %s", r)
+	}
+
+	// Expiry.
+	r = e.aerfsOwner("authorize", "other.sh", "--for", "exec", "--ttl", "1s")
+	expectOK(t, "owner authorizes other.sh for a second", r)
+	tok3 := strings.TrimSpace(strings.SplitN(r.Stdout, "\n", 2)[0])
+	time.Sleep(1500 * time.Millisecond)
+	if r := e.aerfsOwner("authorize", "--check", tok3, "other.sh", "--for", "exec"); r.Code != 4 {
+		bugErrorf(t, "expired token accepted: %s", r)
+	}
+
+	li := e.Log()
+	for _, c := range []struct{ op, path, rule string }{
+		{"authorize", "tool.sh", "RO-owner"},
+		{"authorize", "tool.sh", "AU5-mint"},
+		{"exec", "tool.sh", "AU5-token"},
+		{"exec", "tool.sh", "AU3-exec-none"},
+		{"authorize-check", "tool.sh", "AU5-replay"},
+		{"authorize-check", "other.sh", "AU5-other-file"},
+		{"authorize-check", "tool.sh", "AU5-other-action"},
+		{"exec", "tool.sh", "AU5-content-changed"},
+		{"authorize-check", "tool.sh", "AU5-content-changed"},
+		{"authorize-check", "other.sh", "AU5-expired"},
+	} {
+		if got := recordsFor(li, "verdict", c.op, c.path); !hasRule(got, c.rule) {
+			bugErrorf(t, "%s of %s: want a record with %s, got%s", c.op, c.path, c.rule, describe(got))
+		}
+	}
+
+	// aerfs authority explains.
+	r = e.aerfsOwner("authority", "other.sh", "--json")
+	expectOK(t, "aerfs authority --json", r)
+	var info struct {
+		Class, Rule, Origin string
+		May                 map[string]struct{ Outcome, Rule string }
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &info); err != nil || info.Class != "none" || info.Origin != "WEB" || info.May["exec"].Rule != "AU3-exec-none" {
+		bugErrorf(t, "aerfs authority other.sh --json: %v %+v\n%s", err, info, r)
 	}
 }
