@@ -125,12 +125,54 @@ func TestAuthorityToolEcho(t *testing.T) {
 	expectOK(t, "tool on clean input", e.Sh("TOOL_AUTH", "t0", "printf 'report\\n' > clean.txt"))
 	expectOK(t, "tool echoes the page", e.Sh("TOOL_AUTH", "t1", "cat page.txt > echo.txt"))
 	expectOK(t, "tool writes after reading the page", e.Sh("TOOL_AUTH", "t2", "cat page.txt >/dev/null; printf 'my own words\\n' > words.txt"))
+	expectOK(t, "owner creates sessions/ and skills/", e.Owner("mkdir -p sessions/t3 shared skills/x"))
+	expectOK(t, "tool echoes the page into its session", e.Sh("TOOL_AUTH", "t3", "cat page.txt > sessions/t3/echo.md"))
 	li := e.Log()
-	for path, want := range map[string]string{"clean.txt": "act", "echo.txt": "none", "words.txt": "none", "page.txt": "none"} {
+	for path, want := range map[string]string{"clean.txt": "act", "echo.txt": "none", "words.txt": "none", "page.txt": "none", "sessions/t3/echo.md": "none"} {
 		if c := classOf(li, path); c != want {
 			bugErrorf(t, "%s: write record class %q, want %s%s", path, c, want, describe(recordsFor(li, "", "", path)))
 		}
 	}
+	// The echo cannot become a skill, be made executable or be promoted.
+	if r := e.Owner("mv echo.txt skills/x/SKILL.md"); r.Code == 0 || e.Exists("skills/x/SKILL.md") {
+		bugErrorf(t, "the owner installed a tool's echo of a WEB page as a skill: %s", r)
+	}
+	if r := e.Owner("chmod +x words.txt"); r.Code == 0 {
+		bugErrorf(t, "the owner made a tool's output derived from a WEB page executable: %s", r)
+	}
+	r := runCmd(e.WS, nil, aerfsBin, "promote", "--workspace", e.WS, filepath.Join(e.WS, "sessions/t3/echo.md"))
+	if r.Code == 0 || e.Exists("shared/echo.md") {
+		bugErrorf(t, "the owner promoted a tool's echo of a WEB page: %s", r)
+	}
+	li = e.Log()
+	for _, c := range []struct {
+		path  string
+		rules []string
+	}{
+		{"skills/x/SKILL.md", []string{"AU3-control-none", "R7-authority"}},
+		{"words.txt", []string{"AU3-exec-none"}},
+		{"sessions/t3/echo.md", []string{"AU3-promote-none", "R5-promotion"}},
+	} {
+		got := recordsFor(li, "verdict", "", c.path)
+		ok := false
+		for _, r := range c.rules {
+			ok = ok || hasRule(got, r)
+		}
+		if !ok {
+			bugErrorf(t, "%s: want a refusal with one of %v, got%s", c.path, c.rules, describe(got))
+		}
+		t.Logf("%s refused with %v", c.path, rules(denied(got)))
+	}
+}
+
+func denied(les []LogEntry) []LogEntry {
+	var out []LogEntry
+	for _, le := range les {
+		if le.Record.Meta.Verdict == "deny" {
+			out = append(out, le)
+		}
+	}
+	return out
 }
 
 // aerfsOwner runs the aerfs binary as the owner at the terminal.
