@@ -56,6 +56,8 @@ func (s *controlServer) authorityOp(pid int, req Request) *Response {
 		return s.authorityInfo(rel)
 	case "authorize":
 		return s.authorize(pid, rel, req)
+	case "attest":
+		return s.attest(pid, rel)
 	}
 	return s.authorizeCheck(pid, rel, req)
 }
@@ -171,5 +173,54 @@ func (s *controlServer) authorizeCheck(pid int, rel string, req Request) *Respon
 		return &Response{Error: "the use could not be recorded: " + err.Error()}
 	}
 	b, _ := json.Marshal(map[string]string{"path": rel, "action": a.String(), "rule": rule.ID()})
+	return &Response{OK: true, Data: b}
+}
+
+// authorityConfig is the authority part of the policy for the mount.
+func authorityConfig(p *policy.Policy) authority.Config {
+	a := p.Authority()
+	c := authority.Config{AgentScripts: a.AgentScripts, Attestors: a.Attestors}
+	for x := authority.Action(0); x < authority.NumActions; x++ {
+		c.K[x] = a.K
+		if k := a.KFor[x.String()]; k > 0 {
+			c.K[x] = k
+		}
+	}
+	return c
+}
+
+// attest records the caller's attestation of the file's current content.
+// The attestor is named by the id of the session it runs in (a TOOL_AUTH
+// session the owner started: `aerfs run --principal TOOL_AUTH --session
+// NAME -- aerfs attest FILE`), never by anything in the request.
+func (s *controlServer) attest(pid int, rel string) *Response {
+	peer := s.resolveCaller(pid)
+	subj := peer.Subject()
+	_, st, err := s.m.AuthorityOf(rel)
+	if err != nil {
+		return &Response{Error: err.Error()}
+	}
+	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: subj.Identified, Name: subj.Session}
+	if peer.Session != nil {
+		w.Session = "s:" + peer.Session.ID
+	} else {
+		w.Session = "p:" + peer.Proc.ID.String()
+	}
+	ar := s.m.Authority().Attest(w, st.Hash)
+	verdict := "allow"
+	if !ar.Counted {
+		verdict = "deny"
+	}
+	rec := &evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: nonNil(subj.Taint.Names()),
+		Meta: evidence.Meta{Path: rel, Op: "attest", Verdict: verdict, Session: subj.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe,
+			UID: peer.Proc.UID, Rule: ar.Rule.ID(), Class: st.Class.String(),
+			Reason: fmt.Sprintf("attestation of content %.12s by %q (domain %q): %s", st.Hash, subj.Session, ar.Domain, ar.Rule.Reason())}}
+	if _, err := s.m.Record(rec); err != nil {
+		return &Response{Error: "the attestation could not be recorded: " + err.Error()}
+	}
+	b, _ := json.Marshal(map[string]any{"path": rel, "hash": st.Hash.String(), "rule": ar.Rule.ID(), "counted": ar.Counted, "domain": ar.Domain})
+	if !ar.Counted {
+		return &Response{Refused: true, Rule: ar.Rule.ID(), Error: "attestation of " + rel + " not counted: " + ar.Rule.Reason(), Data: b}
+	}
 	return &Response{OK: true, Data: b}
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -263,5 +264,59 @@ func TestAuthorityTokens(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.Stdout), &info); err != nil || info.Class != "none" || info.Origin != "WEB" || info.May["exec"].Rule != "AU3-exec-none" {
 		bugErrorf(t, "aerfs authority other.sh --json: %v %+v\n%s", err, info, r)
+	}
+}
+
+// Corroboration: k attestations from distinct domains of the exact content
+// elevate it; one domain counts once, untrusted and unregistered
+// attestors count nothing, and a content change drops the elevation.
+func TestAuthorityAttestations(t *testing.T) {
+	e := newEnv(t, nil)
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  erp2: {domain: finance}\n  bank: {domain: bank}\n  fake: {domain: press}\nelevation:\n  k: 2\n")...)
+	if err := os.WriteFile(pol, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	expectOK(t, "WEB writes pay.sh", e.Sh("WEB", "web", `python3 -c 'import os; fd=os.open("pay.sh", os.O_CREAT|os.O_WRONLY, 0o755); os.write(fd, b"#!/bin/sh\necho paid\n"); os.close(fd)'`))
+	attest := func(principal, session string) Result {
+		return e.Run(principal, session, aerfsBin, "attest", "pay.sh", "--workspace", e.WS)
+	}
+	runs := func() bool { r := e.Owner("./pay.sh"); return r.Code == 0 && strings.Contains(r.Stdout, "paid") }
+
+	expectOK(t, "erp attests", attest("TOOL_AUTH", "erp"))
+	if r := attest("TOOL_AUTH", "erp2"); !strings.Contains(r.Stdout, "AU4-same-domain") {
+		bugErrorf(t, "a second attestor of the same domain: want AU4-same-domain (its domain counts once), got %s", r)
+	}
+	if r := attest("WEB", "fake"); r.Code != 4 {
+		bugErrorf(t, "an untrusted attestor counted: %s", r)
+	}
+	if r := attest("TOOL_AUTH", "rando"); r.Code != 4 {
+		bugErrorf(t, "an unregistered attestor counted: %s", r)
+	}
+	if runs() {
+		bugErrorf(t, "pay.sh ran with one domain's attestations (L-c)")
+	}
+	expectOK(t, "bank attests", attest("TOOL_AUTH", "bank"))
+	if !runs() {
+		bugErrorf(t, "pay.sh did not run with two distinct domains' attestations: %s", e.Owner("./pay.sh"))
+	}
+	r := e.aerfsOwner("authority", "pay.sh", "--json")
+	if !strings.Contains(r.Stdout, `"AU4-elevated"`) {
+		bugErrorf(t, "aerfs authority does not show the elevation: %s", r)
+	}
+	expectOK(t, "WEB changes pay.sh", e.Sh("WEB", "web", "printf 'echo more\\n' >> pay.sh"))
+	if runs() {
+		bugErrorf(t, "the elevation survived a content change")
+	}
+	li := e.Log()
+	for _, rule := range []string{"AU4-attest", "AU4-same-domain", "AU4-untrusted", "AU4-unregistered", "AU4-elevated", "AU3-exec-none"} {
+		if !hasRule(recordsFor(li, "verdict", "", "pay.sh"), rule) {
+			bugErrorf(t, "no record with %s:%s", rule, describe(recordsFor(li, "verdict", "", "pay.sh")))
+		}
 	}
 }

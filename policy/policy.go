@@ -34,6 +34,8 @@ type Policy struct {
 	privateTmp  bool
 
 	classPatterns [numClasses][]string // as written, for Patterns
+
+	auth AuthoritySettings // attestors, elevation, agent_scripts (authority_keys.go)
 }
 
 type execRule struct {

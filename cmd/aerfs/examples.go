@@ -35,6 +35,7 @@ var examples = map[string]string{
 	"aerfs promote": `  aerfs promote sessions/agent/notes.md`,
 	"aerfs authority": `  aerfs authority sessions/agent/summary.md
   aerfs authority --json out/payment.json | jq .may.exec.outcome`,
+	"aerfs attest": `  aerfs run --principal TOOL_AUTH --session erp-registry -- aerfs attest out/payment.json`,
 	"aerfs authorize": `  aerfs authorize tools/deploy.sh --for exec --ttl 10m
   aerfs authorize --check "$TOKEN" out/payment.json --for exec     # an executor spends it`,
 	"aerfs policy": `  aerfs policy check ~/.local/state/aerfs/agent-1a2b/aerfs.yaml`,
