@@ -320,3 +320,29 @@ func TestAuthorityAttestations(t *testing.T) {
 		}
 	}
 }
+
+// The seed's independence stress case with k = 3: two independent domains
+// do not elevate (the other rows are in TestAuthorityAttestations).
+func TestAuthorityAttestationsK3(t *testing.T) {
+	e := newEnv(t, nil)
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 3\n")...)
+	if err := os.WriteFile(pol, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	expectOK(t, "WEB writes pay.sh", e.Sh("WEB", "web", `python3 -c 'import os; fd=os.open("pay.sh", os.O_CREAT|os.O_WRONLY, 0o755); os.write(fd, b"#!/bin/sh\necho paid\n"); os.close(fd)'`))
+	for _, s := range []string{"erp", "bank"} {
+		expectOK(t, s+" attests", e.Run("TOOL_AUTH", s, aerfsBin, "attest", "pay.sh", "--workspace", e.WS))
+	}
+	if r := e.Owner("./pay.sh"); r.Code == 0 || strings.Contains(r.Stdout, "paid") {
+		bugErrorf(t, "two domains elevated with k = 3: %s", r)
+	}
+	if !hasRule(recordsFor(e.Log(), "verdict", "exec", "pay.sh"), "AU3-exec-none") {
+		bugErrorf(t, "no AU3-exec-none record for the exec with k = 3")
+	}
+}
