@@ -138,6 +138,9 @@ func TestAuthorityToolEcho(t *testing.T) {
 	if r := e.Owner("mv echo.txt skills/x/SKILL.md"); r.Code == 0 || e.Exists("skills/x/SKILL.md") {
 		bugErrorf(t, "the owner installed a tool's echo of a WEB page as a skill: %s", r)
 	}
+	if r := e.Owner("cp echo.txt skills/x/copy.md"); r.Code == 0 || e.Exists("skills/x/copy.md") {
+		bugErrorf(t, "the owner copied a tool's echo of a WEB page into skills/: %s", r)
+	}
 	if r := e.Owner("chmod +x words.txt"); r.Code == 0 {
 		bugErrorf(t, "the owner made a tool's output derived from a WEB page executable: %s", r)
 	}
@@ -151,6 +154,7 @@ func TestAuthorityToolEcho(t *testing.T) {
 		rules []string
 	}{
 		{"skills/x/SKILL.md", []string{"AU3-control-none", "R7-authority"}},
+		{"skills/x/copy.md", []string{"AU3-control-none", "R7-authority", "R2-taint"}},
 		{"words.txt", []string{"AU3-exec-none"}},
 		{"sessions/t3/echo.md", []string{"AU3-promote-none", "R5-promotion"}},
 	} {
