@@ -9,6 +9,7 @@ import (
 
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
+	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -201,11 +202,7 @@ func (s *controlServer) attest(pid int, rel string) *Response {
 		return &Response{Error: err.Error()}
 	}
 	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: subj.Identified, Name: subj.Session}
-	if peer.Session != nil {
-		w.Session = "s:" + peer.Session.ID
-	} else {
-		w.Session = "p:" + peer.Proc.ID.String()
-	}
+	w.Session = aerfs.AuthorityKey(peer)
 	ar := s.m.Authority().Attest(w, st.Hash)
 	verdict := "allow"
 	if !ar.Counted {

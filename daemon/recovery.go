@@ -75,12 +75,16 @@ func (s *controlServer) takeSnapshot(pid int, req Request) *Response {
 // owner's channel (restore, approve, burst rollback, journal resume).
 var recoveryMu sync.Mutex
 
+// maxRestoreParents keeps a restore record within the evidence format's
+// 4096 parents.
+const maxRestoreParents = 4000
+
 // restoreTarget works out what the request asks the guarded files to
 // become, as the subset of paths it is about.
 func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, paths []string, reason string, parents []string, err error) {
 	switch {
 	case req.ContaminatedBy != "":
-		sc, err := x.Scope(req.ContaminatedBy)
+		sc, err := x.ScopeAt(req.ContaminatedBy, req.SourceVersion)
 		if err != nil {
 			return nil, nil, "", nil, err
 		}
@@ -91,9 +95,16 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 			paths = append(paths, f.Path)
 		}
 		for _, r := range sc.Roots {
+			if len(parents) == maxRestoreParents {
+				break // a source many sessions read: the reason names it
+			}
 			parents = append(parents, r.ID)
 		}
-		return target, paths, "undo everything downstream of " + req.ContaminatedBy, parents, nil
+		what := req.ContaminatedBy
+		if req.SourceVersion != "" {
+			what += " at version " + req.SourceVersion
+		}
+		return target, paths, "undo everything downstream of " + what, parents, nil
 	case req.Snapshot != "":
 		st, snap, err := x.SnapshotState(req.Snapshot)
 		if err != nil {
@@ -187,6 +198,16 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		return &Response{Error: err.Error(), Hint: "aerfs history FILE, aerfs snapshot list and aerfs scope SOURCE show what there is"}
 	}
 	steps := planRestore(cur, target, paths)
+	for _, st := range steps {
+		if st.To != "" && !s.m.HasBlob(st.To) {
+			why := "is not in the store"
+			if x.Pruned(st.To) {
+				why = "was pruned by aerfs gc"
+			}
+			return &Response{Error: fmt.Sprintf("cannot restore %s: the content of that version (%.12s) %s", st.Path, st.To, why),
+				Hint: "aerfs history " + st.Path + " marks the versions whose content is gone; restore a newer one"}
+		}
+	}
 	plan, _ := json.Marshal(map[string]any{"reason": reason, "steps": steps})
 	if req.DryRun || len(steps) == 0 {
 		return &Response{OK: true, Data: plan}

@@ -48,12 +48,18 @@ type Log struct {
 	ids    map[[32]byte]int64
 	cp     []byte
 	broken error // set when a write failed: the files need recovery (heal)
+	// uncp: records are acknowledged that no checkpoint covers yet (the
+	// derived files and the checkpoint are written lazily, see
+	// checkpointDelay); lastCP is when the last checkpoint was signed.
+	uncp   bool
+	lastCP time.Time
 	// healedFrom is the failure the last heal recovered from, recorded
 	// with the first batch after it.
 	healedFrom error
 
-	dirsMu   sync.Mutex
-	blobDirs map[string]bool // blob directories with names not yet synced
+	dirsMu    sync.Mutex
+	blobDirs  map[string]bool // blob directories with names not yet synced
+	blobFiles map[string]bool // blobs whose content is not yet synced
 }
 
 type appendReq struct {
@@ -92,7 +98,7 @@ func (l *Log) Flush() error {
 // partial or whose stored hash does not match) and records the cut.
 func Open(stateDir string) (*Log, error) {
 	dir := evDir(stateDir)
-	l := &Log{dir: dir, blobDirs: map[string]bool{}}
+	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
@@ -334,6 +340,8 @@ func (l *Log) heal() error {
 	}
 	l.healedFrom = cause
 	l.broken = nil
+	l.uncp = false
+	l.lastCP = time.Now()
 	return nil
 }
 
@@ -341,7 +349,43 @@ func (l *Log) heal() error {
 // batch, syncs once per file, signs one checkpoint and answers everyone.
 func (l *Log) committer() {
 	defer close(l.done)
-	for first := range l.reqs {
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer func() {
+		// Closing: everything acknowledged gets its checkpoint.
+		l.mu.Lock()
+		l.checkpointIfDue(true)
+		l.mu.Unlock()
+	}()
+	for {
+		var first *appendReq
+		l.mu.Lock()
+		due := l.uncp
+		l.mu.Unlock()
+		if due {
+			// Records wait for their checkpoint: sign it once the log has
+			// been quiet for checkpointDelay, unless more come first.
+			idle.Reset(checkpointDelay)
+			select {
+			case r, ok := <-l.reqs:
+				idle.Stop()
+				if !ok {
+					return
+				}
+				first = r
+			case <-idle.C:
+				l.mu.Lock()
+				l.checkpointIfDue(true)
+				l.mu.Unlock()
+				continue
+			}
+		} else {
+			r, ok := <-l.reqs
+			if !ok {
+				return
+			}
+			first = r
+		}
 		batch := []*appendReq{first}
 		// A batch of queued records only waits up to queuedLinger for
 		// company; the first request somebody waits for ends the wait.
@@ -383,6 +427,41 @@ func (l *Log) committer() {
 		}
 		l.commit(batch)
 	}
+}
+
+// checkpointDelay and checkpointEvery bound how long acknowledged records
+// wait for the checkpoint that covers them: it is signed once appends have
+// paused for checkpointDelay, at least every checkpointEvery under a steady
+// stream, and at once for a flush barrier (a reader) or at Close. The
+// records themselves are durable when acknowledged (the log is flushed);
+// recovery rebuilds what the checkpoint does not cover yet. Deferring it
+// keeps a stream of guarded commits to one round of flushes each instead
+// of three (log; index and hashes; checkpoint).
+var (
+	checkpointDelay = 5 * time.Millisecond
+	checkpointEvery = 200 * time.Millisecond
+)
+
+// checkpointIfDue makes the derived files durable and signs a checkpoint
+// covering every acknowledged record, if some are not covered and (unless
+// now) checkpointEvery has passed. Called with l.mu held.
+func (l *Log) checkpointIfDue(now bool) {
+	if !l.uncp || l.broken != nil {
+		return
+	}
+	if !now && time.Since(l.lastCP) < checkpointEvery {
+		return
+	}
+	if err := l.syncDerived(); err != nil {
+		l.broken = fmt.Errorf("evidence: index or hashes not synced, healed with the next append: %w", err)
+		return
+	}
+	if err := l.writeCheckpointLocked(); err != nil {
+		l.broken = fmt.Errorf("evidence: checkpoint not written, healed with the next append: %w", err)
+		return
+	}
+	l.uncp = false
+	l.lastCP = time.Now()
 }
 
 // queuedLinger is how long a batch holding only queued records (verdicts,
@@ -479,10 +558,12 @@ func (l *Log) commit(batch []*appendReq) {
 	}
 	if len(accepted) == 0 {
 		// A flush with nothing new to write still makes the blobs stored
-		// so far durable.
+		// so far durable, and the records acknowledged so far checkpointed.
 		if err := l.syncBlobDirs(); err != nil {
 			l.broken = fmt.Errorf("evidence: blob directory not synced, healed with the next append: %w", err)
+			return
 		}
+		l.checkpointIfDue(len(barriers) > 0)
 		return
 	}
 	var hashBuf []byte
@@ -510,25 +591,19 @@ func (l *Log) commit(batch []*appendReq) {
 		l.logEnd = end
 		l.hashes.n += int64(len(l.hashes.pending))
 		l.hashes.pending = l.hashes.pending[:0]
-		// The records are durable (the log is flushed): answer now. A
-		// crash before the index, the hashes and the checkpoint below are
-		// durable loses none of them: recovery keeps every whole record
-		// past the checkpoint, rebuilds the index and hashes from the log
-		// and signs a new checkpoint. All of it is done before l.mu is
-		// released, so no reader (Size, Checkpoint, a Flush barrier, the
-		// next batch) ever sees records the checkpoint does not cover;
-		// taking those flushes off the appenders' path is what keeps a
-		// guarded commit to one log flush.
+		// The records are durable (the log is flushed): answer now. The
+		// index, the hashes and the checkpoint follow lazily
+		// (checkpointIfDue): a crash before they are durable loses none of
+		// the records, since recovery keeps every whole record past the
+		// checkpoint, rebuilds the index and hashes from the log and signs
+		// a new checkpoint. A flush barrier (a reader) gets them at once.
+		// Taking those flushes off the appenders' path is what keeps a
+		// guarded commit to one round of flushes.
 		for _, r := range accepted {
 			r.err <- nil
 		}
-		if err := l.syncDerived(); err != nil {
-			l.broken = fmt.Errorf("evidence: index or hashes not synced, healed with the next append: %w", err)
-			return
-		}
-		if err := l.writeCheckpointLocked(); err != nil {
-			l.broken = fmt.Errorf("evidence: checkpoint not written, healed with the next append: %w", err)
-		}
+		l.uncp = true
+		l.checkpointIfDue(len(barriers) > 0)
 		return
 	}
 	l.hashes.pending = l.hashes.pending[:0]
@@ -612,7 +687,8 @@ func (l *Log) writeCheckpointLocked() error {
 	return nil
 }
 
-// Size is the number of records durable and covered by the checkpoint.
+// Size is the number of records acknowledged (durable in the log; the
+// checkpoint covering them may follow a few milliseconds later).
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -28,6 +28,7 @@ type Report struct {
 	Records     int64  // records checked
 	Refs        int64  // parent records proven by id only
 	Blobs       int64
+	Pruned      int64 // referenced blobs absent because aerfs gc removed them
 	Bytes       int64 // record bytes hashed
 	Uncommitted int64 // VerifyState: index entries past the checkpoint (appends in flight or a torn tail)
 }
@@ -232,6 +233,7 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 	}
 	var checks []pending
 	blobsWanted := map[string]int64{}
+	prunedBlobs := map[string]bool{} // blobs the bundle's gc records say were removed
 	var rb rootBuilder
 	last := int64(-1)
 	for k, line := range recs {
@@ -278,6 +280,9 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 				if _, seen := blobsWanted[h]; h != "" && !seen {
 					blobsWanted[h] = il.Idx
 				}
+			}
+			for _, h := range r.Payload.Pruned {
+				prunedBlobs[h] = true
 			}
 		}
 	}
@@ -341,6 +346,10 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 		delete(blobsWanted, h)
 	}
 	for h, idx := range blobsWanted {
+		if prunedBlobs[h] {
+			rep.Pruned++
+			continue
+		}
 		return nil, verr(KindIntegrity, "blob %s: missing (referenced by record %d)", h, idx)
 	}
 	rep.Blobs = int64(len(present))
@@ -419,6 +428,8 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 	logr := bufio.NewReaderSize(io.NewSectionReader(logf, 0, logSize), 1<<16)
 	ids := make(map[[32]byte]int64, N)
 	blobs := map[string]bool{}
+	missing := map[string]int64{} // referenced blobs not stored, by first referencing record
+	pruned := map[string]bool{}   // blobs gc records say they removed
 	var rb rootBuilder
 	var pos int64
 	var ent [indexEntrySize]byte
@@ -486,14 +497,27 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 						return nil, err.(*VerifyError)
 					}
 					if _, serr := os.Stat(blobPath(dir, h)); serr != nil {
-						return nil, verr(KindIntegrity, "blob %s: missing (referenced by record %d)", h, i)
+						// Missing: fine only if a gc record pruned it.
+						if _, seen := missing[h]; !seen {
+							missing[h] = i
+						}
+						continue
 					}
 					return nil, ioErr("blob %s: %v", h, err)
 				}
 				blobs[h] = true
 			}
+			for _, h := range r.Payload.Pruned {
+				pruned[h] = true
+			}
 		}
 	}
+	for h, i := range missing {
+		if !pruned[h] {
+			return nil, verr(KindIntegrity, "blob %s: missing (referenced by record %d)", h, i)
+		}
+	}
+	rep.Pruned = int64(len(missing))
 	if rb.root() != cp.Root {
 		return nil, verr(KindIntegrity, "log: root hash mismatch (tree size %d)", N)
 	}

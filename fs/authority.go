@@ -49,10 +49,19 @@ func (m *Monitor) Authority() *authority.Monitor {
 // builds; it has effect only before the first call of Authority.
 func (m *Monitor) SetAuthorityConfig(c authority.Config) { m.authst.cfg = c }
 
+// AuthorityKey is the key the authority monitor keeps res's reads under:
+// its session, or the process outside sessions.
+func AuthorityKey(res *principal.Resolved) string {
+	if res.Session != nil {
+		return "s:" + res.Session.ID
+	}
+	return "p:" + res.Proc.ID.String()
+}
+
 // authWriter is the authority subject of res. Its reads and writes are kept
 // under the same key as its provenance reads (its session, or the process).
 func authWriter(res *principal.Resolved, subj policy.Subject) authority.Writer {
-	return authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Session: readerKey(res), Identified: res.Identified}
+	return authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Session: AuthorityKey(res), Identified: res.Identified}
 }
 
 var actStamp = authority.Stamp{Class: authority.Act, Rule: authority.RuleWriteOwner, Origin: policy.User}
@@ -91,7 +100,7 @@ func (m *Monitor) authRead(res *principal.Resolved, rel string, l *Label) {
 	if l == nil {
 		return
 	}
-	m.Authority().Read(readerKey(res), rel, StampOf(l))
+	m.Authority().Read(AuthorityKey(res), rel, StampOf(l))
 }
 
 // stampWrite binds the class of a write by res to rel (hash "" for a plain
@@ -336,7 +345,7 @@ func (p *plainFile) Flush(ctx context.Context) syscall.Errno {
 // authRestamp lowers the stamp of the plain file key (at rel, written by
 // res) to the floor of what res has read.
 func (m *Monitor) authRestamp(res *principal.Resolved, rel string, k fileKey, st *syscall.Stat_t) {
-	floor, sources := m.Authority().Floor(readerKey(res))
+	floor, sources := m.Authority().Floor(AuthorityKey(res))
 	l := m.Labels.Get(k)
 	cur := StampOf(l)
 	if floor >= cur.Class {

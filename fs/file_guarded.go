@@ -184,7 +184,12 @@ func (g *guardedFile) room(end int64) error {
 // openFileRel opens a backing file by relative path without following
 // symlinks anywhere on the way.
 func (m *Monitor) openFileRel(rel string, flags int) (*os.File, error) {
-	fd, err := unix.Openat2(m.rootFd, rel, &unix.OpenHow{
+	dfd, name, done, err := m.parentAt(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	fd, err := unix.Openat2(dfd, name, &unix.OpenHow{
 		Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})

@@ -78,17 +78,19 @@ type Monitor struct {
 	Labels   *LabelStore
 	rec      Recorder
 	log      zerolog.Logger
+	root     string              // Config.Root
+	roots    map[string]*Monitor // further roots by name (roots.go)
 
 	mu       sync.Mutex
-	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
-	lastRec  map[string]string   // path → id of the record of its current version
-	reads    map[string][]string // session (or process) → records of labelled files it read
-	objs     objectLookers       // who looked up each FIFO, socket and device node
-	writers  map[fileKey]int     // inodes open for writing through the mount
-	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
-	inflight map[string]int      // guarded paths aerfs is changing right now
-	onKnown  func(rel string)    // see SetOnKnown
-	paths    pathLocks           // one lock per guarded path being changed
+	guarded  map[fileKey]string // inodes of guarded files, so a hard link is guarded too
+	lastRec  map[string]string  // path → id of the record of its current version
+	rt       readTracker        // what each session (or process) read: fs/reads.go
+	objs     objectLookers      // who looked up each FIFO, socket and device node
+	writers  map[fileKey]int    // inodes open for writing through the mount
+	expected map[string]string  // guarded path → content aerfs last gave it ("" = absent)
+	inflight map[string]int     // guarded paths aerfs is changing right now
+	onKnown  func(rel string)   // see SetOnKnown
+	paths    pathLocks          // one lock per guarded path being changed
 
 	Stats Stats
 
@@ -119,6 +121,9 @@ type Config struct {
 	Labels   *LabelStore
 	Recorder Recorder
 	Log      zerolog.Logger
+	// Root names a further root of the policy: the paths of its records
+	// are "@Root/…" (roots.go).
+	Root string
 }
 
 // NewMonitor prepares the monitor and indexes the guarded files already in
@@ -134,7 +139,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 		log:      c.Log,
 		guarded:  map[fileKey]string{},
 		lastRec:  map[string]string{},
-		reads:    map[string][]string{},
+		root:     c.Root,
 	}
 	m.pol.Store(c.Policy)
 	if err := os.MkdirAll(m.stagingDir(), 0o700); err != nil {
@@ -150,7 +155,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 func (m *Monitor) Policy() *policy.Policy { return m.pol.Load() }
 
 // SetPolicy replaces the policy in force.
-func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p) }
+func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p); m.rootsPolicy(p) }
 
 func (m *Monitor) stagingDir() string { return path.Join(m.stateDir, "staging") }
 
@@ -233,6 +238,9 @@ func (m *Monitor) openDir(rel string) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
+	if long(rel) {
+		return m.openDirPieces(rel, unix.O_RDONLY)
+	}
 	return unix.Openat2(m.rootFd, rel, &unix.OpenHow{
 		Flags:   unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -246,8 +254,13 @@ func (m *Monitor) lstatRel(rel string) (*syscall.Stat_t, error) {
 	if rel == "" {
 		rel = "."
 	}
+	fd, name, done, err := m.parentAt(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	var st unix.Stat_t
-	if err := unix.Fstatat(m.rootFd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, &os.PathError{Op: "lstat", Path: rel, Err: err}
 	}
 	return (*syscall.Stat_t)(unsafe.Pointer(&st)), nil
@@ -387,6 +400,9 @@ func (m *Monitor) fillRecord(r *evidence.Record) {
 	if r.Meta.Time == "" {
 		r.Meta.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	}
+	if m.root != "" {
+		m.rootPaths(r)
+	}
 }
 
 // mustRecord appends r and returns once it is durable.
@@ -405,11 +421,18 @@ func (m *Monitor) noteTaint(res *principal.Resolved, added policy.Taint, rel str
 			Session: subj.Session, Reason: "read a labelled file"}})
 }
 
-func readerKey(res *principal.Resolved) string {
+// readerKey names whose reads a change inherits: the caller's session, or
+// the process itself outside sessions.
+func readerKey(res *principal.Resolved) reader {
 	if res.Session != nil {
-		return "s:" + res.Session.ID
+		return reader{session: res.Session.ID}
 	}
-	return "p:" + res.Proc.ID.String()
+	return reader{proc: res.Proc.ID}
+}
+
+type reader struct {
+	session string
+	proc    principal.ProcID
 }
 
 // noteRead remembers that the caller's session read the file whose current
@@ -417,34 +440,59 @@ func readerKey(res *principal.Resolved) string {
 // parent, so provenance can be walked.
 func (m *Monitor) noteRead(res *principal.Resolved, id string) {
 	k := readerKey(res)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, x := range m.reads[k] {
+	t := &m.rt
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rs := t.set(k, res)
+	for _, x := range rs.labelled {
 		if x == id {
 			return
 		}
 	}
-	if len(m.reads[k]) < 4096 {
-		m.reads[k] = append(m.reads[k], id)
+	if len(rs.labelled) < maxLabelledParents {
+		rs.labelled = append(rs.labelled, id)
 	}
 }
 
+// maxLabelledParents leaves room under the evidence format's limit of 4096
+// parents for the previous version and the reads record.
+const maxLabelledParents = 4000
+
+// parentsFor is the parents of a change of rel by the caller: the record of
+// rel's current version, the records of the labelled files the caller read,
+// and its newest reads record, which lists every file it read through the
+// mount (written now for what it read since its last change: fs/reads.go),
+// with those of the sessions its session was started from.
 func (m *Monitor) parentsFor(res *principal.Resolved, rel string) []string {
 	k := readerKey(res)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	reads := m.readsHeads(res)
+	m.rt.mu.Lock()
+	rs := m.rt.get(k, res)
+	m.rt.mu.Unlock()
 	out := []string{}
+	m.mu.Lock()
 	if id := m.lastRec[rel]; id != "" {
 		out = append(out, id)
 	}
-	for _, id := range m.reads[k] {
-		dup := false
+	m.mu.Unlock()
+	add := func(id string) {
 		for _, x := range out {
-			dup = dup || x == id
+			if x == id {
+				return
+			}
 		}
-		if !dup {
-			out = append(out, id)
+		out = append(out, id)
+	}
+	if rs != nil {
+		m.rt.mu.Lock()
+		labelled := rs.labelled
+		m.rt.mu.Unlock()
+		for _, id := range labelled {
+			add(id)
 		}
+	}
+	for _, id := range reads {
+		add(id)
 	}
 	return out
 }

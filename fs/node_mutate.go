@@ -73,7 +73,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	ch, errno := n.loopMkdir(ctx, name, mode, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 	}
@@ -85,7 +85,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	ch, errno := n.loopMknod(ctx, name, mode, rdev, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 		n.m.labelCreated(ctx, rel, out)
@@ -98,7 +98,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
+	ch, errno := n.loopSymlink(ctx, target, name, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 		n.m.labelCreated(ctx, rel, out)
@@ -112,7 +112,11 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if isReserved(name) {
 		return nil, syscall.EACCES
 	}
-	src := target.(*Node).rel()
+	tn, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV // .aerfs/status (statusfile.go) is no backing file
+	}
+	src := tn.rel()
 	sst, err := n.m.lstatRel(src)
 	if err != nil {
 		return nil, gofs.ToErrno(err)
@@ -137,7 +141,7 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	var ch *gofs.Inode
 	link := func([]string) syscall.Errno {
 		var errno syscall.Errno
-		ch, errno = n.LoopbackNode.Link(ctx, target, name, out)
+		ch, errno = n.loopLink(ctx, target, name, out)
 		return errno
 	}
 	if c, _, _ := n.m.Policy().Classify(dst); !c.Guarded() || sst.Mode&syscall.S_IFMT != syscall.S_IFREG || res == nil {
@@ -214,7 +218,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno
 	}
 	if !t.Class.Guarded() || res == nil {
-		if errno := gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, 0)); errno != 0 {
+		if errno := gofs.ToErrno(n.m.unlinkRel(rel, 0)); errno != 0 {
 			return errno
 		}
 		if st.Nlink <= 1 {
@@ -232,7 +236,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		},
 		publish: func([]string) syscall.Errno {
 			gone, _ = n.m.lstatRel(rel) // a commit since the decision may have replaced the inode
-			return gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, 0))
+			return gofs.ToErrno(n.m.unlinkRel(rel, 0))
 		},
 		done: func(ids []string) syscall.Errno {
 			if gone != nil && gone.Nlink <= 1 {
@@ -250,7 +254,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if _, errno := n.m.decideAll(ctx, []check{{op: policy.OpUnlink, rel: rel, t: t, l: nil}}); errno != 0 {
 		return errno
 	}
-	return gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, unix.AT_REMOVEDIR))
+	return gofs.ToErrno(n.m.unlinkRel(rel, unix.AT_REMOVEDIR))
 }
 
 // Rename decides the source leaving its name and the content arriving at
@@ -284,7 +288,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
 	rename := func([]string) syscall.Errno {
-		return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+		return n.loopRename(ctx, name, newParent, newName, flags)
 	}
 	forgetReplaced := func() {
 		if dstSt != nil && dstSt.Nlink <= 1 && !exchange && dstSt.Mode&syscall.S_IFMT != syscall.S_IFDIR {
@@ -544,6 +548,17 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 		// having left set-ID clearing to the filesystem).
 		n.m.killSUIDGID(ctx, rel, st)
 	}
+	if res != nil && !t.Class.Guarded() && sizeSet {
+		// A plain file truncated by a labelled writer carries its label,
+		// stored before the change: a label that cannot be kept would be
+		// lost taint.
+		if nl := mergeLabels(l, labelForWriter(res.Subject())); nl != nil {
+			if err := n.m.Labels.Set(keyOf(st), nl); err != nil {
+				n.m.log.Error().Err(err).Str("path", rel).Msg("label not stored: truncate refused")
+				return syscall.EIO
+			}
+		}
+	}
 	rest := *in
 	rest.Valid &^= fuse.FATTR_KILL_SUIDGID
 	if sizeSet && (staged || t.Class.Guarded()) {
@@ -561,14 +576,8 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 		fh = nil
 	}
 	if rest.Valid&^fuse.FATTR_FH&^fuse.FATTR_LOCKOWNER != 0 {
-		if errno := n.LoopbackNode.Setattr(ctx, fh, &rest, out); errno != 0 {
+		if errno := n.loopSetattr(ctx, fh, &rest, out); errno != 0 {
 			return errno
-		}
-	}
-	if res != nil && !t.Class.Guarded() && sizeSet {
-		// A plain file truncated by a labelled writer carries its label.
-		if nl := mergeLabels(l, labelForWriter(res.Subject())); nl != nil {
-			n.m.Labels.Set(keyOf(st), nl)
 		}
 	}
 	n.m.rebind(rel)

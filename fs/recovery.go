@@ -71,6 +71,9 @@ func (m *Monitor) changing(rel string) func() {
 
 // Expected returns the content aerfs last gave rel, and whether it knows.
 func (m *Monitor) Expected(rel string) (string, bool) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.Expected(sub)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.expected[rel]
@@ -80,6 +83,7 @@ func (m *Monitor) Expected(rel string) (string, bool) {
 // SetExpected replaces what aerfs believes the guarded files hold (from
 // the evidence log, at mount).
 func (m *Monitor) SetExpected(state map[string]string) {
+	state = m.splitExpected(state)
 	m.mu.Lock()
 	m.expected = map[string]string{}
 	for p, h := range state {
@@ -90,6 +94,7 @@ func (m *Monitor) SetExpected(state map[string]string) {
 
 // SetLastRecord names the record of the current version of each path.
 func (m *Monitor) SetLastRecord(id string, paths ...string) {
+	paths = m.routeLastRecord(id, paths)
 	m.mu.Lock()
 	for _, p := range paths {
 		m.lastRec[p] = id
@@ -100,6 +105,9 @@ func (m *Monitor) SetLastRecord(id string, paths ...string) {
 // HashRel returns the hash of rel's content ("" when absent), keeping the
 // content as a blob.
 func (m *Monitor) HashRel(rel string) (string, error) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.HashRel(sub)
+	}
 	st, err := m.lstatRel(rel)
 	if err != nil {
 		if os.IsNotExist(err) || err == unix.ENOENT {
@@ -133,6 +141,9 @@ func (m *Monitor) GuardedState() (map[string]string, error) {
 		}
 		out[sub] = h
 	})
+	if ferr == nil {
+		ferr = m.rootsState(out)
+	}
 	return out, ferr
 }
 
@@ -145,6 +156,9 @@ func (m *Monitor) GuardedState() (map[string]string, error) {
 // is left alone (no record). It returns the previous hash ("" when the file
 // was absent) and the record's id.
 func (m *Monitor) SetContent(rel, h string, mk func(old string) *evidence.Record) (string, string, error) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.SetContent(sub, h, r.unrootMaker(mk))
+	}
 	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
 		return "", "", fmt.Errorf("bad path %q", rel)
 	}
@@ -278,6 +292,13 @@ type Drift struct {
 // CheckDrift compares rel with what aerfs last gave it. A drifted file's
 // label becomes EXTERNAL: whoever reads it inherits UNTRUSTED.
 func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
+	if r, sub, ok := m.route(rel); ok {
+		d, err := r.CheckDrift(sub)
+		if d != nil {
+			d.Path = rel
+		}
+		return d, err
+	}
 	// A commit between reading the expected content and hashing the file
 	// would look like drift: compare between commits.
 	defer m.lockPath(rel)()
@@ -307,6 +328,9 @@ func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
 	m.expect(rel, found)
 	return &Drift{Path: rel, Expected: want, Found: found}, nil
 }
+
+// HasBlob reports whether the content with this hash is stored.
+func (m *Monitor) HasBlob(hash string) bool { return m.rec.HasBlob(hash) }
 
 // BackingPath is a path through which the backing directory can be watched
 // (the mount covers the workspace path itself).

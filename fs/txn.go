@@ -261,10 +261,15 @@ func (m *Monitor) stageReplacement(rel string, staged *os.File, old *syscall.Sta
 	if err := syscall.Fstat(fd, &st); err == nil {
 		r.st = &st
 	}
-	// The content is written (a full disk has said so by now); its flush
-	// and the record's are independent, so they overlap.
+	// The content is written (a full disk has said so by now). It is not
+	// flushed: the new content is durable as a blob with the record
+	// before the rename publishes it, and a crash that loses what the
+	// rename published is repaired at the next mount from the record (a
+	// change recorded during a mount that crashed is completed unless the
+	// file holds its content). A change without a record (durable) is
+	// flushed before its rename.
 	r.synced = make(chan error, 1)
-	go func() { r.synced <- r.out.Sync() }()
+	r.synced <- nil
 	return r, 0
 }
 
@@ -274,15 +279,21 @@ func (r *replacement) publish() syscall.Errno {
 	if r.inPlace {
 		return r.m.rewriteInPlace(r.dfd, r.name, r.rel, r.staged)
 	}
-	if err := <-r.synced; err != nil {
-		r.synced = nil
+	err := <-r.synced
+	r.synced = nil
+	if err == nil && r.durable {
+		err = r.out.Sync()
+	}
+	if err != nil {
 		return gofs.ToErrno(err)
 	}
-	r.synced = nil
+	prev := r.m.identityBefore(r.rel) // inoalias.go
 	if err := unix.Renameat(r.dfd, r.tmp, r.dfd, r.name); err != nil {
+		r.m.dropReplaced(prev)
 		return gofs.ToErrno(err)
 	}
 	r.tmp = ""
+	r.m.noteReplaced(prev, int(r.out.Fd())) // the kernel keeps the identity it knew
 	if r.old != nil {
 		// The replaced inode is gone: its label must not greet the next
 		// file that gets its number.
@@ -320,3 +331,9 @@ func (r *replacement) close() {
 		r.dfd = -1
 	}
 }
+
+// SyncBacking flushes the backing file system: everything published so far
+// (renames of content not flushed on its own) is durable before the
+// unmount is recorded, so a clean unmount record means nothing is left to
+// complete.
+func (m *Monitor) SyncBacking() error { return unix.Syncfs(m.rootFd) }

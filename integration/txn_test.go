@@ -257,7 +257,20 @@ for n in range(100000):
 				}
 			}()
 		}
-		time.Sleep(time.Duration(300+50*round) * time.Millisecond)
+		// Kill once every writer has committed in this round (a loaded
+		// machine starts them slowly), at a point that varies by round.
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			started := strings.Contains(e.Read("memory/shared.md"), fmt.Sprintf("round%d-a", round))
+			for w := 0; w < 4 && started; w++ {
+				started = strings.Contains(e.Read(fmt.Sprintf("memory/r%d.md", w)), fmt.Sprintf("round%d-r", round))
+			}
+			if started {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(50+37*round%300) * time.Millisecond)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ const (
 	keyFirstID    = "identity_first_create"
 )
 
-var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID}
+var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID, keyRoots}
 
 // spec is a parsed but not yet merged policy file. has records which keys
 // the file sets; the others come from the default policy.
@@ -73,6 +73,7 @@ type spec struct {
 	sandbox     sandboxSpec
 	firstID     bool
 	auth        AuthoritySettings // policy/authority_keys.go
+	roots       []rootSpec
 }
 
 var (
@@ -199,6 +200,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.firstIdentity(v, s)
 		case keyAttestors, keyElevation, keyAgentScripts:
 			return ps.authorityKey(key, v, s)
+		case keyRoots:
+			return ps.roots(v, s)
 		}
 		return nil
 	})

@@ -264,7 +264,7 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	mergeAuthority(s, base)
 	for _, k := range topKeys {
-		if s.has[k] || base == nil && (k == keyNamespaces || k == keyBurst) {
+		if s.has[k] || k == keyRoots || base == nil && (k == keyNamespaces || k == keyBurst) {
 			continue
 		}
 		if base == nil {
@@ -348,6 +348,7 @@ func compile(name string, s *spec) *Policy {
 		writable:    s.sandbox.writable,
 		privateTmp:  s.sandbox.privateTmp,
 	}
+	defer compileRoots(p, s)
 	for c := Identity; c < numClasses; c++ {
 		r := classRank(c)
 		for _, pt := range s.classes[c] {

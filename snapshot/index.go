@@ -67,6 +67,14 @@ type rec struct {
 	vFirst    int32   // versions of this record: vers[vFirst : vFirst+vCount]
 	vCount    int32
 	snap      int32 // position in snaps, or -1
+	rFirst    int32 // files a reads record lists: reads[rFirst : rFirst+rCount]
+	rCount    int32
+}
+
+// read is one file a reads record lists, with the hash of the version
+// read ("" when unknown).
+type read struct {
+	path, hash string
 }
 
 type ver struct {
@@ -101,6 +109,7 @@ type Index struct {
 	recs    []rec
 	byID    map[string]int32
 	vers    []ver
+	reads   []read
 	byPath  map[string][]int32 // path → versions, log order
 	snaps   []snap
 	events  []int32 // records that are versions or snapshots, log order
@@ -109,6 +118,15 @@ type Index struct {
 	quarBy  map[int32]int32     // record position → quar position
 	approve map[string]approval // path → approved content awaiting its write
 	mounts  []Mount
+	pruned  map[string]bool // blobs gc records removed
+}
+
+// Pruned reports whether aerfs gc removed the content with this hash (it
+// may have been stored again since).
+func (x *Index) Pruned(hash string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.pruned[hash]
 }
 
 // Mount is one mount in the log: its record's index, and whether an
@@ -196,6 +214,13 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 	}
 	path := r.Meta.FilePath() // the name's bytes, from path or path_b64
 	switch r.Type {
+	case evidence.TypeGC:
+		if x.pruned == nil {
+			x.pruned = map[string]bool{}
+		}
+		for _, h := range p.Pruned {
+			x.pruned[h] = true
+		}
 	case evidence.TypeMount:
 		x.mounts = append(x.mounts, Mount{Idx: x.recs[pos].idx})
 	case evidence.TypeUnmount:
@@ -253,6 +278,12 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 			return
 		}
 		x.addVer(pos, path, evidence.TypeDrift, p.NewHash, p.OldHash)
+	case evidence.TypeReads:
+		x.recs[pos].rFirst = int32(len(x.reads))
+		for i := range p.Reads {
+			x.reads = append(x.reads, read{path: p.Reads[i].FilePath(), hash: p.Reads[i].Hash})
+		}
+		x.recs[pos].rCount = int32(len(p.Reads))
 	case evidence.TypeSnapshot:
 		x.recs[pos].snap = int32(len(x.snaps))
 		files := append([]evidence.FileState(nil), p.Files...)

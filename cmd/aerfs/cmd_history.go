@@ -54,23 +54,31 @@ type historyEntry struct {
 	N int `json:"n"`
 	snapshot.Version
 	Size *int64 `json:"size,omitempty"` // nil: absent, or its blob is missing
+	// ContentPruned: aerfs gc removed this version's content (the record
+	// stays; the version cannot be restored).
+	ContentPruned bool `json:"content_pruned,omitempty"`
 }
 
 // fileHistory resolves FILE and reads its versions from the log.
 func fileHistory(t *target, file string) (string, []snapshot.Version, error) {
+	rel, _, vs, err := fileHistoryIndex(t, file)
+	return rel, vs, err
+}
+
+func fileHistoryIndex(t *target, file string) (string, *snapshot.Index, []snapshot.Version, error) {
 	rel, err := workspaceRel(t, file)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	x, err := recoveryIndex(t.stateDir)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return rel, x.History(rel), nil
+	return rel, x, x.History(rel), nil
 }
 
 func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
-	rel, vs, err := fileHistory(t, file)
+	rel, x, vs, err := fileHistoryIndex(t, file)
 	if err != nil {
 		return err
 	}
@@ -81,6 +89,8 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 			if b, err := evidence.ReadBlob(t.stateDir, v.Hash); err == nil {
 				n := int64(len(b))
 				entries[i].Size = &n
+			} else if x.Pruned(v.Hash) {
+				entries[i].ContentPruned = true
 			}
 		}
 	}
@@ -97,6 +107,8 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 		size := "-"
 		if e.Size != nil {
 			size = fmt.Sprint(*e.Size)
+		} else if e.ContentPruned {
+			size = "content pruned"
 		} else if e.Hash != "" {
 			size = "?" // the blob is gone
 		}
@@ -123,6 +135,9 @@ func recoveryIndex(stateDir string) (*snapshot.Index, error) {
 func workspaceRel(t *target, arg string) (string, error) {
 	if arg == "" {
 		return "", fail(exitUsage, "", "empty file name")
+	}
+	if r, ok := rootRel(t, arg); ok {
+		return r, nil
 	}
 	p := arg
 	if t.workspace != "" {
@@ -173,7 +188,11 @@ func readWorkspaceFile(t *target, rel string) ([]byte, bool, error) {
 	if t.workspace == "" {
 		return nil, false, fail(exitUsage, "pass --workspace DIR", "the current content of %s needs the workspace", rel)
 	}
-	b, err := os.ReadFile(filepath.Join(t.workspace, filepath.FromSlash(rel)))
+	file := filepath.Join(t.workspace, filepath.FromSlash(rel))
+	if f, ok := rootFile(t, rel); ok {
+		file = f
+	}
+	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}

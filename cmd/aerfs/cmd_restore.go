@@ -38,6 +38,7 @@ type restoreOptions struct {
 	snapshot       string
 	before         string
 	contaminatedBy string
+	sourceVersion  string
 	dryRun         bool
 	asJSON         bool
 }
@@ -62,7 +63,8 @@ every agent session.`,
 	c.Flags().StringVar(&o.to, "to", "", "with FILE: the version (a number from aerfs history, or a record id prefix)")
 	c.Flags().StringVar(&o.snapshot, "snapshot", "", "a snapshot id (prefix)")
 	c.Flags().StringVar(&o.before, "before", "", "a time (RFC 3339) or a duration ago (10m)")
-	c.Flags().StringVar(&o.contaminatedBy, "contaminated-by", "", "a path or record id found to be poisoned")
+	c.Flags().StringVar(&o.contaminatedBy, "contaminated-by", "", "a path (labelled or not) or record id found to be poisoned")
+	c.Flags().StringVar(&o.sourceVersion, "source-version", "", "with --contaminated-by PATH: only that version of it (its content's SHA-256, or a prefix)")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and the diffs; change nothing")
 	c.Flags().BoolVar(&o.asJSON, "json", false, "print the plan (done or, with --dry-run, to do) as JSON, diffs included")
 	return c
@@ -73,7 +75,17 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := daemon.Request{Op: "restore", Snapshot: o.snapshot, ContaminatedBy: o.contaminatedBy, DryRun: o.dryRun}
+	req := daemon.Request{Op: "restore", Snapshot: o.snapshot, ContaminatedBy: o.contaminatedBy, SourceVersion: o.sourceVersion, DryRun: o.dryRun}
+	if o.sourceVersion != "" && o.contaminatedBy == "" {
+		return fail(exitUsage, "aerfs restore --help", "--source-version goes with --contaminated-by PATH")
+	}
+	if o.contaminatedBy != "" && (o.sourceVersion != "" || !looksLikeRecordID(o.contaminatedBy)) {
+		rel, err := workspaceRel(t, o.contaminatedBy)
+		if err != nil {
+			return err
+		}
+		req.ContaminatedBy = rel
+	}
 	if len(args) == 1 {
 		rel, err := workspaceRel(t, args[0])
 		if err != nil {

@@ -68,7 +68,8 @@ from which process writes and what it has read, never from the bytes.`,
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
 		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
-		newWatchCommand(), newReportCommand(),
+		newWatchCommand(), newReportCommand(), newGCCommand(),
+		newSessionCommand(), newWhyCommand(), newEditCommand(), newAdoptCommand(),
 	)
 	root.AddCommand(newManCommand(root))
 	// cobra would add completion and help when it runs; make them now so
