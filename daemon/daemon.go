@@ -135,6 +135,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	mon.SetAuthorityConfig(authorityConfig(pol))
 	if rec.m != nil {
 		mon.OnCommit = rec.m.ObserveCommit
 	}

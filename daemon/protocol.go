@@ -47,6 +47,10 @@ type Request struct {
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`
+	// authorize, authority-check (daemon/authority.go)
+	For   string `json:"for,omitempty"`
+	TTL   string `json:"ttl,omitempty"`
+	Token string `json:"token,omitempty"`
 	// gc: the retention
 	KeepLast   int    `json:"keep_last,omitempty"`
 	KeepWithin string `json:"keep_within,omitempty"` // a Go duration

@@ -281,6 +281,8 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.approve(pid, req, true)
 	case "reject":
 		return s.approve(pid, req, false)
+	case "authority", "authorize", "authorize-check", "attest":
+		return s.authorityOp(pid, req)
 	case "gc":
 		return s.gc(pid, req)
 	case "status":

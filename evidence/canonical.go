@@ -128,6 +128,11 @@ func (r *Record) Validate() error {
 	if _, err := ParseTime(m.Time); err != nil {
 		return schemaErr("meta.%v", err)
 	}
+	switch m.Class {
+	case "", "none", "inform", "act":
+	default:
+		return schemaErr("meta.class %q is not none, inform or act", m.Class)
+	}
 	switch m.Verdict {
 	case "", "allow", "deny":
 	default:

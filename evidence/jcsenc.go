@@ -37,6 +37,7 @@ func appendCanonical(b []byte, r *Record) []byte {
 		b = append(b, `":`...)
 		b = strconv.AppendInt(b, v, 10)
 	}
+	str("class", m.Class)
 	str("exe", m.Exe)
 	str("exe_b64", m.ExeB64)
 	str("op", m.Op)

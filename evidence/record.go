@@ -71,6 +71,9 @@ type Meta struct {
 	Session string `json:"session,omitempty"`
 	Rule    string `json:"rule,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+	// Class is the authority class (none, inform, act) of the content a
+	// write binds or an act-gate verdict decides on (docs/authority.md).
+	Class string `json:"class,omitempty"`
 }
 
 // Payload carries what a record is about, inline or by blob reference.

@@ -36,6 +36,9 @@ func (m *Monitor) Promote(res *principal.Resolved, rel string) (string, policy.V
 		m.record(r)
 		return "", v, nil
 	}
+	if err := m.authPromoteErr(res, rel, l); err != nil {
+		return "", v, err
+	}
 	sessions, shared := pol.Namespaces()
 	rest := strings.TrimPrefix(rel, sessions+"/"+t.Session+"/")
 	if rest == rel || rest == "" {

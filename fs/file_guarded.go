@@ -468,6 +468,7 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 	if err != nil {
 		return syscall.EIO
 	}
+	m.stampCommit(res, rel, newHash)
 	var rep *replacement
 	var preKey *fileKey
 	return m.apply(&txn{
@@ -510,6 +511,7 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 				// its taint (the rename changes its ctime; the label's
 				// hash still binds it).
 				pl.Hash, pl.Record = newHash, ids[0]
+				pl.Stamp = m.pendingStamp(rel, newHash, false)
 				pl.bindFingerprint(rep.st)
 				k := keyOf(rep.st)
 				if err := m.Labels.Set(k, pl); err != nil {
@@ -547,7 +549,8 @@ func (m *Monitor) writeRecord(res *principal.Resolved, subj policy.Subject, rel,
 		Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
 		Parents: m.parentsFor(res, rel),
 		Meta: evidence.Meta{Path: rel, Op: "commit", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
-			UID: res.Proc.UID, Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason()},
+			UID: res.Proc.UID, Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason(),
+			Class: m.recordClass(subj, rel, newHash)},
 		Payload: &evidence.Payload{OldHash: oldHash, NewHash: newHash},
 	}
 }
@@ -567,6 +570,7 @@ func (m *Monitor) bindWrite(subj policy.Subject, rel, newHash, id string, nst *s
 			l = &Label{Origin: subj.Principal}
 		}
 		l.Hash, l.Record = newHash, id
+		l.Stamp = m.pendingStamp(rel, newHash, true)
 		l.bindFingerprint(nst)
 		if err := m.Labels.Set(keyOf(nst), l); err != nil {
 			return syscall.EIO

@@ -36,6 +36,9 @@ func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.O
 		if l != nil && (op == policy.OpRead || op == policy.OpExec) && l.Record != "" {
 			m.noteRead(res, l.Record)
 		}
+		if op == policy.OpRead || op == policy.OpExec {
+			m.authRead(res, rel, l)
+		}
 		if v.Rule == policy.RulePlain {
 			return v, 0
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -25,6 +26,9 @@ type Label struct {
 	// its inode and type, not by a fingerprint: a FIFO's times change with
 	// every write that passes through it.
 	Kind uint32 `json:"kind,omitempty"`
+	// Stamp is the authority class bound to the content when it was
+	// written (fs/authority.go); nil: derived from origin and taint.
+	Stamp *authority.Stamp `json:"stamp,omitempty"`
 
 	// Binding. Guarded files are bound by content hash; every label also
 	// keeps the cheap fingerprint, checked first.

@@ -104,6 +104,7 @@ type Monitor struct {
 	OnBurst func(s *principal.Session)
 	burst   map[string][]time.Time // session → times of its recent refusals
 	anyHeld atomic.Bool            // some session is quarantined: plain fast paths must look
+	authst  authState              // authority monitor (fs/authority.go)
 }
 
 // Stats counts verdicts for `aerfs status`.

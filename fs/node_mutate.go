@@ -135,6 +135,9 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 		n.m.keepRefusedArrival(res, checks, policy.OpLink, src, sst)
 		return nil, errno
 	}
+	if errno := n.m.authControl(ctx, res, "link", dst, ls); errno != 0 {
+		return nil, errno
+	}
 	var ch *gofs.Inode
 	link := func([]string) syscall.Errno {
 		var errno syscall.Errno
@@ -278,6 +281,9 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	res, errno := n.m.decideAll(ctx, checks)
 	if errno != 0 {
 		n.m.keepRefusedArrival(res, checks, policy.OpRenameTo, src, sst)
+		return errno
+	}
+	if errno := n.m.authRename(ctx, res, src, dst, sst); errno != 0 {
 		return errno
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
@@ -532,6 +538,9 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	}
 	res, errno := n.m.decideAll(ctx, checks)
 	if errno != 0 {
+		return errno
+	}
+	if errno := n.m.authChmod(ctx, res, rel, in, st, l); errno != 0 {
 		return errno
 	}
 	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {

@@ -54,6 +54,11 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
 		return nil, 0, errno
 	}
+	if op == policy.OpExec {
+		if errno := n.m.authExec(res, rel, l); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	n.m.readOpened(ctx, res, rel, st, l, flags)
 	if t.Class.Guarded() {
 		if op == policy.OpWrite {
@@ -183,32 +188,35 @@ func (m *Monitor) plainWriter(res *principal.Resolved, rel string, fh gofs.FileH
 	subj := res.Subject()
 	nl := labelForWriter(subj)
 	if !truncated {
-		nl = mergeLabels(old, nl)
+		nl = m.stampWrite(res, rel, "", mergeLabels(old, nl), old)
+	} else {
+		nl = m.stampWrite(res, rel, "", nl, nil)
 	}
-	if nl == nil && old == nil {
+	if nl == nil && old == nil && !authTracked(res) {
 		return fh
 	}
 	k := keyOf(st)
 	if nl != nil {
 		nl.bindFingerprint(st)
-		if labelForWriter(subj) != nil {
+		if needsPlainRecord(subj, nl) {
 			// The provenance DAG reaches plain files through this record:
 			// whoever reads the file later names it as a parent.
 			id := m.record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
 				Taint: taintNames(nl.Taint), Parents: m.parentsFor(res, rel),
 				Meta: evidence.Meta{Path: rel, Op: "open", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
-					UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "written by a labelled writer"}})
+					UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "written by a labelled writer",
+					Class: ClassOf(nl)}})
 			nl.Record = id
 		}
 	}
 	if err := m.Labels.Set(k, nl); err != nil {
 		m.log.Error().Err(err).Msg("label not stored")
 	}
-	if nl == nil {
+	if nl == nil && !authTracked(res) {
 		return fh
 	}
 	m.writeOpened(k)
-	return &plainFile{LoopbackFile: fh.(*gofs.LoopbackFile), m: m, key: k}
+	return &plainFile{LoopbackFile: fh.(*gofs.LoopbackFile), m: m, key: k, res: res, rel: rel}
 }
 
 // plainFile is a writable plain file with a label. It embeds the loopback
@@ -218,6 +226,8 @@ type plainFile struct {
 	*gofs.LoopbackFile
 	m   *Monitor
 	key fileKey
+	res *principal.Resolved // the writer, whose reads bound the content's class (fs/authority.go)
+	rel string
 }
 
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {

@@ -126,7 +126,7 @@ func TestAttackTaxonomy(t *testing.T) {
 			r := e.ShT("SKILL", plantSession[p], fmt.Sprintf("mkdir -p \"$(dirname %q)\" 2>/dev/null; printf '%%s\\n' %q > %q", p, content, p))
 			expectFail(t, "SKILL plants "+p, r)
 		}
-		expectOK(t, "SKILL writes a plain job file", e.ShT("SKILL", "a3-skill-job", "mkdir -p jobs && printf '%s\\n' \""+job+"\" > jobs/run.sh && chmod +x jobs/run.sh"))
+		expectOK(t, "SKILL writes a plain job file", e.ShT("SKILL", "a3-skill-job", "mkdir -p jobs && printf '%s\\n' \""+job+"\" > jobs/run.sh && ! chmod +x jobs/run.sh 2>/dev/null"))
 		r := e.ShT("USER", "a3-runner", `sh jobs/run.sh`)
 		expectFail(t, "runner executes the planted job", r)
 		expectFail(t, "runner writes MEMORY.md itself", e.ShT("USER", "a3-runner", `echo '- note' >> MEMORY.md`))

@@ -72,6 +72,7 @@ type spec struct {
 	onDrift     DriftAction
 	sandbox     sandboxSpec
 	firstID     bool
+	auth        AuthoritySettings // policy/authority_keys.go
 	roots       []rootSpec
 }
 
@@ -171,7 +172,7 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 
 	s := &spec{has: map[string]bool{}}
 	var versionNode *yaml.Node
-	err := ps.mapping(root, topKeys, func(key string, k, v *yaml.Node) error {
+	err := ps.mapping(root, append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), func(key string, k, v *yaml.Node) error {
 		s.has[key] = true
 		switch key {
 		case keyVersion:
@@ -197,6 +198,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.sandbox(v, s)
 		case keyFirstID:
 			return ps.firstIdentity(v, s)
+		case keyAttestors, keyElevation, keyAgentScripts:
+			return ps.authorityKey(key, v, s)
 		case keyRoots:
 			return ps.roots(v, s)
 		}

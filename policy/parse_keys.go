@@ -262,6 +262,7 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 // merge fills what the file does not set from base, or requires every key
 // when base is nil, then checks what only the whole policy can show.
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
+	mergeAuthority(s, base)
 	for _, k := range topKeys {
 		if s.has[k] || k == keyRoots || base == nil && (k == keyNamespaces || k == keyBurst) {
 			continue
@@ -343,6 +344,7 @@ func compile(name string, s *spec) *Policy {
 		review:      s.review,
 		onDrift:     s.onDrift,
 		firstID:     s.firstID,
+		auth:        s.auth,
 		writable:    s.sandbox.writable,
 		privateTmp:  s.sandbox.privateTmp,
 	}

@@ -35,6 +35,8 @@ type Policy struct {
 	roots       []Root // further guarded roots (roots.go)
 
 	classPatterns [numClasses][]string // as written, for Patterns
+
+	auth AuthoritySettings // attestors, elevation, agent_scripts (authority_keys.go)
 }
 
 type execRule struct {

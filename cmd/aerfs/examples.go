@@ -36,7 +36,12 @@ var examples = map[string]string{
 	"aerfs taint": `  aerfs taint --session agent WEB_DERIVED
   aerfs taint --session agent INJECTION_SUSPECT TOOL_OUTPUT`,
 	"aerfs promote": `  aerfs promote sessions/agent/notes.md`,
-	"aerfs policy":  `  aerfs policy check ~/.local/state/aerfs/agent-1a2b/aerfs.yaml`,
+	"aerfs authority": `  aerfs authority sessions/agent/summary.md
+  aerfs authority --json out/payment.json | jq .may.exec.outcome`,
+	"aerfs attest": `  aerfs run --principal TOOL_AUTH --session erp-registry -- aerfs attest out/payment.json`,
+	"aerfs authorize": `  aerfs authorize tools/deploy.sh --for exec --ttl 10m
+  aerfs authorize --check "$TOKEN" out/payment.json --for exec     # an executor spends it`,
+	"aerfs policy": `  aerfs policy check ~/.local/state/aerfs/agent-1a2b/aerfs.yaml`,
 	"aerfs policy check": `  aerfs policy check aerfs.yaml
   aerfs policy check configs/aerfs.yaml && echo valid`,
 	"aerfs key": `  aerfs key > aerfs.pub

@@ -64,7 +64,7 @@ from which process writes and what it has read, never from the bytes.`,
 	root.PersistentFlags().StringVar(&gopts.state, "state", "", "the state directory (default: found from the workspace)")
 	root.AddCommand(
 		newInitCommand(), newMountCommand(), newUnmountCommand(), newRunCommand(),
-		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
+		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(), newAuthorityCommand(), newAuthorizeCommand(), newAttestCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
 		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),

@@ -1,0 +1,33 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestAuthorityKeys(t *testing.T) {
+	p, err := Parse("a.yaml", []byte("version: 1\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation: {k: 3, exec: 2}\nagent_scripts: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.Authority()
+	if a.Attestors["erp"] != "finance" || a.Attestors["bank"] != "bank" || a.K != 3 || a.KFor["exec"] != 2 || !a.AgentScripts {
+		t.Fatalf("authority settings: %+v", a)
+	}
+	if d := Default().Authority(); len(d.Attestors) != 0 || d.K != 0 || d.AgentScripts {
+		t.Fatalf("default authority settings: %+v", d)
+	}
+	for _, bad := range []string{
+		"attestors: {erp: {domain: \"\"}}",
+		"attestors: {erp: {realm: x}}",
+		"attestors: [erp]",
+		"elevation: {k: 0}",
+		"elevation: {k: many}",
+		"elevation: {run: 2}",
+		"agent_scripts: maybe",
+	} {
+		if _, err := Parse("a.yaml", []byte("version: 1\n"+bad+"\n")); err == nil || !strings.Contains(err.Error(), "a.yaml:") {
+			t.Errorf("%s: want a located error, got %v", bad, err)
+		}
+	}
+}
