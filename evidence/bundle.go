@@ -138,13 +138,13 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	all := map[string]int64{}
 	selected := map[string]bool{}
 	referenced := map[string]int64{}
-	blobs := map[string]bool{}
+	blobs, pruned := map[string]bool{}, map[string]bool{}
 	err = ReadAll(stateDir, func(idx int64, id string, r *Record) error {
 		if idx >= cp.Size {
 			return nil
 		}
 		all[id] = idx
-		if !f.Match(r) {
+		if !f.Match(r) && r.Type != TypeGC { // gc records account for pruned blobs
 			return nil
 		}
 		c, err := r.Canonical()
@@ -171,6 +171,9 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 				if h != "" {
 					blobs[h] = true
 				}
+			}
+			if r.Type == TypeGC {
+				notePruned(stateDir, r, pruned)
 			}
 		}
 		return nil
@@ -211,7 +214,9 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	sort.Strings(names)
 	for _, h := range names {
 		b, err := ReadBlob(stateDir, h)
-		if err != nil {
+		if err != nil && !HasBlob(stateDir, h) && pruned[h] {
+			continue
+		} else if err != nil {
 			return nil, fmt.Errorf("evidence: export: %w", err)
 		}
 		if err := w.put(bBlobs+h, b); err != nil {

@@ -232,6 +232,8 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 	}
 	var checks []pending
 	blobsWanted := map[string]int64{}
+	var pt prunedTracker // every reference, then only the missing ones
+	var gcs [][2]any     // gc records: index, manifest hash
 	var rb rootBuilder
 	last := int64(-1)
 	for k, line := range recs {
@@ -278,6 +280,10 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 				if _, seen := blobsWanted[h]; h != "" && !seen {
 					blobsWanted[h] = il.Idx
 				}
+				pt.ref(h, il.Idx)
+			}
+			if r.Type == TypeGC && r.Payload.NewHash != "" {
+				gcs = append(gcs, [2]any{il.Idx, r.Payload.NewHash})
 			}
 		}
 	}
@@ -340,8 +346,18 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 		}
 		delete(blobsWanted, h)
 	}
-	for h, idx := range blobsWanted {
-		return nil, verr(KindIntegrity, "blob %s: missing (referenced by record %d)", h, idx)
+	for _, g := range gcs {
+		if b, ok := files[bBlobs+g[1].(string)]; !ok || pt.gc(g[0].(int64), b) != nil {
+			return nil, verr(KindIntegrity, "record %d: unreadable gc manifest", g[0].(int64))
+		}
+	}
+	for h := range pt.missing {
+		if _, ok := blobsWanted[h]; !ok {
+			delete(pt.missing, h) // present
+		}
+	}
+	if err := pt.check(); err != nil {
+		return nil, err
 	}
 	rep.Blobs = int64(len(present))
 	return rep, nil
@@ -419,6 +435,7 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 	logr := bufio.NewReaderSize(io.NewSectionReader(logf, 0, logSize), 1<<16)
 	ids := make(map[[32]byte]int64, N)
 	blobs := map[string]bool{}
+	var pt prunedTracker
 	var rb rootBuilder
 	var pos int64
 	var ent [indexEntrySize]byte
@@ -486,13 +503,22 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 						return nil, err.(*VerifyError)
 					}
 					if _, serr := os.Stat(blobPath(dir, h)); serr != nil {
-						return nil, verr(KindIntegrity, "blob %s: missing (referenced by record %d)", h, i)
+						pt.ref(h, i) // pruned by a later gc record, or lost
+						continue
 					}
 					return nil, ioErr("blob %s: %v", h, err)
 				}
 				blobs[h] = true
 			}
+			if r.Type == TypeGC && r.Payload.NewHash != "" && blobs[r.Payload.NewHash] {
+				if b, err := readBlob(dir, r.Payload.NewHash); err != nil || pt.gc(i, b) != nil {
+					return nil, verr(KindIntegrity, "record %d: unreadable gc manifest", i)
+				}
+			}
 		}
+	}
+	if err := pt.check(); err != nil {
+		return nil, err
 	}
 	if rb.root() != cp.Root {
 		return nil, verr(KindIntegrity, "log: root hash mismatch (tree size %d)", N)
