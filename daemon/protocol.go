@@ -42,6 +42,10 @@ type Request struct {
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`
+	// gc: the retention policy
+	KeepLast   int    `json:"keep_last,omitempty"`
+	KeepWithin string `json:"keep_within,omitempty"` // a Go duration
+	MaxSize    int64  `json:"max_size,omitempty"`    // bytes
 }
 
 // Response answers a Request.

@@ -275,6 +275,8 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.approve(pid, req, true)
 	case "reject":
 		return s.approve(pid, req, false)
+	case "gc":
+		return s.gc(pid, req)
 	case "status":
 		st := s.status()
 		st.Labels = s.m.Labels.Len()

@@ -2,6 +2,8 @@ package evidence
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -213,4 +215,41 @@ func notePruned(stateDir string, r *Record, set map[string]bool) {
 			set[p.Hash] = true
 		}
 	}
+}
+
+// WriteBlob stores data as a blob of stateDir's log and makes it durable
+// (content and name) before returning its hash: for blobs written outside
+// the log's own group commit, such as a gc manifest.
+func WriteBlob(stateDir string, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	dst := blobPath(evDir(stateDir), h)
+	if _, err := os.Stat(dst); err == nil {
+		return h, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Join(evDir(stateDir), blobsName), ".tmp-blob-*")
+	if err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := tmp.Write(data); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := tmp.Chmod(0o400); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	if err := syncDir(filepath.Dir(dst)); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	return h, syncDir(filepath.Join(evDir(stateDir), blobsName))
 }

@@ -54,6 +54,8 @@ type historyEntry struct {
 	N int `json:"n"`
 	snapshot.Version
 	Size *int64 `json:"size,omitempty"` // nil: absent, or its blob is missing
+	// PrunedBy is the gc record that removed this version's content.
+	PrunedBy string `json:"content_pruned_by,omitempty"`
 }
 
 // fileHistory resolves FILE and reads its versions from the log.
@@ -75,12 +77,20 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 		return err
 	}
 	entries := make([]historyEntry, len(vs))
+	var pruned map[string]string // blob -> gc record, read when a blob is gone
 	for i, v := range vs {
 		entries[i] = historyEntry{N: i + 1, Version: v}
 		if v.Hash != "" {
 			if b, err := evidence.ReadBlob(t.stateDir, v.Hash); err == nil {
 				n := int64(len(b))
 				entries[i].Size = &n
+			} else if !evidence.HasBlob(t.stateDir, v.Hash) {
+				if pruned == nil {
+					if pruned, _ = evidence.PrunedBlobs(t.stateDir); pruned == nil {
+						pruned = map[string]string{}
+					}
+				}
+				entries[i].PrunedBy = pruned[v.Hash]
 			}
 		}
 	}
@@ -94,14 +104,16 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tTIME\tPRINCIPAL\tSESSION\tSIZE\tRECORD\tTYPE")
 	for _, e := range entries {
-		size := "-"
+		size, note := "-", ""
 		if e.Size != nil {
 			size = fmt.Sprint(*e.Size)
+		} else if e.PrunedBy != "" {
+			size, note = "-", "\tcontent pruned (gc "+shortRecord(e.PrunedBy)+")"
 		} else if e.Hash != "" {
-			size = "?" // the blob is gone
+			size, note = "?", "\tcontent missing" // the blob is gone, and no gc says why
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.N, formatWhen(e.Time), e.Principal, orDash(e.Session),
-			size, shortRecord(e.Record), e.Type)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s%s\n", e.N, formatWhen(e.Time), e.Principal, orDash(e.Session),
+			size, shortRecord(e.Record), e.Type, note)
 	}
 	return tw.Flush()
 }

@@ -103,6 +103,11 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 	if n != 1 {
 		return fail(exitUsage, "aerfs restore --help", "say exactly one of: FILE --to V, --snapshot ID, --before TIME, --contaminated-by SOURCE")
 	}
+	if req.Path != "" || req.PathB64 != "" {
+		if err := checkNotPruned(t, req, args[0]); err != nil {
+			return err
+		}
+	}
 	resp, err := call(t, req)
 	if err != nil {
 		return err
@@ -216,5 +221,35 @@ func runDecide(out io.Writer, op, id string) error {
 	json.Unmarshal(resp.Data, &r)
 	done := map[string]string{"approve": "approved", "reject": "rejected"}[op]
 	fmt.Fprintf(out, "%s %.12s (%s)\n", done, r.ID, r.Path)
+	return nil
+}
+
+// checkNotPruned refuses, before asking the daemon, to restore a file to a
+// version whose content aerfs gc has pruned.
+func checkNotPruned(t *target, req daemon.Request, file string) error {
+	dry := req
+	dry.DryRun = true
+	resp, err := daemon.Call(t.stateDir, dry)
+	if err != nil || !resp.OK {
+		return nil // the real request reports it
+	}
+	var plan struct {
+		Steps []snapshot.Step `json:"steps"`
+	}
+	if json.Unmarshal(resp.Data, &plan) != nil {
+		return nil
+	}
+	for _, st := range plan.Steps {
+		if st.To == "" || evidence.HasBlob(t.stateDir, st.To) {
+			continue
+		}
+		pruned, _ := evidence.PrunedBlobs(t.stateDir)
+		if g := pruned[st.To]; g != "" {
+			return fail(exitError, "aerfs history "+file+" marks the versions whose content is gone; restore one that still has it",
+				"version %s of %s: content pruned by aerfs gc (record %s); it cannot be restored", req.To, file, shortRecord(g))
+		}
+		return fail(exitError, "aerfs verify --state checks the evidence store",
+			"version %s of %s: content %.12s is missing from the evidence store", req.To, file, st.To)
+	}
 	return nil
 }

@@ -57,6 +57,9 @@ var examples = map[string]string{
 	"aerfs snapshot": `  aerfs snapshot --label before-upgrade
   aerfs snapshot list`,
 	"aerfs snapshot list": `  aerfs snapshot list`,
+	"aerfs gc": `  aerfs gc --dry-run
+  aerfs gc --keep-last 20 --keep-within 30d
+  aerfs gc --keep-last 3 --keep-within 0 --max-size 500M`,
 	"aerfs restore": `  aerfs restore MEMORY.md --to 3
   aerfs restore --snapshot 1a2b3c4d
   aerfs restore --before 10m --dry-run

@@ -67,7 +67,7 @@ from which process writes and what it has read, never from the bytes.`,
 		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
-		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
+		newRestoreCommand(), newGCCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
 		newWatchCommand(), newReportCommand(),
 	)
 	root.AddCommand(newManCommand(root))
