@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // Blobs are stored once under evidence/blobs/<first two hex>/<other 62>,
@@ -39,6 +41,8 @@ func (l *Log) PutBlobFile(path string) (string, error) {
 
 // putBlob writes to a temp file in the blob tree while hashing, syncs it,
 // and renames it to its hash: a crash leaves either no blob or a whole one.
+// The content is stored zstd-compressed when that makes it smaller (raw
+// otherwise); the name is always the hash of the uncompressed content.
 // The directory holding the new name is synced by the next group commit,
 // together with the log and before any record naming the blob is
 // acknowledged (syncBlobDirs); recovery cuts a record past the checkpoint
@@ -46,14 +50,48 @@ func (l *Log) PutBlobFile(path string) (string, error) {
 func (l *Log) putBlob(r io.Reader) (string, error) {
 	dir := l.dir
 	root := filepath.Join(dir, blobsName)
+	// Content up to blobInMemory is hashed and compressed in memory, and
+	// stored raw when compression does not pay; larger content is
+	// compressed as it streams.
+	head, err := io.ReadAll(io.LimitReader(r, blobInMemory+1))
+	if err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	h := sha256.New()
+	h.Write(head)
+	var body []byte
+	streaming := len(head) > blobInMemory
+	if !streaming {
+		sum := hex.EncodeToString(h.Sum(nil))
+		if _, err := os.Stat(blobPath(dir, sum)); err == nil {
+			return sum, nil
+		}
+		body = head
+		if c := zstdEncoder.EncodeAll(head, make([]byte, 0, len(head)/2)); len(c) < len(head) {
+			body = c
+		}
+	}
 	tmp, err := os.CreateTemp(root, ".tmp-blob-*")
 	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+	if streaming {
+		zw, err := zstd.NewWriter(tmp, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return "", fmt.Errorf("evidence: blob: %w", err)
+		}
+		if _, err := zw.Write(head); err != nil {
+			return "", fmt.Errorf("evidence: blob: %w", err)
+		}
+		if _, err := io.Copy(io.MultiWriter(zw, h), r); err != nil {
+			return "", fmt.Errorf("evidence: blob: %w", err)
+		}
+		if err := zw.Close(); err != nil {
+			return "", fmt.Errorf("evidence: blob: %w", err)
+		}
+	} else if _, err := tmp.Write(body); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -123,8 +161,31 @@ func readBlob(dir, hash string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: blob %s: %w", hash, err)
 	}
-	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != hash {
-		return nil, &VerifyError{Kind: KindIntegrity, What: fmt.Sprintf("blob %s: hash mismatch", hash)}
+	// Stored raw (every blob written before compression, and content
+	// compression does not shrink), or as one zstd stream. The raw check
+	// comes first: raw content may itself begin with zstd's magic.
+	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) == hash {
+		return b, nil
 	}
-	return b, nil
+	if bytes.HasPrefix(b, zstdMagic) {
+		if d, err := zstdDecoder.DecodeAll(b, nil); err == nil {
+			if s := sha256.Sum256(d); hex.EncodeToString(s[:]) == hash {
+				return d, nil
+			}
+		}
+	}
+	return nil, &VerifyError{Kind: KindIntegrity, What: fmt.Sprintf("blob %s: hash mismatch", hash)}
 }
+
+// blobInMemory is the largest content putBlob compresses in one piece.
+const blobInMemory = 16 << 20
+
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// One encoder and one decoder serve every blob: EncodeAll and DecodeAll
+// may be called concurrently. The decoder's window and output are bounded
+// so that a crafted blob cannot make it allocate without limit.
+var (
+	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2))
+	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(1<<30), zstd.WithDecoderMaxWindow(64<<20))
+)

@@ -52,8 +52,14 @@ func TestGCEvidenceGrowth(t *testing.T) {
 	blobsBefore := dirBytes(t, filepath.Join(ev, "blobs"))
 	per := (before - base) / n
 	t.Logf("%d appends to an %d-byte MEMORY.md: evidence %d bytes (blobs %d), %d bytes/commit", n, len(gcMemory()), before-base, blobsBefore, per)
-	if per < 8<<10 {
-		t.Fatalf("expected every version stored whole (≥ 8 KiB/commit), got %d bytes/commit", per)
+	writes := 0
+	for _, le := range e.Log() {
+		if le.Record.Type == "write" && le.Record.Meta.Path == "MEMORY.md" {
+			writes++
+		}
+	}
+	if writes < n {
+		t.Fatalf("%d write records for %d appends", writes, n)
 	}
 
 	// From inside a session: refused, with the rule recorded.
@@ -91,7 +97,7 @@ func TestGCEvidenceGrowth(t *testing.T) {
 	after := dirBytes(t, ev)
 	blobsAfter := dirBytes(t, filepath.Join(ev, "blobs"))
 	t.Logf("after aerfs gc --keep-last 10: evidence %d bytes (blobs %d), %d bytes/commit; %d blobs pruned", after-base, blobsAfter, (after-base)/n, len(res.Pruned))
-	if len(res.Pruned) < n-20 || blobsAfter*5 > blobsBefore {
+	if len(res.Pruned) < n-20 || blobsAfter*2 > blobsBefore {
 		t.Fatalf("gc pruned %d blobs, blobs %d -> %d bytes", len(res.Pruned), blobsBefore, blobsAfter)
 	}
 
