@@ -78,7 +78,7 @@ func (l *Log) putBlob(r io.Reader) (string, error) {
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	if streaming {
-		zw, err := zstd.NewWriter(tmp, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+		zw, err := zstd.NewWriter(tmp, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			return "", fmt.Errorf("evidence: blob: %w", err)
 		}
@@ -186,6 +186,6 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 // may be called concurrently. The decoder's window and output are bounded
 // so that a crafted blob cannot make it allocate without limit.
 var (
-	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2))
+	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2))
 	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(1<<30), zstd.WithDecoderMaxWindow(64<<20))
 )

@@ -236,7 +236,11 @@ func WriteBlob(stateDir string, data []byte) (string, error) {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	if _, err := tmp.Write(data); err != nil {
+	body := data
+	if c := zstdEncoder.EncodeAll(data, nil); len(c) < len(data) {
+		body = c
+	}
+	if _, err := tmp.Write(body); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	if err := tmp.Chmod(0o400); err != nil {

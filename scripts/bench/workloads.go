@@ -107,6 +107,7 @@ func (r *Results) finish() []*Row {
 			}
 		}
 	}
+	r.finishGuarded()
 	var out []*Row
 	for _, d := range rowDefs {
 		row := r.rows[d.key]
