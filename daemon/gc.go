@@ -1,10 +1,16 @@
 package daemon
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -217,15 +223,11 @@ func (s *controlServer) gc(pid int, req Request) *Response {
 		b, _ := json.Marshal(res)
 		return &Response{OK: true, Data: b}
 	}
-	man := &evidence.GCManifest{KeepLast: pol.KeepLast, MaxSize: pol.MaxSize, Pruned: res.Pruned, Kept: res.Kept, KeptBytes: res.KeptBytes}
-	if pol.KeepWithin > 0 {
-		man.KeepWithin = pol.KeepWithin.String()
-	}
-	mh, err := evidence.WriteBlob(s.stateDir, evidence.EncodeGCManifest(man))
+	mh, err := evidence.WriteBlob(s.stateDir, gcManifest(res, pol))
 	if err != nil {
 		return &Response{Error: "cannot store the gc manifest: " + err.Error()}
 	}
-	why := fmt.Sprintf("gc: %d content blobs (%d bytes) pruned under %s", len(res.Pruned), res.PrunedBytes, pol)
+	why := gcReason(res, pol)
 	subj := peer.Subject()
 	id, err := s.m.Record(&evidence.Record{Type: evidence.TypeGC, Principal: subj.Principal.String(),
 		Meta: evidence.Meta{Op: "gc", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
@@ -255,4 +257,91 @@ func (s *controlServer) gc(pid int, req Request) *Response {
 	}
 	b, _ := json.Marshal(res)
 	return &Response{OK: true, Data: b}
+}
+
+func gcManifest(res *GCResult, pol GCPolicy) []byte {
+	man := &evidence.GCManifest{KeepLast: pol.KeepLast, MaxSize: pol.MaxSize, Pruned: res.Pruned, Kept: res.Kept, KeptBytes: res.KeptBytes}
+	if pol.KeepWithin > 0 {
+		man.KeepWithin = pol.KeepWithin.String()
+	}
+	return evidence.EncodeGCManifest(man)
+}
+
+func gcReason(res *GCResult, pol GCPolicy) string {
+	return fmt.Sprintf("gc: %d content blobs (%d bytes) pruned under %s", len(res.Pruned), res.PrunedBytes, pol)
+}
+
+// GCUnmounted runs a gc directly on the state directory of a workspace
+// that is not mounted. Opening the log takes its lock, so it fails while a
+// daemon serves the state directory. The guarded files' current content
+// is read from the workspace (every path the log knows).
+func GCUnmounted(stateDir, workspace string, pol GCPolicy, dryRun bool) (*GCResult, error) {
+	if pol.KeepLast < 1 || pol.MaxSize < 0 || pol.KeepWithin < 0 {
+		return nil, fmt.Errorf("keep-last must be at least 1 and max-size and keep-within not negative")
+	}
+	l, err := evidence.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	x, err := snapshot.Load(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	guarded := map[string]string{}
+	for _, p := range x.Paths() {
+		if h, ok := hashWorkspaceFile(workspace, p); ok {
+			guarded[p] = h
+		}
+	}
+	res, err := planGC(stateDir, x, guarded, pol, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	res.DryRun = dryRun
+	if dryRun || len(res.Pruned) == 0 {
+		return res, nil
+	}
+	mh, err := l.PutBlob(gcManifest(res, pol))
+	if err != nil {
+		return nil, fmt.Errorf("cannot store the gc manifest: %w", err)
+	}
+	why := gcReason(res, pol)
+	exe, _ := os.Executable()
+	id, err := l.Append(&evidence.Record{Type: evidence.TypeGC, Principal: "USER",
+		Meta:    evidence.Meta{Op: "gc", Verdict: "allow", Pid: os.Getpid(), Exe: exe, UID: uint32(os.Getuid()), Reason: why + " (unmounted)"},
+		Payload: &evidence.Payload{NewHash: mh, Detail: why}})
+	if err != nil {
+		return nil, fmt.Errorf("cannot record the gc (nothing pruned): %w", err)
+	}
+	res.Record = id
+	hs := make([]string, 0, len(res.Pruned))
+	for _, p := range res.Pruned {
+		hs = append(hs, p.Hash)
+	}
+	if _, err := evidence.RemoveBlobs(stateDir, hs); err != nil {
+		return res, fmt.Errorf("gc recorded as %s but some blobs could not be removed: %w", id[:12], err)
+	}
+	return res, nil
+}
+
+// hashWorkspaceFile is the SHA-256 of the regular file rel below ws (no
+// symlink followed at the last component).
+func hashWorkspaceFile(ws, rel string) (string, bool) {
+	if !filepath.IsLocal(rel) {
+		return "", false
+	}
+	f, err := os.OpenFile(filepath.Join(ws, rel), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", false
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", false
+	}
+	return hex.EncodeToString(h.Sum(nil)), true
 }

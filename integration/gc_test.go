@@ -159,3 +159,37 @@ func TestGCEvidenceGrowth(t *testing.T) {
 		t.Errorf("verify with a blob lost (not pruned): want a missing-blob failure, got %s", v)
 	}
 }
+
+// TestGCUnmounted prunes straight on the state directory of an unmounted
+// workspace: the next mount finds nothing amiss and the log verifies.
+func TestGCUnmounted(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": gcMemory()}).Mount()
+	expectOK(t, "appends", e.Owner(`i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo "- note $i" >> MEMORY.md; done`))
+	want := e.Read("MEMORY.md")
+	e.Unmount()
+	g := runCmd("/", nil, aerfsBin, "gc", "--workspace", e.WS, "--keep-last", "3", "--keep-within", "0", "--json")
+	expectOK(t, "gc unmounted", g)
+	var res struct {
+		Record string                  `json:"record"`
+		Pruned []struct{ Hash string } `json:"pruned"`
+	}
+	if err := json.Unmarshal([]byte(g.Stdout), &res); err != nil || res.Record == "" || len(res.Pruned) < 30 {
+		t.Fatalf("gc unmounted: %v %s", err, g)
+	}
+	expectOK(t, "verify --state", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+	e.Mount()
+	if got := e.Read("MEMORY.md"); got != want {
+		t.Fatalf("MEMORY.md changed across an unmounted gc")
+	}
+	for _, le := range e.Log() {
+		if le.Record.Type == "drift" || le.Record.Type == "recovery" {
+			t.Errorf("mount after gc: %s record: %s", le.Record.Type, le.Record.Meta.Reason)
+		}
+	}
+	h := e.Aerfs("history", "MEMORY.md")
+	if !strings.Contains(h.Stdout, "content pruned") {
+		t.Errorf("history after an unmounted gc: %s", h.Stdout)
+	}
+	expectOK(t, "append after gc", e.Owner(`echo "- after gc" >> MEMORY.md`))
+	expectOK(t, "verify --state", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+}

@@ -36,7 +36,8 @@ content of every guarded file, the content a recorded write replaced,
 pending quarantined content, every snapshot's files. The gc is itself a
 record (type gc) whose manifest names each pruned blob and why, so a
 verifier tells a pruned blob from a lost one. Only the owner's channel may
-gc: a process outside every agent session, while the workspace is mounted.`,
+gc: a process outside every agent session, through the daemon while the
+workspace is mounted, or straight on the state directory when it is not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runGC(cmd.OutOrStdout(), o)
@@ -102,24 +103,38 @@ func runGC(out io.Writer, o gcOptions) error {
 	if o.keepLast < 1 {
 		return fail(exitUsage, "aerfs gc --help", "--keep-last must be at least 1")
 	}
-	t, err := findTarget(true)
+	t, err := findTarget(false)
 	if err != nil {
-		return err
-	}
-	req := daemon.Request{Op: "gc", KeepLast: o.keepLast, MaxSize: size, DryRun: o.dryRun}
-	if within > 0 {
-		req.KeepWithin = within.String()
-	}
-	resp, err := call(t, req)
-	if err != nil {
-		return err
-	}
-	if o.asJSON {
-		_, err := fmt.Fprintln(out, string(resp.Data))
 		return err
 	}
 	var res daemon.GCResult
-	if err := json.Unmarshal(resp.Data, &res); err != nil {
+	if t.mounted {
+		req := daemon.Request{Op: "gc", KeepLast: o.keepLast, MaxSize: size, DryRun: o.dryRun}
+		if within > 0 {
+			req.KeepWithin = within.String()
+		}
+		resp, err := call(t, req)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(resp.Data, &res); err != nil {
+			return err
+		}
+	} else {
+		// Not mounted: straight on the state directory, under the
+		// evidence lock (refused while a daemon holds it).
+		r, err := daemon.GCUnmounted(t.stateDir, t.workspace, daemon.GCPolicy{KeepLast: o.keepLast, KeepWithin: within, MaxSize: size}, o.dryRun)
+		if err != nil {
+			return fail(exitError, "is a daemon serving this state directory? aerfs status"+t.flags(), "gc: %v", err)
+		}
+		res = *r
+	}
+	if o.asJSON {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(out, string(b))
 		return err
 	}
 	verb := "pruned"
