@@ -77,7 +77,7 @@ var recordTypes = []string{
 	evidence.TypeSessionStart, evidence.TypeSessionEnd, evidence.TypePromote, evidence.TypeTaint,
 	evidence.TypePolicyLoad, evidence.TypeMount, evidence.TypeUnmount, evidence.TypeRecovery,
 	evidence.TypeSnapshot, evidence.TypeRestore, evidence.TypeDrift, evidence.TypeQuarantine,
-	evidence.TypeApprove, evidence.TypeReject, evidence.TypeDeclassify, evidence.TypeElevate,
+	evidence.TypeApprove, evidence.TypeReject, evidence.TypeDeclassify, evidence.TypeElevate, evidence.TypeGC,
 }
 
 // filter is the record filter the flags describe.
