@@ -252,8 +252,27 @@ func (s *controlServer) gc(pid int, req Request) *Response {
 			hs = append(hs, p.Hash)
 		}
 	}
-	if _, err := evidence.RemoveBlobs(s.stateDir, hs); err != nil {
-		return &Response{Error: "gc recorded as " + id[:12] + " but some blobs could not be removed: " + err.Error()}
+	_, rmErr := evidence.RemoveBlobs(s.stateDir, hs)
+	// A write that went back to a pruned version while the blobs were
+	// removed found its content already stored: store it again from the
+	// file.
+	pruned := map[string]bool{}
+	for _, h := range hs {
+		pruned[h] = true
+	}
+	if after, err := s.m.GuardedState(); err == nil {
+		for rel, h := range after {
+			if pruned[h] {
+				if b, err := os.ReadFile(filepath.Join(s.m.BackingPath(), rel)); err == nil {
+					if got, err := evidence.WriteBlob(s.stateDir, b); err != nil || got != h {
+						s.log.Error().Str("path", rel).Msg("gc: a guarded file holds pruned content that could not be stored again")
+					}
+				}
+			}
+		}
+	}
+	if rmErr != nil {
+		return &Response{Error: "gc recorded as " + id[:12] + " but some blobs could not be removed: " + rmErr.Error()}
 	}
 	b, _ := json.Marshal(res)
 	return &Response{OK: true, Data: b}

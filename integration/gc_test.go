@@ -193,3 +193,25 @@ func TestGCUnmounted(t *testing.T) {
 	expectOK(t, "append after gc", e.Owner(`echo "- after gc" >> MEMORY.md`))
 	expectOK(t, "verify --state", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
 }
+
+// TestGCWhileWriting runs gc again and again while the owner appends to
+// MEMORY.md and flips AGENTS.md between two contents (so that content gc
+// prunes comes back): every write lands, and the log verifies.
+func TestGCWhileWriting(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": gcMemory(), "AGENTS.md": "a\n"}).Mount()
+	done := make(chan Result, 1)
+	go func() {
+		done <- e.Owner(`i=0; while [ $i -lt 150 ]; do i=$((i+1)); echo "- note $i" >> MEMORY.md; if [ $((i%2)) = 0 ]; then echo a > AGENTS.md; else echo b > AGENTS.md; fi; done`)
+	}()
+	for i := 0; i < 8; i++ {
+		expectOK(t, "gc", e.Aerfs("gc", "--keep-last", "1", "--keep-within", "0"))
+	}
+	expectOK(t, "writer", <-done)
+	expectOK(t, "gc", e.Aerfs("gc", "--keep-last", "1", "--keep-within", "0"))
+	if got := strings.Count(e.Read("MEMORY.md"), "- note "); got != 150 {
+		t.Errorf("%d notes, want 150", got)
+	}
+	expectOK(t, "verify --state", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+	expectOK(t, "append after gc", e.Owner(`echo "- last" >> MEMORY.md; echo a > AGENTS.md; echo b > AGENTS.md`))
+	expectOK(t, "verify --state", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+}
