@@ -190,7 +190,30 @@ func TestGCUnmounted(t *testing.T) {
 	if !strings.Contains(h.Stdout, "content pruned") {
 		t.Errorf("history after an unmounted gc: %s", h.Stdout)
 	}
-	expectOK(t, "append after gc", e.Owner(`echo "- after gc" >> MEMORY.md`))
+	expectOK(t, "append after gc", e.Owner(`echo "- after gc" >> MEMORY.md; echo "- and again" >> MEMORY.md; echo "- once more" >> MEMORY.md`))
+	expectOK(t, "verify --state", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+
+	// A size cap of one byte prunes every kept version that is not
+	// protected, and nothing the guarded file needs.
+	g = e.Aerfs("gc", "--keep-last", "10", "--keep-within", "0", "--max-size", "1", "--json")
+	expectOK(t, "gc --max-size", g)
+	var capped struct {
+		Pruned []struct{ Reason string } `json:"pruned"`
+	}
+	json.Unmarshal([]byte(g.Stdout), &capped)
+	bySize := 0
+	for _, p := range capped.Pruned {
+		if p.Reason == "max-size" {
+			bySize++
+		}
+	}
+	if bySize == 0 {
+		t.Errorf("gc --max-size 1 pruned nothing for the cap: %s", g.Stdout)
+	}
+	if got := e.Read("MEMORY.md"); !strings.HasSuffix(got, "- once more\n") {
+		t.Errorf("MEMORY.md after gc --max-size: %q", got[len(got)-40:])
+	}
+	expectOK(t, "append after the capped gc", e.Owner(`echo "- after the cap" >> MEMORY.md`))
 	expectOK(t, "verify --state", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
 }
 
