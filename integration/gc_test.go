@@ -109,6 +109,8 @@ func TestGCEvidenceGrowth(t *testing.T) {
 	pout := filepath.Join(t.TempDir(), "pbundle")
 	expectOK(t, "export --path", e.Aerfs("export", "-o", pout, "--path", "MEMORY.md", "--state", e.State, "--workspace", e.WS))
 	expectOK(t, "verify the --path bundle", e.Aerfs("verify", "--key", key, pout))
+	expectOK(t, "report from the bundle", runCmd("/", nil, aerfsBin, "report", out, "--key", key, "-o", filepath.Join(t.TempDir(), "r.html")))
+	expectOK(t, "report --state", runCmd("/", nil, aerfsBin, "report", "--state", e.State, "--workspace", e.WS, "-o", filepath.Join(t.TempDir(), "s.html")))
 
 	h := e.Aerfs("history", "MEMORY.md")
 	expectOK(t, "history", h)
