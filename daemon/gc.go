@@ -330,6 +330,9 @@ func GCUnmounted(stateDir, workspace string, pol GCPolicy, dryRun bool) (*GCResu
 	id, err := l.Append(&evidence.Record{Type: evidence.TypeGC, Principal: "USER",
 		Meta:    evidence.Meta{Op: "gc", Verdict: "allow", Pid: os.Getpid(), Exe: exe, UID: uint32(os.Getuid()), Reason: why + " (unmounted)"},
 		Payload: &evidence.Payload{NewHash: mh, Detail: why}})
+	if err == nil {
+		err = l.Flush() // the checkpoint covers the gc record before a blob goes
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot record the gc (nothing pruned): %w", err)
 	}
