@@ -82,6 +82,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	// A root daemon's state directory is its own: neither the owner nor
+	// the owner's sessions may change the policy, the log or the keys.
+	stateMode := StateOwners
+	if os.Geteuid() == 0 {
+		if err := claimStateDir(o.StateDir); err != nil {
+			return err
+		}
+		stateMode = StateDaemons
+	}
 	if o.Warn != nil {
 		for _, p := range bypassingProcesses(ws) {
 			o.Warn(p)
@@ -130,6 +139,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		mon.OnCommit = rec.m.ObserveCommit
 	}
 	ev.m = mon
+	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), mon, reg, rec)
+	if err != nil {
+		return err
+	}
+	defer roots.close()
 	// Sessions are cgroups where the daemon may make them (root and a
 	// cgroup v2 hierarchy); elsewhere they are followed by ancestry.
 	if cg, err := principal.NewCgroups(o.StateDir); err != nil {
@@ -177,6 +191,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := roots.mount(ctx, o, mon); err != nil {
+		server.Unmount()
+		return err
+	}
 	started := time.Now().UTC()
 	if err := watchPolicy(ctx, mon, o.Log, filepath.Join(o.StateDir, PolicyName)); err != nil {
 		o.Log.Warn().Err(err).Msg("the policy file is not watched: edits take effect at the next mount")
@@ -206,21 +224,29 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		o.Log.Info().Str("event", "metrics").Str("addr", addr).Msg("serving Prometheus metrics at /metrics")
 	}
-	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, status: func() Status {
+	sockPath, err := listenPath(o.StateDir)
+	if err != nil {
+		server.Unmount()
+		return fmt.Errorf("control socket: %w", err)
+	}
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
+			StateMode: stateMode, Socket: sockPath,
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok }(),
 			LogLastError: func() string { _, e, _ := health.state(); return e }(),
+			LogLastErrAt: func() time.Time { _, _, at := health.state(); return at }(),
 			// The kernel offers it, the mount asked for it, and the
 			// daemon may register backing files (CAP_SYS_ADMIN).
 			Passthrough:  server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && !o.NoPassthrough && os.Geteuid() == 0,
 			Version:      o.Version,
 			FUSEProtocol: fmt.Sprintf("%d.%d", server.KernelSettings().Major, server.KernelSettings().Minor)}
 	}}
-	if err := srv.listen(filepath.Join(o.StateDir, SocketName)); err != nil {
+	if err := srv.listen(sockPath); err != nil {
 		server.Unmount()
 		return err
 	}
+	defer removeSocket(o.StateDir, sockPath)
 	defer srv.close()
 	go srv.serve()
 
@@ -247,6 +273,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.Log.Error().Msg("unmount failed: the mount is busy")
 	}()
 	server.Wait()
+	if err := mon.SyncBacking(); err != nil {
+		// Without the flush the unmount is not recorded as clean: the
+		// next mount completes what this one recorded.
+		o.Log.Error().Err(err).Msg("cannot flush the backing file system at unmount")
+		return err
+	}
 	mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
 		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted"}})
 	return nil
@@ -437,26 +469,43 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	if err := m.FlushLog(); err != nil {
 		return err
 	}
-	prev, before, err := lastKnownState(o.StateDir)
+	prev, pending, err := lastKnownState(o.StateDir)
 	if err != nil {
 		return err
 	}
-	// A write recorded but not applied (the daemon died between its
-	// record and its rename) is completed: the log says it happened.
-	for p, h := range prev {
-		if old, ok := before[p]; ok && cur[p] == old && h != old {
-			if _, err := m.SetContent(p, h); err != nil {
-				return fmt.Errorf("completing the recorded write of %s: %w", p, err)
-			}
-			cur[p] = h
-			if _, err := m.Record(&evidence.Record{Type: evidence.TypeRecovery, Principal: policy.Sys.String(),
-				Meta: evidence.Meta{Path: p, Op: "complete-write", Verdict: "allow", UID: uint32(os.Getuid()),
-					Reason: "a write was recorded but not applied before a crash: completed at mount"},
-				Payload: &evidence.Payload{OldHash: old, NewHash: h}}); err != nil {
-				return err
-			}
-			o.Log.Warn().Str("path", p).Msg("completed a recorded write interrupted by a crash")
+	// A change recorded but not published (the daemon died between its
+	// record and its rename or unlink) is completed: the log says it
+	// happened. Only the previous mount's, and only when it crashed.
+	for p, c := range pending {
+		if cur[p] == c.After {
+			continue // published
 		}
+		// Still the content before (the rename or unlink never happened),
+		// or anything else (a rename published content a crash did not
+		// let reach the disk): the log says what the file holds. What is
+		// found is kept as the previous version.
+		op := "complete-write"
+		if c.After == "" {
+			op = "complete-" + c.Type
+		}
+		_, _, err := m.SetContent(p, c.After, func(found string) *evidence.Record {
+			why := "a " + c.Type + " was recorded but not applied before a crash: completed at mount"
+			if found != c.Before {
+				why = "a " + c.Type + " was recorded and the file holds neither its content nor the one before after a crash: completed at mount, what was found kept as the previous version"
+			}
+			return &evidence.Record{Type: evidence.TypeRecovery, Principal: policy.Sys.String(),
+				Meta:    evidence.Meta{Path: p, Op: op, Verdict: "allow", UID: uint32(os.Getuid()), Reason: why},
+				Payload: &evidence.Payload{OldHash: found, NewHash: c.After}}
+		})
+		if err != nil {
+			return fmt.Errorf("completing the recorded %s of %s: %w", c.Type, p, err)
+		}
+		if c.After == "" {
+			delete(cur, p)
+		} else {
+			cur[p] = c.After
+		}
+		o.Log.Warn().Str("path", p).Str("op", op).Msg("completed a recorded change interrupted by a crash")
 	}
 	// A file the log never saw predates aerfs (or this log): believe it.
 	union := map[string]string{}
@@ -495,7 +544,9 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	}
 	paths := make([]string, 0, len(now))
 	for p := range now {
-		paths = append(paths, p)
+		if !m.IsRootPath(p) { // each root has its own watcher (roots.go)
+			paths = append(paths, p)
+		}
 	}
 	return startDriftWatcher(ctx, m, o.Log, paths)
 }

@@ -39,8 +39,9 @@ type driftWatcher struct {
 // repairDrift records d and, when the policy says so, puts the expected
 // content back.
 func repairDrift(m *aerfs.Monitor, log zerolog.Logger, d *aerfs.Drift, when string) {
-	r := &evidence.Record{Type: evidence.TypeDrift, Principal: policy.External.String(), Taint: []string{"UNTRUSTED"},
-		Meta: evidence.Meta{Path: d.Path, Op: "drift", Verdict: "allow", Rule: "drift",
+	v, label, restore := m.Policy().DecideDrift()
+	r := &evidence.Record{Type: evidence.TypeDrift, Principal: policy.External.String(), Taint: label.Names(),
+		Meta: evidence.Meta{Path: d.Path, Op: "drift", Verdict: "allow", Rule: v.Rule.ID(),
 			Reason: "changed in the backing directory " + when + ", not through the mount; labelled EXTERNAL"},
 		Payload: &evidence.Payload{OldHash: d.Expected, NewHash: d.Found}}
 	id, err := m.Record(r)
@@ -50,22 +51,17 @@ func repairDrift(m *aerfs.Monitor, log zerolog.Logger, d *aerfs.Drift, when stri
 	}
 	m.SetLastRecord(id, d.Path)
 	log.Warn().Str("path", d.Path).Str("expected", d.Expected).Str("found", d.Found).Msg("drift")
-	if m.Policy().OnDrift() != policy.DriftRestore {
+	if !restore {
 		return
 	}
-	old, err := m.SetContent(d.Path, d.Expected)
+	_, _, err = m.SetContent(d.Path, d.Expected, func(old string) *evidence.Record {
+		return &evidence.Record{Type: evidence.TypeRestore, Principal: policy.Sys.String(), Parents: []string{id},
+			Meta:    evidence.Meta{Path: d.Path, Op: "restore", Verdict: "allow", Reason: "on_drift: restore put back the last version aerfs committed"},
+			Payload: &evidence.Payload{Detail: "drift repaired", Files: []evidence.FileState{{Path: d.Path, OldHash: old, Hash: d.Expected}}}}
+	})
 	if err != nil {
 		log.Error().Err(err).Str("path", d.Path).Msg("drift not repaired")
-		return
 	}
-	rid, err := m.Record(&evidence.Record{Type: evidence.TypeRestore, Principal: policy.Sys.String(), Parents: []string{id},
-		Meta:    evidence.Meta{Path: d.Path, Op: "restore", Verdict: "allow", Reason: "on_drift: restore put back the last version aerfs committed"},
-		Payload: &evidence.Payload{Detail: "drift repaired", Files: []evidence.FileState{{Path: d.Path, OldHash: old, Hash: d.Expected}}}})
-	if err != nil {
-		log.Error().Err(err).Msg("drift repair not recorded")
-		return
-	}
-	m.SetLastRecord(rid, d.Path)
 }
 
 func startDriftWatcher(ctx context.Context, m *aerfs.Monitor, log zerolog.Logger, guarded []string) error {

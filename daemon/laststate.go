@@ -5,28 +5,59 @@ import (
 	"github.com/aerfs/aerfs/snapshot"
 )
 
+// interrupted is a change the log recorded during a mount that ended in a
+// crash: the file may still hold Before (the change was recorded, then
+// the daemon died before publishing it), and the next mount completes it
+// to After.
+type interrupted struct {
+	Before, After string // content hashes; "" = absent
+	Type          string // the record's type: write, delete, rename, …
+}
+
 // lastKnownState is what the log says the guarded files held last ("" for
-// a path the log knows to be absent), and, for a path whose last version
-// is a write, the content that write replaced: a crash between a write's
-// record and its rename leaves the file at that older content, and the
-// next mount completes the write. Both come from the same index that
-// history and restore read.
-func lastKnownState(stateDir string) (map[string]string, map[string]string, error) {
+// a path the log knows to be absent), and the changes that may not have
+// been published: the last version of each path recorded after the
+// previous mount's unmount record, or, when that mount ended without one
+// (a crash), recorded during it. A mount that ended cleanly published
+// everything it recorded; a difference from it is drift, never something
+// to complete (a file deleted while unmounted stays deleted). Both come from the same index that history and restore
+// read. Called after the current mount's own record.
+func lastKnownState(stateDir string) (map[string]string, map[string]interrupted, error) {
 	x, err := snapshot.Load(stateDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	cur := x.Current()
 	st := map[string]string{}
-	before := map[string]string{}
 	for p, h := range cur { // includes files only a snapshot saw
 		st[p] = h
 	}
 	for _, p := range x.Paths() {
 		st[p] = cur[p]
-		if h := x.History(p); len(h) > 0 && h[len(h)-1].Type == evidence.TypeWrite {
-			before[p] = h[len(h)-1].OldHash
+	}
+	pending := map[string]interrupted{}
+	ms := x.Mounts()
+	if len(ms) < 2 {
+		return st, pending, nil
+	}
+	prevMount := ms[len(ms)-2]
+	from, to := prevMount.Idx, ms[len(ms)-1].Idx
+	if prevMount.Clean {
+		from = prevMount.EndIdx
+	}
+	for _, p := range x.Paths() {
+		h := x.History(p)
+		if len(h) == 0 {
+			continue
+		}
+		v := h[len(h)-1]
+		if v.Idx <= from || v.Idx >= to || v.Hash == v.OldHash {
+			continue
+		}
+		switch v.Type {
+		case evidence.TypeWrite, evidence.TypeApprove, evidence.TypeDelete, evidence.TypeRename:
+			pending[p] = interrupted{Before: v.OldHash, After: v.Hash, Type: v.Type}
 		}
 	}
-	return st, before, nil
+	return st, pending, nil
 }

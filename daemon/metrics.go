@@ -61,6 +61,14 @@ func (c *countingRecorder) Append(r *evidence.Record) (string, error) {
 	return id, err
 }
 
+func (c *countingRecorder) AppendAll(rs ...*evidence.Record) ([]string, error) {
+	ids, err := c.Recorder.AppendAll(rs...)
+	for _, r := range rs {
+		c.after(r, err)
+	}
+	return ids, err
+}
+
 func (c *countingRecorder) AppendAsync(r *evidence.Record, onErr func(error)) (string, error) {
 	id, err := c.Recorder.AppendAsync(r, func(err error) {
 		if c.m != nil {

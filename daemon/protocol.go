@@ -4,7 +4,9 @@
 //
 // # Control socket
 //
-// A Unix stream socket in the state directory (mode 0666: any local process
+// A Unix stream socket (SocketPath: under /run/aerfs for a root daemon,
+// whose state directory is its own; in the state directory otherwise), mode
+// 0666: any local process
 // may ask, and each request is authorised by the peer credentials the
 // kernel attaches to the connection, SO_PEERCRED, never by anything in the
 // request). Requests and answers are one JSON object per line.
@@ -15,21 +17,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"time"
 )
 
-// SocketName is the control socket inside the state directory.
+// SocketName is the control socket's file name: inside the state directory
+// of a daemon running as the owner, under /run/aerfs for a root daemon
+// (SocketPath).
 const SocketName = "control.sock"
 
 // Request is one control request.
 type Request struct {
-	Op        string   `json:"op"` // register, taint, status, promote, ping, snapshot, restore, approve, reject
+	Op        string   `json:"op"` // register, confined, taint, status, promote, ping, snapshot, restore, approve, reject
 	Principal string   `json:"principal,omitempty"`
 	Session   string   `json:"session,omitempty"`
 	Resume    bool     `json:"resume,omitempty"`  // register: the owner rejoins an existing session
-	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none)
+	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none); confined: its JSON report
+	Agent     string   `json:"agent,omitempty"`   // register: the agent client the session runs (aerfs run --agent)
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
 	PathB64   string   `json:"path_b64,omitempty"` // Path's bytes in standard base64 when they are not UTF-8
@@ -39,13 +43,17 @@ type Request struct {
 	Snapshot       string `json:"snapshot,omitempty"` // a snapshot id (prefix)
 	Before         string `json:"before,omitempty"`   // RFC 3339 time
 	ContaminatedBy string `json:"contaminated_by,omitempty"`
+	SourceVersion  string `json:"source_version,omitempty"` // with ContaminatedBy: one version (content SHA-256 or prefix) of that path
 	DryRun         bool   `json:"dry_run,omitempty"`
 	// approve, reject
 	ID string `json:"id,omitempty"`
-	// gc: the retention policy
+	// gc: the retention
 	KeepLast   int    `json:"keep_last,omitempty"`
 	KeepWithin string `json:"keep_within,omitempty"` // a Go duration
-	MaxSize    int64  `json:"max_size,omitempty"`    // bytes
+	MaxBytes   int64  `json:"max_bytes,omitempty"`
+	// edit (session_requests.go): the new content and the version it replaces
+	Content  []byte `json:"content,omitempty"`
+	BaseHash string `json:"base_hash,omitempty"`
 }
 
 // Response answers a Request.
@@ -72,9 +80,10 @@ type Status struct {
 	LogHealthy bool `json:"log_healthy"`
 	// The aerfs version serving the mount, and the FUSE protocol the
 	// kernel offered it (major.minor).
-	Version      string `json:"version,omitempty"`
-	FUSEProtocol string `json:"fuse_protocol,omitempty"`
-	LogLastError string `json:"log_last_error,omitempty"`
+	Version      string    `json:"version,omitempty"`
+	FUSEProtocol string    `json:"fuse_protocol,omitempty"`
+	LogLastError string    `json:"log_last_error,omitempty"`
+	LogLastErrAt time.Time `json:"log_last_error_at,omitempty"`
 	// Allowed … Quarantined count since the daemon started (Started).
 	Passthrough bool            `json:"passthrough"`
 	Labels      int             `json:"labels"`
@@ -83,6 +92,12 @@ type Status struct {
 	Committed   int64           `json:"committed"`
 	Quarantined int64           `json:"quarantined"`
 	Sessions    []SessionStatus `json:"sessions"`
+	// Roots are the further guarded roots: "@name" → directory.
+	Roots map[string]string `json:"roots,omitempty"`
+	// StateMode is "daemon" (root-owned 0700, Socket outside it) or
+	// "owner" (rootless: sessions kept out by confinement).
+	StateMode string `json:"state_mode,omitempty"`
+	Socket    string `json:"socket,omitempty"`
 }
 
 // SessionStatus describes one session.
@@ -94,6 +109,9 @@ type SessionStatus struct {
 	Live      int       `json:"live_processes"`
 	// Quarantined: a burst of refusals; every mutation is refused.
 	Quarantined bool `json:"quarantined"`
+	// Confinement is what aerfs run applied to the session, as it
+	// reported it and /proc shows it, or "unconfined (--sandbox=off)".
+	Confinement string `json:"confinement,omitempty"`
 }
 
 // Call sends one request to the daemon serving stateDir.
@@ -113,7 +131,7 @@ func Call(stateDir string, req Request) (*Response, error) {
 }
 
 func call1(stateDir string, req Request) (*Response, error) {
-	c, err := net.DialTimeout("unix", filepath.Join(stateDir, SocketName), 5*time.Second)
+	c, err := net.DialTimeout("unix", SocketPath(stateDir), 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the aerfs daemon: %w", err)
 	}

@@ -25,12 +25,12 @@ import (
 func (s *controlServer) ownerChannel(pid int, what string) (*principal.Resolved, *Response) {
 	peer := s.resolveCaller(pid)
 	subj := peer.Subject()
-	if !subj.Identified || subj.Session != "" || !subj.Principal.Trusted() {
+	if v := policy.DecideOwner(subj); !v.Allow {
 		rec := &evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: nonNil(subj.Taint.Names()),
 			Meta: evidence.Meta{Op: what, Verdict: "deny", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-				Session: subj.Session, Rule: "RO-owner", Reason: "only the owner's channel (outside every session) may " + what}}
+				Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason() + ": " + what}}
 		s.m.Record(rec)
-		return peer, &Response{Refused: true, Rule: "RO-owner",
+		return peer, &Response{Refused: true, Rule: v.Rule.ID(),
 			Error: what + " refused: only the owner's channel (a process outside every session) may " + what,
 			Hint:  "run it from your own terminal, not from an agent session"}
 	}
@@ -75,12 +75,16 @@ func (s *controlServer) takeSnapshot(pid int, req Request) *Response {
 // owner's channel (restore, approve, burst rollback, journal resume).
 var recoveryMu sync.Mutex
 
+// maxRestoreParents keeps a restore record within the evidence format's
+// 4096 parents.
+const maxRestoreParents = 4000
+
 // restoreTarget works out what the request asks the guarded files to
 // become, as the subset of paths it is about.
 func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, paths []string, reason string, parents []string, err error) {
 	switch {
 	case req.ContaminatedBy != "":
-		sc, err := x.Scope(req.ContaminatedBy)
+		sc, err := x.ScopeAt(req.ContaminatedBy, req.SourceVersion)
 		if err != nil {
 			return nil, nil, "", nil, err
 		}
@@ -91,9 +95,16 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 			paths = append(paths, f.Path)
 		}
 		for _, r := range sc.Roots {
+			if len(parents) == maxRestoreParents {
+				break // a source many sessions read: the reason names it
+			}
 			parents = append(parents, r.ID)
 		}
-		return target, paths, "undo everything downstream of " + req.ContaminatedBy, parents, nil
+		what := req.ContaminatedBy
+		if req.SourceVersion != "" {
+			what += " at version " + req.SourceVersion
+		}
+		return target, paths, "undo everything downstream of " + what, parents, nil
 	case req.Snapshot != "":
 		st, snap, err := x.SnapshotState(req.Snapshot)
 		if err != nil {
@@ -187,6 +198,16 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		return &Response{Error: err.Error(), Hint: "aerfs history FILE, aerfs snapshot list and aerfs scope SOURCE show what there is"}
 	}
 	steps := planRestore(cur, target, paths)
+	for _, st := range steps {
+		if st.To != "" && !s.m.HasBlob(st.To) {
+			why := "is not in the store"
+			if x.Pruned(st.To) {
+				why = "was pruned by aerfs gc"
+			}
+			return &Response{Error: fmt.Sprintf("cannot restore %s: the content of that version (%.12s) %s", st.Path, st.To, why),
+				Hint: "aerfs history " + st.Path + " marks the versions whose content is gone; restore a newer one"}
+		}
+	}
 	plan, _ := json.Marshal(map[string]any{"reason": reason, "steps": steps})
 	if req.DryRun || len(steps) == 0 {
 		return &Response{OK: true, Data: plan}
@@ -220,7 +241,7 @@ func applyJournal(m *aerfs.Monitor, stateDir string, j *snapshot.Journal, log ze
 	delay := stepDelay()
 	for _, i := range j.Remaining() {
 		st := j.Steps[i]
-		if _, err := m.SetContent(st.Path, st.To); err != nil {
+		if _, _, err := m.SetContent(st.Path, st.To, nil); err != nil {
 			return fmt.Errorf("%s: %w", st.Path, err)
 		}
 		if err := j.MarkDone(stateDir, i); err != nil {
@@ -334,17 +355,16 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
-	if _, err := s.m.SetContent(item.Path, item.Hash); err != nil {
+	// The write of the approved content goes through the transaction: its
+	// record is durable before the file changes.
+	if _, _, err := s.m.SetContent(item.Path, item.Hash, func(old string) *evidence.Record {
+		return &evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
+			Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
+				Reason: "approved content committed"},
+			Payload: &evidence.Payload{OldHash: old, NewHash: item.Hash}}
+	}); err != nil {
 		return &Response{Error: "approved but not written: " + err.Error()}
 	}
-	wid, err := s.m.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
-		Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Reason: "approved content committed"},
-		Payload: &evidence.Payload{OldHash: item.BaseHash, NewHash: item.Hash}})
-	if err != nil {
-		return &Response{Error: err.Error()}
-	}
-	s.m.SetLastRecord(wid, item.Path)
 	b, _ := json.Marshal(map[string]string{"id": item.ID, "path": item.Path})
 	return &Response{OK: true, Data: b}
 }

@@ -28,6 +28,7 @@ type controlServer struct {
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
+	prune    func(*evidence.Record, []string) (string, error) // the log's Prune
 	ln       *net.UnixListener
 	shared   *serverShared
 
@@ -42,6 +43,7 @@ type serverShared struct {
 	wg     sync.WaitGroup
 	limits *connLimits
 	admit  chan struct{} // connections being admitted
+	conf   *confinements // what aerfs run applied to each session
 }
 
 func (s *controlServer) listen(path string) error {
@@ -57,7 +59,7 @@ func (s *controlServer) listen(path string) error {
 		return err
 	}
 	s.ln = ln
-	s.shared = &serverShared{limits: newConnLimits(), admit: make(chan struct{}, admitting)}
+	s.shared = &serverShared{limits: newConnLimits(), admit: make(chan struct{}, admitting), conf: newConfinements()}
 	l := s.shared.limits
 	s.log.Debug().Int("total", l.total).Int("per_uid", l.perUID).Int("per_session", l.perKey).Msg("control socket limits")
 	return nil
@@ -262,7 +264,11 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		}
 		return &Response{OK: true}
 	case "register":
-		return s.register(pid, req)
+		return s.registerNoting(pid, req)
+	case "confined":
+		return s.confined(pid, req)
+	case "session-list", "session-release", "session-end", "why", "edit-get", "edit", "adopt":
+		return s.ownerRequest(pid, req) // session_requests.go
 	case "taint":
 		return s.taint(pid, req)
 	case "promote":
@@ -282,9 +288,11 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Labels = s.m.Labels.Len()
 		st.Allowed, st.Denied = s.m.Stats.Allowed.Load(), s.m.Stats.Denied.Load()
 		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
+		addRootStatus(s.m, &st)
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
-				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined()})
+				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined(),
+				Confinement: s.shared.conf.describe(x.ID)})
 		}
 		sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].Started.Before(st.Sessions[j].Started) })
 		b, _ := json.Marshal(st)
@@ -301,6 +309,9 @@ func nonNil(s []string) []string {
 }
 
 func (s *controlServer) register(pid int, req Request) *Response {
+	if msg := checkAgent(req.Agent); msg != "" {
+		return &Response{Error: msg, Hint: "agents are named like claude-code, codex, gemini, openclaw"}
+	}
 	p := policy.Principal(0)
 	if req.Principal == "" {
 		// Default: the caller's own principal.
@@ -314,7 +325,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	reg, peer, v, err := s.reg.RegisterWith(pid, p, req.Session, req.Resume)
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox}}
+			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox + agentDetail(req.Agent)}}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}
@@ -339,7 +350,15 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	if _, err := s.m.Record(rec); err != nil {
 		return &Response{Error: "cannot record the session start: " + err.Error()}
 	}
-	b, _ := json.Marshal(map[string]string{"session": sess.ID, "principal": p.String()})
+	s.shared.conf.registered(sess.ID, peer.Proc.ID, req.Sandbox)
+	data := map[string]any{"session": sess.ID, "principal": p.String()}
+	if req.Sandbox != "off" {
+		pol := s.m.Policy()
+		var rs Status
+		addRootStatus(s.m, &rs) // the further roots: the mount decides there
+		data["sandbox"] = sessionSandbox(s.status().Workspace, pol.SandboxWritable, pol.SandboxPrivateTmp(), rs.Roots)
+	}
+	b, _ := json.Marshal(data)
 	return &Response{OK: true, Data: b}
 }
 

@@ -340,6 +340,33 @@ func (e *env) pending() []string {
 	return ps
 }
 
+// pendingHashes is the content hashes of the pending quarantined items.
+func (e *env) pendingHashes() map[string]bool {
+	out, err := e.aerfs("pending", "--json", "--state", e.State, "--workspace", e.WS)
+	if err != nil {
+		return nil
+	}
+	var items []struct {
+		Hash string `json:"hash"`
+	}
+	json.Unmarshal([]byte(out), &items)
+	m := map[string]bool{}
+	for _, it := range items {
+		m[it.Hash] = true
+	}
+	return m
+}
+
+// hasOp reports whether a refusal was of operation op.
+func hasOp(les []logEntry, op string) bool {
+	for _, le := range les {
+		if le.Record.Meta.Op == op {
+			return true
+		}
+	}
+	return false
+}
+
 // ---- running a client ----
 
 type result struct {

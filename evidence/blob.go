@@ -39,70 +39,35 @@ func (l *Log) PutBlobFile(path string) (string, error) {
 	return l.putBlob(f)
 }
 
-// putBlob writes to a temp file in the blob tree while hashing, syncs it,
-// and renames it to its hash: a crash leaves either no blob or a whole one.
-// The content is stored zstd-compressed when that makes it smaller (raw
-// otherwise); the name is always the hash of the uncompressed content.
-// The directory holding the new name is synced by the next group commit,
-// together with the log and before any record naming the blob is
-// acknowledged (syncBlobDirs); recovery cuts a record past the checkpoint
-// whose blob did not survive.
+// putBlob writes to a temp file in the blob tree while hashing and renames
+// it to its hash. Nothing is flushed here: the blob's content and its new
+// name are flushed by the next group commit, at the same time as the log
+// and before any record naming the blob is acknowledged (syncBlobs), so a
+// guarded commit waits for one round of flushes, not two. Recovery cuts a
+// record past the checkpoint whose blob did not survive whole.
 func (l *Log) putBlob(r io.Reader) (string, error) {
 	dir := l.dir
 	root := filepath.Join(dir, blobsName)
-	// Content up to blobInMemory is hashed and compressed in memory, and
-	// stored raw when compression does not pay; larger content is
-	// compressed as it streams.
-	head, err := io.ReadAll(io.LimitReader(r, blobInMemory+1))
-	if err != nil {
-		return "", fmt.Errorf("evidence: blob: %w", err)
-	}
-	h := sha256.New()
-	h.Write(head)
-	var body []byte
-	streaming := len(head) > blobInMemory
-	if !streaming {
-		sum := hex.EncodeToString(h.Sum(nil))
-		if _, err := os.Stat(blobPath(dir, sum)); err == nil {
-			return sum, nil
-		}
-		body = head
-		if c := zstdEncoder.EncodeAll(head, make([]byte, 0, len(head)/2)); len(c) < len(head) {
-			body = c
-		}
-	}
 	tmp, err := os.CreateTemp(root, ".tmp-blob-*")
 	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	if streaming {
-		zw, err := zstd.NewWriter(tmp, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			return "", fmt.Errorf("evidence: blob: %w", err)
-		}
-		if _, err := zw.Write(head); err != nil {
-			return "", fmt.Errorf("evidence: blob: %w", err)
-		}
-		if _, err := io.Copy(io.MultiWriter(zw, h), r); err != nil {
-			return "", fmt.Errorf("evidence: blob: %w", err)
-		}
-		if err := zw.Close(); err != nil {
-			return "", fmt.Errorf("evidence: blob: %w", err)
-		}
-	} else if _, err := tmp.Write(body); err != nil {
+	h := sha256.New()
+	if err := writeBlobContent(tmp, h, r); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	dst := blobPath(dir, sum)
 	if _, err := os.Stat(dst); err == nil {
+		// Stored already. Another putBlob may have renamed it in a moment
+		// ago: wait until it is queued for the next flush.
+		l.dirsMu.Lock()
+		l.dirsMu.Unlock()
 		return sum, nil
 	}
 	if err := tmp.Chmod(0o400); err != nil {
-		return "", fmt.Errorf("evidence: blob: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	_, err = os.Stat(filepath.Dir(dst))
@@ -110,41 +75,68 @@ func (l *Log) putBlob(r io.Reader) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
+	l.dirsMu.Lock()
+	defer l.dirsMu.Unlock()
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
-	l.dirsMu.Lock()
+	l.blobFiles[dst] = true
 	l.blobDirs[filepath.Dir(dst)] = true
 	if created {
 		l.blobDirs[root] = true
 	}
-	l.dirsMu.Unlock()
 	return sum, nil
 }
 
-// syncBlobDirs makes the names of the blobs stored since the last call
-// durable.
+// syncBlobDirs makes the blobs stored since the last call durable: their
+// content and their names, all flushed at once.
 func (l *Log) syncBlobDirs() error {
 	l.dirsMu.Lock()
-	dirs := l.blobDirs
-	l.blobDirs = map[string]bool{}
+	dirs, files := l.blobDirs, l.blobFiles
+	l.blobDirs, l.blobFiles = map[string]bool{}, map[string]bool{}
 	l.dirsMu.Unlock()
 	var wg sync.WaitGroup
-	errs := make([]error, 0, len(dirs))
+	var errs []error
 	var mu sync.Mutex
+	flush := func(p string, sync func(string) error) {
+		defer wg.Done()
+		if err := sync(p); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}
 	for d := range dirs {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := syncDir(d); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+		go flush(d, syncDir)
+	}
+	for f := range files {
+		wg.Add(1)
+		go flush(f, syncPath)
 	}
 	wg.Wait()
+	if len(errs) > 0 {
+		// Whatever failed is flushed again with the next batch.
+		l.dirsMu.Lock()
+		for d := range dirs {
+			l.blobDirs[d] = true
+		}
+		for f := range files {
+			l.blobFiles[f] = true
+		}
+		l.dirsMu.Unlock()
+	}
 	return errors.Join(errs...)
+}
+
+// syncPath flushes the file at p.
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // Blob returns a stored blob, checking its hash.
@@ -177,13 +169,45 @@ func readBlob(dir, hash string) ([]byte, error) {
 	return nil, &VerifyError{Kind: KindIntegrity, What: fmt.Sprintf("blob %s: hash mismatch", hash)}
 }
 
+// writeBlobContent writes r's content to w, zstd-compressed when that makes
+// it smaller (raw otherwise), and hashes the uncompressed content into h:
+// a blob's name is always the hash of its content. Content up to
+// blobInMemory is compressed in one piece; larger content is compressed
+// as it streams.
+func writeBlobContent(w io.Writer, h io.Writer, r io.Reader) error {
+	head, err := io.ReadAll(io.LimitReader(r, blobInMemory+1))
+	if err != nil {
+		return err
+	}
+	h.Write(head)
+	if len(head) <= blobInMemory {
+		body := head
+		if c := zstdEncoder.EncodeAll(head, make([]byte, 0, len(head)/2)); len(c) < len(head) {
+			body = c
+		}
+		_, err := w.Write(body)
+		return err
+	}
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	if _, err := zw.Write(head); err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.MultiWriter(zw, h), r); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
 // blobInMemory is the largest content putBlob compresses in one piece.
 const blobInMemory = 16 << 20
 
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // One encoder and one decoder serve every blob: EncodeAll and DecodeAll
-// may be called concurrently. The decoder's window and output are bounded
+// may be called concurrently. The decoder's window and memory are bounded
 // so that a crafted blob cannot make it allocate without limit.
 var (
 	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2))

@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -138,13 +140,21 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	all := map[string]int64{}
 	selected := map[string]bool{}
 	referenced := map[string]int64{}
-	blobs, pruned := map[string]bool{}, map[string]bool{}
+	blobs := map[string]bool{}
+	pruned := map[string]bool{}
 	err = ReadAll(stateDir, func(idx int64, id string, r *Record) error {
 		if idx >= cp.Size {
 			return nil
 		}
 		all[id] = idx
-		if !f.Match(r) && r.Type != TypeGC { // gc records account for pruned blobs
+		if r.Payload != nil {
+			for _, h := range r.Payload.Pruned {
+				pruned[h] = true
+			}
+		}
+		// gc records travel with every bundle: they say which of the
+		// bundle's blobs are absent on purpose.
+		if !f.Match(r) && r.Type != TypeGC {
 			return nil
 		}
 		c, err := r.Canonical()
@@ -171,9 +181,6 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 				if h != "" {
 					blobs[h] = true
 				}
-			}
-			if r.Type == TypeGC {
-				notePruned(stateDir, r, pruned)
 			}
 		}
 		return nil
@@ -214,9 +221,10 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	sort.Strings(names)
 	for _, h := range names {
 		b, err := ReadBlob(stateDir, h)
-		if err != nil && !HasBlob(stateDir, h) && pruned[h] {
-			continue
-		} else if err != nil {
+		if err != nil {
+			if pruned[h] && errors.Is(err, fs.ErrNotExist) {
+				continue // removed by aerfs gc, which a gc record in the bundle says
+			}
 			return nil, fmt.Errorf("evidence: export: %w", err)
 		}
 		if err := w.put(bBlobs+h, b); err != nil {

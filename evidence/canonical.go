@@ -46,7 +46,7 @@ var recordTypes = map[string]bool{
 	TypeTaint: true, TypePolicyLoad: true, TypeMount: true, TypeUnmount: true,
 	TypeRecovery: true, TypeSnapshot: true, TypeRestore: true, TypeDrift: true,
 	TypeQuarantine: true, TypeApprove: true, TypeReject: true,
-	TypeDeclassify: true, TypeElevate: true,
+	TypeDeclassify: true, TypeElevate: true, TypeReads: true, TypeGC: true,
 }
 
 // timeRE is RFC 3339 restricted to UTC ("Z") with 0 to 9 fraction digits.
@@ -180,6 +180,26 @@ func (r *Record) Validate() error {
 				}
 			}
 		}
+		if err := validateReads(p.Reads); err != nil {
+			return err
+		}
+		if p.Pruned != nil && len(p.Pruned) == 0 {
+			return schemaErr("payload.pruned is empty (omit it)")
+		}
+		for i, h := range p.Pruned {
+			if !IsHash(h) {
+				return schemaErr("payload.pruned[%d] %q is not a lowercase hex SHA-256", i, h)
+			}
+			if i > 0 && p.Pruned[i-1] >= h {
+				return schemaErr("payload.pruned is not sorted and unique at %d", i)
+			}
+		}
+		if len(p.Pruned) > 0 && r.Type != TypeGC {
+			return schemaErr("payload.pruned in a %s record (only gc)", r.Type)
+		}
+	}
+	if r.Type == TypeGC && (r.Payload == nil || len(r.Payload.Pruned) == 0) {
+		return schemaErr("gc record without payload.pruned")
 	}
 	return nil
 }

@@ -92,6 +92,21 @@ func appendCanonical(b []byte, r *Record) []byte {
 		str("from_b64", p.FromB64)
 		str("new_hash", p.NewHash)
 		str("old_hash", p.OldHash)
+		if len(p.Pruned) > 0 {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, `"pruned":`...)
+			b = appendJCSStrings(b, p.Pruned)
+		}
+		if len(p.Reads) > 0 {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendReads(b, p.Reads)
+		}
 		str("to", p.To)
 		str("to_b64", p.ToB64)
 		b = append(b, '}')

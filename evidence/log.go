@@ -47,10 +47,19 @@ type Log struct {
 	hashes hashFile
 	ids    map[[32]byte]int64
 	cp     []byte
-	broken error // set when a write failed: the files need Open's recovery
+	broken error // set when a write failed: the files need recovery (heal)
+	// uncp: records are acknowledged that no checkpoint covers yet (the
+	// derived files and the checkpoint are written lazily, see
+	// checkpointDelay); lastCP is when the last checkpoint was signed.
+	uncp   bool
+	lastCP time.Time
+	// healedFrom is the failure the last heal recovered from, recorded
+	// with the first batch after it.
+	healedFrom error
 
-	dirsMu   sync.Mutex
-	blobDirs map[string]bool // blob directories with names not yet synced
+	dirsMu    sync.Mutex
+	blobDirs  map[string]bool // blob directories with names not yet synced
+	blobFiles map[string]bool // blobs whose content is not yet synced
 }
 
 type appendReq struct {
@@ -63,6 +72,9 @@ type appendReq struct {
 	barrier bool
 	// queued: nobody waits for this record (AppendAsync).
 	queued bool
+	// group: further records that commit with this one or not at all
+	// (AppendAll); answered through this request's err.
+	group []*appendReq
 }
 
 // Flush returns once every record queued before the call (AppendAsync
@@ -86,7 +98,7 @@ func (l *Log) Flush() error {
 // partial or whose stored hash does not match) and records the cut.
 func Open(stateDir string) (*Log, error) {
 	dir := evDir(stateDir)
-	l := &Log{dir: dir, blobDirs: map[string]bool{}}
+	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
@@ -178,6 +190,42 @@ func (l *Log) Append(r *Record) (string, error) {
 	return hex.EncodeToString(req.id[:]), nil
 }
 
+// AppendAll adds the records in order, all in one batch: either every one
+// of them is durable when it returns, or none is (a failed batch is cut
+// when the log heals). A later record may name an earlier one as parent.
+// It is for changes that more than one record describes (a rename onto a
+// guarded name: the source leaving and the content arriving).
+func (l *Log) AppendAll(rs ...*Record) ([]string, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	reqs := make([]*appendReq, len(rs))
+	for i, r := range rs {
+		req, err := l.makeReq(r, false)
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = req
+	}
+	head := reqs[0]
+	head.group = reqs[1:]
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return nil, ErrClosed
+	}
+	l.reqs <- head
+	l.sendMu.RUnlock()
+	if err := <-head.err; err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = hex.EncodeToString(r.id[:])
+	}
+	return ids, nil
+}
+
 // AppendAsync queues r like Append and returns its id at once, without
 // waiting for the record to be durable: it is written and synced with the
 // next group commit, in order with every other record, typically within
@@ -210,6 +258,22 @@ func (l *Log) HasBlob(hash string) bool {
 func (l *Log) enqueue(r *Record) (*appendReq, error) { return l.enqueueReq(r, false) }
 
 func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
+	req, err := l.makeReq(r, queued)
+	if err != nil {
+		return nil, err
+	}
+	l.sendMu.RLock()
+	if l.closed {
+		l.sendMu.RUnlock()
+		return nil, ErrClosed
+	}
+	l.reqs <- req
+	l.sendMu.RUnlock()
+	return req, nil
+}
+
+// makeReq fills r's defaults and makes its canonical form.
+func (l *Log) makeReq(r *Record, queued bool) (*appendReq, error) {
 	if r.Version == 0 {
 		r.Version = RecordVersion
 	}
@@ -236,22 +300,92 @@ func (l *Log) enqueueReq(r *Record, queued bool) (*appendReq, error) {
 			}
 		}
 	}
-	req := &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1), queued: queued}
-	l.sendMu.RLock()
-	if l.closed {
-		l.sendMu.RUnlock()
-		return nil, ErrClosed
+	return &appendReq{canon: canon, id: sha256.Sum256(canon), rec: r, err: make(chan error, 1), queued: queued}, nil
+}
+
+// heal brings a log whose last write failed (a full disk, an I/O error)
+// back to the records that were acknowledged, without a reopen: the log is
+// cut to its acknowledged end (a batch that failed was answered with an
+// error and must not survive), the index and stored hashes past the signed
+// checkpoint are rebuilt from the log as Open does, everything is flushed
+// and a checkpoint is signed. It is tried again with every batch until the
+// cause goes away. Called with l.mu held.
+func (l *Log) heal() error {
+	cause := l.broken
+	fail := func(err error) error { return err } // l.broken keeps the first cause
+	if err := l.logf.Truncate(l.logEnd); err != nil {
+		return fail(err)
 	}
-	l.reqs <- req
-	l.sendMu.RUnlock()
-	return req, nil
+	if err := syncFile(l.logf); err != nil {
+		return fail(err)
+	}
+	cp, err := OpenCheckpoint(l.cp, l.vkey)
+	if err != nil {
+		return fail(err)
+	}
+	n := l.n
+	if _, err := l.recover(cp); err != nil {
+		return fail(err)
+	}
+	if l.n != n {
+		// Acknowledged records are whole lines below logEnd; anything
+		// else means the files are not what this process wrote.
+		return fail(fmt.Errorf("evidence: heal found %d records, expected %d", l.n, n))
+	}
+	if err := errors.Join(syncFile(l.idxf), syncFile(l.hashf), l.syncBlobDirs()); err != nil {
+		return fail(err)
+	}
+	if err := l.writeCheckpointLocked(); err != nil {
+		return fail(err)
+	}
+	l.healedFrom = cause
+	l.broken = nil
+	l.uncp = false
+	l.lastCP = time.Now()
+	return nil
 }
 
 // committer owns all writes. It takes whatever is queued, writes it as one
 // batch, syncs once per file, signs one checkpoint and answers everyone.
 func (l *Log) committer() {
 	defer close(l.done)
-	for first := range l.reqs {
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer func() {
+		// Closing: everything acknowledged gets its checkpoint.
+		l.mu.Lock()
+		l.checkpointIfDue(true)
+		l.mu.Unlock()
+	}()
+	for {
+		var first *appendReq
+		l.mu.Lock()
+		due := l.uncp
+		l.mu.Unlock()
+		if due {
+			// Records wait for their checkpoint: sign it once the log has
+			// been quiet for checkpointDelay, unless more come first.
+			idle.Reset(checkpointDelay)
+			select {
+			case r, ok := <-l.reqs:
+				idle.Stop()
+				if !ok {
+					return
+				}
+				first = r
+			case <-idle.C:
+				l.mu.Lock()
+				l.checkpointIfDue(true)
+				l.mu.Unlock()
+				continue
+			}
+		} else {
+			r, ok := <-l.reqs
+			if !ok {
+				return
+			}
+			first = r
+		}
 		batch := []*appendReq{first}
 		// A batch of queued records only waits up to queuedLinger for
 		// company; the first request somebody waits for ends the wait.
@@ -295,6 +429,41 @@ func (l *Log) committer() {
 	}
 }
 
+// checkpointDelay and checkpointEvery bound how long acknowledged records
+// wait for the checkpoint that covers them: it is signed once appends have
+// paused for checkpointDelay, at least every checkpointEvery under a steady
+// stream, and at once for a flush barrier (a reader) or at Close. The
+// records themselves are durable when acknowledged (the log is flushed);
+// recovery rebuilds what the checkpoint does not cover yet. Deferring it
+// keeps a stream of guarded commits to one round of flushes each instead
+// of three (log; index and hashes; checkpoint).
+var (
+	checkpointDelay = 5 * time.Millisecond
+	checkpointEvery = 200 * time.Millisecond
+)
+
+// checkpointIfDue makes the derived files durable and signs a checkpoint
+// covering every acknowledged record, if some are not covered and (unless
+// now) checkpointEvery has passed. Called with l.mu held.
+func (l *Log) checkpointIfDue(now bool) {
+	if !l.uncp || l.broken != nil {
+		return
+	}
+	if !now && time.Since(l.lastCP) < checkpointEvery {
+		return
+	}
+	if err := l.syncDerived(); err != nil {
+		l.broken = fmt.Errorf("evidence: index or hashes not synced, healed with the next append: %w", err)
+		return
+	}
+	if err := l.writeCheckpointLocked(); err != nil {
+		l.broken = fmt.Errorf("evidence: checkpoint not written, healed with the next append: %w", err)
+		return
+	}
+	l.uncp = false
+	l.lastCP = time.Now()
+}
+
 // queuedLinger is how long a batch holding only queued records (verdicts,
 // taint notes: AppendAsync) waits before it is written. A synchronous
 // append or a flush that arrives meanwhile joins the batch and ends the
@@ -308,10 +477,22 @@ func (l *Log) commit(batch []*appendReq) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.broken != nil {
-		for _, r := range batch {
-			r.err <- l.broken
+		if err := l.heal(); err != nil {
+			for _, r := range batch {
+				r.err <- l.broken
+			}
+			return
 		}
-		return
+	}
+	if l.healedFrom != nil {
+		// The first record after a heal says what the log recovered from.
+		if req, err := l.makeReq(&Record{Type: TypeRecovery, Principal: "SYS",
+			Meta: Meta{Op: "heal", UID: uint32(os.Getuid()), Pid: os.Getpid(),
+				Reason: "the evidence log failed and recovered by itself; no change was acknowledged without its record"},
+			Payload: &Payload{Detail: l.healedFrom.Error()}}, true); err == nil {
+			batch = append([]*appendReq{req}, batch...)
+		}
+		l.healedFrom = nil
 	}
 	var logBuf, idxBuf []byte
 	var accepted []*appendReq
@@ -332,32 +513,57 @@ func (l *Log) commit(batch []*appendReq) {
 			barriers = append(barriers, r)
 			continue
 		}
-		if err := l.admit(r, local); err != nil {
+		members := append([]*appendReq{r}, r.group...)
+		var err error
+		for _, q := range members {
+			if err = l.admit(q, local); err != nil {
+				break
+			}
+			local[q.id] = true
+		}
+		if err != nil {
+			for _, q := range members {
+				delete(local, q.id)
+			}
 			r.err <- err
 			continue
 		}
-		hs, err := tlog.StoredHashesForRecordHash(n, leafHash(r.id), &l.hashes)
+		mark := len(l.hashes.pending)
+		for i, q := range members {
+			hs, herr := tlog.StoredHashesForRecordHash(n+int64(i), leafHash(q.id), &l.hashes)
+			if herr != nil {
+				err = herr
+				break
+			}
+			l.hashes.pending = append(l.hashes.pending, hs...)
+		}
 		if err != nil {
+			l.hashes.pending = l.hashes.pending[:mark]
+			for _, q := range members {
+				delete(local, q.id)
+			}
 			r.err <- fmt.Errorf("evidence: append: %w", err)
 			continue
 		}
-		l.hashes.pending = append(l.hashes.pending, hs...)
-		local[r.id] = true
-		logBuf = append(append(logBuf, r.canon...), '\n')
-		end += int64(len(r.canon)) + 1
-		var e [indexEntrySize]byte
-		binary.BigEndian.PutUint64(e[:8], uint64(end))
-		copy(e[8:], r.id[:])
-		idxBuf = append(idxBuf, e[:]...)
+		for _, q := range members {
+			logBuf = append(append(logBuf, q.canon...), '\n')
+			end += int64(len(q.canon)) + 1
+			var e [indexEntrySize]byte
+			binary.BigEndian.PutUint64(e[:8], uint64(end))
+			copy(e[8:], q.id[:])
+			idxBuf = append(idxBuf, e[:]...)
+			n++
+		}
 		accepted = append(accepted, r)
-		n++
 	}
 	if len(accepted) == 0 {
 		// A flush with nothing new to write still makes the blobs stored
-		// so far durable.
+		// so far durable, and the records acknowledged so far checkpointed.
 		if err := l.syncBlobDirs(); err != nil {
-			l.broken = fmt.Errorf("evidence: blob directory not synced, reopen to recover: %w", err)
+			l.broken = fmt.Errorf("evidence: blob directory not synced, healed with the next append: %w", err)
+			return
 		}
+		l.checkpointIfDue(len(barriers) > 0)
 		return
 	}
 	var hashBuf []byte
@@ -374,36 +580,34 @@ func (l *Log) commit(batch []*appendReq) {
 		err = errors.Join(syncFile(l.logf), <-blobErr)
 	}
 	if err == nil {
-		for i, r := range accepted {
-			l.ids[r.id] = l.n + int64(i)
+		i := l.n
+		for _, r := range accepted {
+			for _, q := range append([]*appendReq{r}, r.group...) {
+				l.ids[q.id] = i
+				i++
+			}
 		}
 		l.n = n
 		l.logEnd = end
 		l.hashes.n += int64(len(l.hashes.pending))
 		l.hashes.pending = l.hashes.pending[:0]
-		// The records are durable (the log is flushed): answer now. A
-		// crash before the index, the hashes and the checkpoint below are
-		// durable loses none of them: recovery keeps every whole record
-		// past the checkpoint, rebuilds the index and hashes from the log
-		// and signs a new checkpoint. All of it is done before l.mu is
-		// released, so no reader (Size, Checkpoint, a Flush barrier, the
-		// next batch) ever sees records the checkpoint does not cover;
-		// taking those flushes off the appenders' path is what keeps a
-		// guarded commit to one log flush.
+		// The records are durable (the log is flushed): answer now. The
+		// index, the hashes and the checkpoint follow lazily
+		// (checkpointIfDue): a crash before they are durable loses none of
+		// the records, since recovery keeps every whole record past the
+		// checkpoint, rebuilds the index and hashes from the log and signs
+		// a new checkpoint. A flush barrier (a reader) gets them at once.
+		// Taking those flushes off the appenders' path is what keeps a
+		// guarded commit to one round of flushes.
 		for _, r := range accepted {
 			r.err <- nil
 		}
-		if err := l.syncDerived(); err != nil {
-			l.broken = fmt.Errorf("evidence: index or hashes not synced, reopen to recover: %w", err)
-			return
-		}
-		if err := l.writeCheckpointLocked(); err != nil {
-			l.broken = fmt.Errorf("evidence: checkpoint not written, reopen to recover: %w", err)
-		}
+		l.uncp = true
+		l.checkpointIfDue(len(barriers) > 0)
 		return
 	}
 	l.hashes.pending = l.hashes.pending[:0]
-	l.broken = fmt.Errorf("evidence: log write failed, reopen to recover: %w", err)
+	l.broken = fmt.Errorf("evidence: log write failed, healed with the next append: %w", err)
 	for _, r := range accepted {
 		r.err <- l.broken
 	}
@@ -483,7 +687,8 @@ func (l *Log) writeCheckpointLocked() error {
 	return nil
 }
 
-// Size is the number of records durable and covered by the checkpoint.
+// Size is the number of records acknowledged (durable in the log; the
+// checkpoint covering them may follow a few milliseconds later).
 func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()

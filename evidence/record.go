@@ -46,6 +46,15 @@ const (
 	TypeReject       = "reject"
 	TypeDeclassify   = "declassify"
 	TypeElevate      = "elevate"
+	// TypeReads lists files a session (or a process outside sessions)
+	// read through the mount since its previous reads record, which it
+	// names as its first parent: the chain is everything the reader read.
+	// A write by that reader names the newest one as a parent.
+	TypeReads = "reads"
+	// TypeGC says which content blobs aerfs gc pruned (payload.pruned)
+	// and under which retention (payload.detail): records are never
+	// pruned, and a verifier accepts a missing blob a gc record names.
+	TypeGC = "gc"
 )
 
 // Meta says when, where and by whom.
@@ -76,7 +85,32 @@ type Payload struct {
 	// Files lists guarded files and their content: the whole guarded state
 	// for a snapshot, what changed for a restore.
 	Files []FileState `json:"files,omitempty"`
+	// Reads lists the files a reads record is about, each with the
+	// version that was read (docs/evidence-format.md §3.2). Its hashes
+	// name content, not blobs: they are not blob references.
+	Reads []FileRead `json:"reads,omitempty"`
+	// Pruned lists the blobs a gc record removed, sorted. Not blob
+	// references: they are gone.
+	Pruned []string `json:"pruned,omitempty"`
 }
+
+// FileRead is one file a reader read: its path and the identity of the
+// version it read, exactly one of Hash (the SHA-256 of the content, when
+// aerfs knew it or could compute it) and Fp (the backing file's cheap
+// fingerprint when it was opened, when the content could not be hashed).
+type FileRead struct {
+	Path    string `json:"path,omitempty"`
+	PathB64 string `json:"path_b64,omitempty"` // as meta.path_b64; exactly one of path and path_b64
+	Hash    string `json:"hash,omitempty"`     // SHA-256 of the content read
+	// Fp is "<dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>", decimal integers.
+	Fp string `json:"fp,omitempty"`
+}
+
+// FilePath is the read file's path as bytes.
+func (f *FileRead) FilePath() string { return rawOf(f.Path, f.PathB64) }
+
+// SetPath stores p in path or, when it is not UTF-8, in path_b64.
+func (f *FileRead) SetPath(p string) { f.Path, f.PathB64 = split(p) }
 
 // FileState is one file of a snapshot or a restore.
 type FileState struct {
@@ -186,6 +220,12 @@ func (r *Record) normalizeNames() {
 		p.Detail = strings.ToValidUTF8(p.Detail, "\uFFFD")
 		for i := range p.Files {
 			f := &p.Files[i]
+			if f.PathB64 == "" && !utf8.ValidString(f.Path) {
+				f.Path, f.PathB64 = split(f.Path)
+			}
+		}
+		for i := range p.Reads {
+			f := &p.Reads[i]
 			if f.PathB64 == "" && !utf8.ValidString(f.Path) {
 				f.Path, f.PathB64 = split(f.Path)
 			}

@@ -204,9 +204,11 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 	return cut, nil
 }
 
-// blobsStored reports whether every blob r's payload names is stored. A
-// blob's name is synced with the log batch of the first record naming it,
-// so a record whose blob a crash lost was never acknowledged.
+// blobsStored reports whether every blob r's payload names is stored whole.
+// A blob's content and name are flushed with the log batch of the first
+// record naming it, so a record whose blob a crash lost or cut short was
+// never acknowledged. Only records past the checkpoint are checked, so the
+// hashing is bounded by the last batches.
 func (l *Log) blobsStored(r *Record) bool {
 	if r.Payload == nil {
 		return true
@@ -215,7 +217,7 @@ func (l *Log) blobsStored(r *Record) bool {
 		if h == "" {
 			continue
 		}
-		if _, err := os.Stat(l.blobPath(h)); err != nil {
+		if _, err := readBlob(l.dir, h); err != nil { // raw or compressed, checked against h
 			return false
 		}
 	}

@@ -28,6 +28,7 @@ type Report struct {
 	Records     int64  // records checked
 	Refs        int64  // parent records proven by id only
 	Blobs       int64
+	Pruned      int64 // referenced blobs absent because aerfs gc removed them
 	Bytes       int64 // record bytes hashed
 	Uncommitted int64 // VerifyState: index entries past the checkpoint (appends in flight or a torn tail)
 }
@@ -232,8 +233,7 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 	}
 	var checks []pending
 	blobsWanted := map[string]int64{}
-	var pt prunedTracker // every reference, then only the missing ones
-	var gcs [][2]any     // gc records: index, manifest hash
+	prunedBlobs := map[string]bool{} // blobs the bundle's gc records say were removed
 	var rb rootBuilder
 	last := int64(-1)
 	for k, line := range recs {
@@ -280,10 +280,9 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 				if _, seen := blobsWanted[h]; h != "" && !seen {
 					blobsWanted[h] = il.Idx
 				}
-				pt.ref(h, il.Idx)
 			}
-			if r.Type == TypeGC && r.Payload.NewHash != "" {
-				gcs = append(gcs, [2]any{il.Idx, r.Payload.NewHash})
+			for _, h := range r.Payload.Pruned {
+				prunedBlobs[h] = true
 			}
 		}
 	}
@@ -346,18 +345,12 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 		}
 		delete(blobsWanted, h)
 	}
-	for _, g := range gcs {
-		if b, ok := files[bBlobs+g[1].(string)]; !ok || pt.gc(g[0].(int64), b) != nil {
-			return nil, verr(KindIntegrity, "record %d: unreadable gc manifest", g[0].(int64))
+	for h, idx := range blobsWanted {
+		if prunedBlobs[h] {
+			rep.Pruned++
+			continue
 		}
-	}
-	for h := range pt.missing {
-		if _, ok := blobsWanted[h]; !ok {
-			delete(pt.missing, h) // present
-		}
-	}
-	if err := pt.check(); err != nil {
-		return nil, err
+		return nil, verr(KindIntegrity, "blob %s: missing (referenced by record %d)", h, idx)
 	}
 	rep.Blobs = int64(len(present))
 	return rep, nil
@@ -435,7 +428,8 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 	logr := bufio.NewReaderSize(io.NewSectionReader(logf, 0, logSize), 1<<16)
 	ids := make(map[[32]byte]int64, N)
 	blobs := map[string]bool{}
-	var pt prunedTracker
+	missing := map[string]int64{} // referenced blobs not stored, by first referencing record
+	pruned := map[string]bool{}   // blobs gc records say they removed
 	var rb rootBuilder
 	var pos int64
 	var ent [indexEntrySize]byte
@@ -503,23 +497,27 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 						return nil, err.(*VerifyError)
 					}
 					if _, serr := os.Stat(blobPath(dir, h)); serr != nil {
-						pt.ref(h, i) // pruned by a later gc record, or lost
+						// Missing: fine only if a gc record pruned it.
+						if _, seen := missing[h]; !seen {
+							missing[h] = i
+						}
 						continue
 					}
 					return nil, ioErr("blob %s: %v", h, err)
 				}
 				blobs[h] = true
 			}
-			if r.Type == TypeGC && r.Payload.NewHash != "" && blobs[r.Payload.NewHash] {
-				if b, err := readBlob(dir, r.Payload.NewHash); err != nil || pt.gc(i, b) != nil {
-					return nil, verr(KindIntegrity, "record %d: unreadable gc manifest", i)
-				}
+			for _, h := range r.Payload.Pruned {
+				pruned[h] = true
 			}
 		}
 	}
-	if err := pt.check(); err != nil {
-		return nil, err
+	for h, i := range missing {
+		if !pruned[h] {
+			return nil, verr(KindIntegrity, "blob %s: missing (referenced by record %d)", h, i)
+		}
 	}
+	rep.Pruned = int64(len(missing))
 	if rb.root() != cp.Root {
 		return nil, verr(KindIntegrity, "log: root hash mismatch (tree size %d)", N)
 	}

@@ -21,8 +21,13 @@ func (m *Monitor) statAt(rel string, st *syscall.Stat_t) (gen uint64, err error)
 	if rel == "" {
 		rel = "."
 	}
+	fd, name, done, err := m.parentAt(rel)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	var x unix.Statx_t
-	if err := unix.Statx(m.rootFd, rel, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x); err != nil {
+	if err := unix.Statx(fd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x); err != nil {
 		return 0, err
 	}
 	st.Dev = unix.Mkdev(x.Dev_major, x.Dev_minor)
@@ -52,7 +57,7 @@ func (n *Node) stableAttr(st *syscall.Stat_t, gen uint64) gofs.StableAttr {
 	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)
 	rootDev := n.RootData.Dev
 	swappedRootDev := (rootDev << 32) | (rootDev >> 32)
-	return gofs.StableAttr{Mode: st.Mode, Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}
+	return n.m.kernelAttr(st, gen, gofs.StableAttr{Mode: st.Mode, Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}) // inoalias.go
 }
 
 func (n *Node) lookupAt(ctx context.Context, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/evidence"
@@ -25,7 +26,7 @@ func (m *Monitor) Promote(res *principal.Resolved, rel string) (string, policy.V
 	}
 	t, l := m.target(rel, st)
 	subj := res.Subject()
-	v := pol.Decide(subj, policy.OpPromote, t)
+	v := m.gatePromote(res, subj, t)
 	r := m.verdictRecord(res, subj, policy.OpPromote, rel, v)
 	if l != nil && l.Record != "" {
 		r.Parents = []string{l.Record}
@@ -48,24 +49,61 @@ func (m *Monitor) Promote(res *principal.Resolved, rel string) (string, policy.V
 	if err := m.mkdirAll(dir); err != nil {
 		return "", v, err
 	}
-	sfd, err := m.openDir(path.Dir(rel))
-	if err != nil {
-		return "", v, err
-	}
-	defer unix.Close(sfd)
-	dfd, err := m.openDir(dir)
-	if err != nil {
-		return "", v, err
-	}
-	defer unix.Close(dfd)
-	if err := unix.Renameat2(sfd, path.Base(rel), dfd, path.Base(dst), unix.RENAME_NOREPLACE); err != nil {
-		return "", v, &os.PathError{Op: "promote", Path: rel, Err: err}
-	}
-	unix.Fsync(dfd)
-	r.Type = evidence.TypePromote
-	r.Payload = &evidence.Payload{From: rel, To: dst}
-	if _, err := m.mustRecord(r); err != nil {
-		return dst, v, err
+	// The promotion goes through the transaction: the record is durable
+	// before the item moves.
+	pol = m.Policy()
+	guarded := func(p string) bool { c, _, _ := pol.Classify(p); return c.Guarded() }
+	defer m.lockPaths(rel, dst)()
+	var perr error
+	errno := m.apply(&txn{
+		keep: []string{rel, dst},
+		after: func(old map[string]string) map[string]string {
+			out := map[string]string{}
+			if guarded(rel) {
+				out[rel] = ""
+			}
+			if guarded(dst) {
+				out[dst] = old[rel]
+			}
+			return out
+		},
+		prepare: func(map[string]string) ([]*evidence.Record, syscall.Errno) {
+			r.Type = evidence.TypePromote
+			r.Payload = &evidence.Payload{From: rel, To: dst}
+			return []*evidence.Record{r}, 0
+		},
+		publish: func([]string) syscall.Errno {
+			sfd, err := m.openDir(path.Dir(rel))
+			if err != nil {
+				perr = err
+				return gofs.ToErrno(err)
+			}
+			defer unix.Close(sfd)
+			dfd, err := m.openDir(dir)
+			if err != nil {
+				perr = err
+				return gofs.ToErrno(err)
+			}
+			defer unix.Close(dfd)
+			if err := unix.Renameat2(sfd, path.Base(rel), dfd, path.Base(dst), unix.RENAME_NOREPLACE); err != nil {
+				perr = &os.PathError{Op: "promote", Path: rel, Err: err}
+				return gofs.ToErrno(err)
+			}
+			return 0
+		},
+		done: func(ids []string) syscall.Errno {
+			m.mu.Lock()
+			delete(m.lastRec, rel)
+			m.lastRec[dst] = ids[0]
+			m.mu.Unlock()
+			return 0
+		},
+	})
+	if errno != 0 {
+		if perr == nil {
+			perr = &os.PathError{Op: "promote", Path: rel, Err: errno}
+		}
+		return "", v, perr
 	}
 	m.Stats.Allowed.Add(1)
 	return dst, v, nil

@@ -144,3 +144,45 @@ func declaredMethods(t *testing.T, dir, typ string) map[string]bool {
 	}
 	return out
 }
+
+// TestOnlyTheGateDecides fails when a file of the package other than
+// gate.go calls one of the policy's decision functions: every verdict the
+// FUSE layer acts on is made, and recorded, in one place.
+func TestOnlyTheGateDecides(t *testing.T) {
+	files, _ := filepath.Glob("*.go")
+	fset := token.NewFileSet()
+	calls := 0
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			var name string
+			switch fn := call.Fun.(type) {
+			case *ast.SelectorExpr:
+				name = fn.Sel.Name
+			case *ast.Ident:
+				name = fn.Name
+			}
+			if !strings.HasPrefix(name, "Decide") {
+				return true
+			}
+			calls++
+			if file != "gate.go" {
+				t.Errorf("%s: %s calls %s outside the gate", fset.Position(call.Pos()), file, name)
+			}
+			return true
+		})
+	}
+	if calls == 0 {
+		t.Fatal("no decision calls found at all: the test no longer sees them")
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -185,7 +184,12 @@ func (g *guardedFile) room(end int64) error {
 // openFileRel opens a backing file by relative path without following
 // symlinks anywhere on the way.
 func (m *Monitor) openFileRel(rel string, flags int) (*os.File, error) {
-	fd, err := unix.Openat2(m.rootFd, rel, &unix.OpenHow{
+	dfd, name, done, err := m.parentAt(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	fd, err := unix.Openat2(dfd, name, &unix.OpenHow{
 		Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
@@ -400,20 +404,15 @@ func (m *Monitor) quarantine(res *principal.Resolved, subj policy.Subject, rel s
 		return syscall.EIO
 	}
 	r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
-	if res.Session.Quarantined() {
-		r.Meta.Rule, r.Meta.Reason = RuleBurst, "the session is quarantined after a burst of refusals"
+	if v.Rule != policy.RuleReview {
+		m.noteDenial(res)
 	}
-	m.noteDenial(res)
 	return m.keepInQuarantine(r, rel, newHash)
 }
 
-// decideCommit is the decision at commit: the policy's, unless the session
-// has been quarantined since the file was opened.
+// decideCommit is the decision at commit (see gateCommit).
 func (m *Monitor) decideCommit(res *principal.Resolved, subj policy.Subject, t policy.Target) policy.Verdict {
-	if res.Session.Quarantined() {
-		return policy.Verdict{}
-	}
-	return m.Policy().Decide(subj, policy.OpWrite, t)
+	return m.gateCommit(res, subj, t)
 }
 
 // keepInQuarantine records refused content with the hash of the file it
@@ -452,9 +451,8 @@ func (m *Monitor) commitFrom(ctx context.Context, res *principal.Resolved, rel s
 // others are further writers, allowed already: the new content's label
 // carries their taint too. Called with rel's lock held.
 func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel string, staged *os.File, created bool, others ...*principal.Resolved) syscall.Errno {
-	defer m.changing(rel)()
 	st, _ := m.lstatRel(rel)
-	t, l := m.target(rel, st)
+	t, _ := m.target(rel, st)
 	t.Absent = t.Absent || created // only this handle's empty placeholder is there
 	subj := res.Subject()
 	for _, o := range others {
@@ -466,110 +464,92 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 	if !v.Allow {
 		return m.quarantine(res, subj, rel, staged, v)
 	}
-	var err error
-	if subj.Session != "" && m.Policy().ReviewSession(subj.Session) {
-		// The policy wants the owner to see this session's changes first.
-		newHash, err := m.rec.PutBlobFile(fdPath(staged))
-		if err != nil {
-			return syscall.EIO
-		}
-		r := m.verdictRecord(res, subj, policy.OpWrite, rel, v)
-		r.Meta.Rule, r.Meta.Reason = "RR-review", "the policy sends this session's changes to the owner for review"
-		return m.keepInQuarantine(r, rel, newHash)
+	newHash, err := hashReader(staged)
+	if err != nil {
+		return syscall.EIO
 	}
-	// The previous version: usually stored already (it was the new
-	// content of the last commit, and the label still binds it).
-	oldHash := ""
-	if st != nil && !created {
-		if l != nil && l.Hash != "" && l.fingerprintMatches(st) && m.rec.HasBlob(l.Hash) {
-			oldHash = l.Hash
-		} else if oldHash, err = m.putBlobRel(rel); err != nil {
-			return syscall.EIO
-		}
-	}
-	// Store the new content as a blob while the replacement is written
-	// next to the file: the two flushes overlap.
-	type blobResult struct {
-		hash string
-		err  error
-	}
-	blobc := make(chan blobResult, 1)
-	go func() {
-		h, err := m.rec.PutBlobFile(fdPath(staged))
-		blobc <- blobResult{h, err}
-	}()
-	newHash := ""
-	if h, err := hashReader(staged); err == nil {
-		newHash = h
-	}
-	m.expect(rel, newHash)
-	var id string
+	var rep *replacement
 	var preKey *fileKey
-	errno := m.replaceThen(rel, staged, st, func(tmp *syscall.Stat_t) syscall.Errno {
-		b := <-blobc
-		if b.err != nil {
-			m.log.Error().Err(b.err).Msg("cannot store staged content")
-			return syscall.EIO
-		}
-		newHash = b.hash
-		var errno syscall.Errno
-		if id, errno = m.appendWrite(res, subj, rel, oldHash, newHash, v); errno != 0 {
-			return errno
-		}
-		if pl := labelForWriter(subj); pl != nil && tmp != nil {
-			// A labelled version is labelled before anyone can open
-			// it: a reader between the rename and bindWrite inherits
-			// its taint (the rename changes its ctime; the label's
-			// hash still binds it).
-			pl.Hash, pl.Record = newHash, id
-			pl.bindFingerprint(tmp)
-			k := keyOf(tmp)
-			if err := m.Labels.Set(k, pl); err != nil {
-				m.log.Error().Err(err).Str("path", rel).Msg("label of the new version not stored")
-				return syscall.EIO
+	return m.apply(&txn{
+		keep: []string{rel},
+		after: func(map[string]string) map[string]string {
+			return map[string]string{rel: newHash}
+		},
+		prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
+			oldHash := old[rel]
+			if created {
+				oldHash = "" // this handle's empty placeholder
 			}
-			preKey = &k
-		}
-		return 0
+			// The blob and the replacement next to the file are written
+			// and flushed at the same time.
+			blobc := make(chan error, 1)
+			go func() {
+				h, err := m.rec.PutBlobFile(fdPath(staged))
+				if err == nil && h != newHash {
+					err = fmt.Errorf("staged content changed while it was stored (%.12s, then %.12s)", newHash, h)
+				}
+				blobc <- err
+			}()
+			var errno syscall.Errno
+			rep, errno = m.stageReplacement(rel, staged, st)
+			if err := <-blobc; err != nil {
+				m.log.Error().Err(err).Str("path", rel).Msg("cannot store staged content")
+				if errno == 0 {
+					errno = syscall.EIO
+				}
+			}
+			if errno != 0 {
+				return nil, errno
+			}
+			return []*evidence.Record{m.writeRecord(res, subj, rel, oldHash, newHash, v)}, 0
+		},
+		publish: func(ids []string) syscall.Errno {
+			if pl := labelForWriter(subj); pl != nil && rep.st != nil {
+				// A labelled version is labelled before anyone can open
+				// it: a reader between the rename and bindWrite inherits
+				// its taint (the rename changes its ctime; the label's
+				// hash still binds it).
+				pl.Hash, pl.Record = newHash, ids[0]
+				pl.bindFingerprint(rep.st)
+				k := keyOf(rep.st)
+				if err := m.Labels.Set(k, pl); err != nil {
+					m.log.Error().Err(err).Str("path", rel).Msg("label of the new version not stored")
+					return syscall.EIO
+				}
+				preKey = &k
+			}
+			if errno := rep.publish(); errno != 0 {
+				if preKey != nil {
+					// The temporary file is gone; its inode number is free.
+					m.Labels.Set(*preKey, nil)
+				}
+				return errno
+			}
+			rep.close()
+			return 0
+		},
+		done: func(ids []string) syscall.Errno {
+			m.Stats.Committed.Add(1)
+			nst, _ := m.lstatRel(rel)
+			return m.bindWrite(subj, rel, newHash, ids[0], nst)
+		},
+		abort: func() {
+			if rep != nil {
+				rep.abort()
+			}
+		},
 	})
-	if errno != 0 {
-		if preKey != nil {
-			// The temporary file is gone; its inode number is free.
-			m.Labels.Set(*preKey, nil)
-		}
-		m.expect(rel, oldHash)
-		return errno
-	}
-	m.Stats.Committed.Add(1)
-	nst, _ := m.lstatRel(rel)
-	return m.bindWrite(subj, rel, newHash, id, nst)
 }
 
-// recordWrite records a write that has already happened (a rename onto a
-// guarded name) and binds the file's new label to it.
-func (m *Monitor) recordWrite(res *principal.Resolved, subj policy.Subject, rel, oldHash, newHash string, nst *syscall.Stat_t, v policy.Verdict) syscall.Errno {
-	id, errno := m.appendWrite(res, subj, rel, oldHash, newHash, v)
-	if errno != 0 {
-		return errno
-	}
-	return m.bindWrite(subj, rel, newHash, id, nst)
-}
-
-// appendWrite makes the write record durable.
-func (m *Monitor) appendWrite(res *principal.Resolved, subj policy.Subject, rel, oldHash, newHash string, v policy.Verdict) (string, syscall.Errno) {
-	r := &evidence.Record{
+// writeRecord is the record of a write of rel from oldHash to newHash.
+func (m *Monitor) writeRecord(res *principal.Resolved, subj policy.Subject, rel, oldHash, newHash string, v policy.Verdict) *evidence.Record {
+	return &evidence.Record{
 		Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
 		Parents: m.parentsFor(res, rel),
 		Meta: evidence.Meta{Path: rel, Op: "commit", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 			UID: res.Proc.UID, Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason()},
 		Payload: &evidence.Payload{OldHash: oldHash, NewHash: newHash},
 	}
-	id, err := m.mustRecord(r)
-	if err != nil {
-		m.log.Error().Err(err).Msg("write record not durable")
-		return "", syscall.EIO
-	}
-	return id, 0
 }
 
 // bindWrite points the path at its new version's record and binds the
@@ -595,115 +575,8 @@ func (m *Monitor) bindWrite(subj policy.Subject, rel, newHash, id string, nst *s
 	return 0
 }
 
-// replace writes the staged content to a temporary file next to rel in the
-// backing directory, gives it the old file's mode and owner, fsyncs it and
-// renames it over rel, then fsyncs the directory.
-func (m *Monitor) replace(rel string, staged *os.File, old *syscall.Stat_t) syscall.Errno {
-	return m.replaceThen(rel, staged, old, nil)
-}
-
-// replaceThen is replace with a step between the temporary file being
-// durable and the rename that publishes it: a commit makes its record
-// durable there, so that no file ever holds content the log has not
-// recorded. A step that fails aborts the replacement.
-//
-// beforeRename is given the temporary file's stat (nil when the file is
-// rewritten in place).
-func (m *Monitor) replaceThen(rel string, staged *os.File, old *syscall.Stat_t, beforeRename func(tmp *syscall.Stat_t) syscall.Errno) syscall.Errno {
-	dir, name := path.Split(rel)
-	dfd, err := m.openDir(strings.TrimSuffix(dir, "/"))
-	if err != nil {
-		return gofs.ToErrno(err)
-	}
-	defer unix.Close(dfd)
-	if old != nil && old.Nlink > 1 {
-		// The file has several names: a rename would split them. Write in
-		// place instead (still staged and decided first, but not atomic
-		// against a crash mid-write).
-		return m.rewriteInPlace(dfd, name, rel, staged, beforeRename)
-	}
-	mode := uint32(0o644)
-	if old != nil {
-		mode = old.Mode & 0o7777
-	}
-	tmp := fmt.Sprintf("%s%d-%d", reservedPrefix, time.Now().UnixNano(), os.Getpid())
-	fd, err := unix.Openat(dfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, mode)
-	if err != nil {
-		return gofs.ToErrno(err)
-	}
-	out := os.NewFile(uintptr(fd), tmp)
-	ok := false
-	defer func() {
-		out.Close()
-		if !ok {
-			unix.Unlinkat(dfd, tmp, 0)
-		}
-	}()
-	if _, err := staged.Seek(0, io.SeekStart); err != nil {
-		return gofs.ToErrno(err)
-	}
-	if _, err := io.Copy(out, staged); err != nil {
-		return gofs.ToErrno(err)
-	}
-	if old != nil {
-		unix.Fchown(fd, int(old.Uid), int(old.Gid))
-		unix.Fchmod(fd, mode)
-		copyXattrs(dfd, name, fd)
-	}
-	if beforeRename == nil {
-		if err := out.Sync(); err != nil {
-			return gofs.ToErrno(err)
-		}
-	} else {
-		// The content is written (a full disk has said so by now); its
-		// flush and the record's flush are independent, so they overlap.
-		// Both are done before the rename.
-		var tst *syscall.Stat_t
-		var st syscall.Stat_t
-		if err := syscall.Fstat(fd, &st); err == nil {
-			tst = &st
-		}
-		synced := make(chan error, 1)
-		go func() { synced <- out.Sync() }()
-		if errno := beforeRename(tst); errno != 0 {
-			<-synced
-			return errno
-		}
-		if err := <-synced; err != nil {
-			// Recorded but not applied: the next mount completes it
-			// from the stored blob.
-			m.log.Error().Err(err).Str("path", rel).Msg("recorded write not applied; it is completed at the next mount")
-			return gofs.ToErrno(err)
-		}
-	}
-	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		// Recorded but not applied: the next mount completes it.
-		m.log.Error().Err(err).Str("path", rel).Msg("recorded write not applied; it is completed at the next mount")
-		return gofs.ToErrno(err)
-	}
-	ok = true
-	if old != nil {
-		// The replaced inode is gone: its label must not greet the next
-		// file that gets its number.
-		m.forgetInode(keyOf(old))
-	}
-	if beforeRename != nil {
-		// The directory is not flushed: the record and the new content's
-		// blob are durable already, and a rename a crash loses is
-		// completed at the next mount (checkDriftAtMount), so the write
-		// survives either way. A replacement without a record flushes it.
-		return 0
-	}
-	return gofs.ToErrno(unix.Fsync(dfd))
-}
-
 // rewriteInPlace gives the existing inode the staged content.
-func (m *Monitor) rewriteInPlace(dfd int, name, rel string, staged *os.File, beforeRename func(*syscall.Stat_t) syscall.Errno) syscall.Errno {
-	if beforeRename != nil {
-		if errno := beforeRename(nil); errno != 0 {
-			return errno
-		}
-	}
+func (m *Monitor) rewriteInPlace(dfd int, name, rel string, staged *os.File) syscall.Errno {
 	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return gofs.ToErrno(err)

@@ -41,7 +41,12 @@ func (m *Monitor) killSUIDGID(ctx context.Context, rel string, st *syscall.Stat_
 	if mode&syscall.S_IXGRP != 0 {
 		mode &^= syscall.S_ISGID
 	}
-	if err := unix.Fchmodat(m.rootFd, rel, mode, 0); err != nil {
+	fd, name, done, err := m.parentAt(rel)
+	if err != nil {
+		return
+	}
+	defer done()
+	if err := unix.Fchmodat(fd, name, mode, 0); err != nil {
 		m.log.Warn().Err(err).Str("path", rel).Msg("cannot clear set-ID bits")
 	}
 }

@@ -50,6 +50,8 @@ import (
 // implements it.
 type Recorder interface {
 	Append(r *evidence.Record) (string, error)
+	// AppendAll makes every record durable in one batch, or none.
+	AppendAll(rs ...*evidence.Record) ([]string, error)
 	PutBlob(data []byte) (string, error)
 	PutBlobFile(path string) (string, error)
 	Blob(hash string) ([]byte, error)
@@ -76,17 +78,19 @@ type Monitor struct {
 	Labels   *LabelStore
 	rec      Recorder
 	log      zerolog.Logger
+	root     string              // Config.Root
+	roots    map[string]*Monitor // further roots by name (roots.go)
 
 	mu       sync.Mutex
-	guarded  map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
-	lastRec  map[string]string   // path → id of the record of its current version
-	reads    map[string][]string // session (or process) → records of labelled files it read
-	objs     objectLookers       // who looked up each FIFO, socket and device node
-	writers  map[fileKey]int     // inodes open for writing through the mount
-	expected map[string]string   // guarded path → content aerfs last gave it ("" = absent)
-	inflight map[string]int      // guarded paths aerfs is changing right now
-	onKnown  func(rel string)    // see SetOnKnown
-	paths    pathLocks           // one lock per guarded path being changed
+	guarded  map[fileKey]string // inodes of guarded files, so a hard link is guarded too
+	lastRec  map[string]string  // path → id of the record of its current version
+	rt       readTracker        // what each session (or process) read: fs/reads.go
+	objs     objectLookers      // who looked up each FIFO, socket and device node
+	writers  map[fileKey]int    // inodes open for writing through the mount
+	expected map[string]string  // guarded path → content aerfs last gave it ("" = absent)
+	inflight map[string]int     // guarded paths aerfs is changing right now
+	onKnown  func(rel string)   // see SetOnKnown
+	paths    pathLocks          // one lock per guarded path being changed
 
 	Stats Stats
 
@@ -116,6 +120,9 @@ type Config struct {
 	Labels   *LabelStore
 	Recorder Recorder
 	Log      zerolog.Logger
+	// Root names a further root of the policy: the paths of its records
+	// are "@Root/…" (roots.go).
+	Root string
 }
 
 // NewMonitor prepares the monitor and indexes the guarded files already in
@@ -131,7 +138,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 		log:      c.Log,
 		guarded:  map[fileKey]string{},
 		lastRec:  map[string]string{},
-		reads:    map[string][]string{},
+		root:     c.Root,
 	}
 	m.pol.Store(c.Policy)
 	if err := os.MkdirAll(m.stagingDir(), 0o700); err != nil {
@@ -147,7 +154,7 @@ func NewMonitor(c Config) (*Monitor, error) {
 func (m *Monitor) Policy() *policy.Policy { return m.pol.Load() }
 
 // SetPolicy replaces the policy in force.
-func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p) }
+func (m *Monitor) SetPolicy(p *policy.Policy) { m.pol.Store(p); m.rootsPolicy(p) }
 
 func (m *Monitor) stagingDir() string { return path.Join(m.stateDir, "staging") }
 
@@ -230,6 +237,9 @@ func (m *Monitor) openDir(rel string) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
+	if long(rel) {
+		return m.openDirPieces(rel, unix.O_RDONLY)
+	}
 	return unix.Openat2(m.rootFd, rel, &unix.OpenHow{
 		Flags:   unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -243,8 +253,13 @@ func (m *Monitor) lstatRel(rel string) (*syscall.Stat_t, error) {
 	if rel == "" {
 		rel = "."
 	}
+	fd, name, done, err := m.parentAt(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	var st unix.Stat_t
-	if err := unix.Fstatat(m.rootFd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, &os.PathError{Op: "lstat", Path: rel, Err: err}
 	}
 	return (*syscall.Stat_t)(unsafe.Pointer(&st)), nil
@@ -328,59 +343,6 @@ func (m *Monitor) target(rel string, st *syscall.Stat_t) (policy.Target, *Label)
 	return t, l
 }
 
-// gate is the choke point. It decides op on rel for the caller, applies
-// the taint a read brings, records every verdict that is not a plain
-// allow, and returns the errno to answer with (0 when allowed).
-func (m *Monitor) gate(ctx context.Context, res *principal.Resolved, op policy.Op, rel string, t policy.Target, l *Label) (policy.Verdict, syscall.Errno) {
-	if res == nil {
-		res = m.caller(ctx)
-	}
-	subj := res.Subject()
-	if op.Mutates() && res.Session.Quarantined() {
-		return policy.Verdict{}, m.refuseQuarantined(res, subj, op, rel)
-	}
-	v := m.Policy().Decide(subj, op, t)
-	if !v.Allow && op == policy.OpLookup && v.Rule == policy.RuleNamespace {
-		// Another session's namespace is invisible, not refused: a lookup
-		// there is answered ENOENT like any absent name, with no record
-		// and no count (ripgrep and git look for .git, .gitignore …
-		// in every directory, sessions/ included).
-		return v, syscall.ENOENT
-	}
-	if v.Allow {
-		m.Stats.Allowed.Add(1)
-		if v.AddTaint != 0 && res.AddTaint(v.AddTaint) {
-			m.noteTaint(res, v.AddTaint, rel)
-		}
-		if l != nil && (op == policy.OpRead || op == policy.OpExec) && l.Record != "" {
-			m.noteRead(res, l.Record)
-		}
-		if v.Rule == policy.RulePlain {
-			return v, 0
-		}
-	} else {
-		m.Stats.Denied.Add(1)
-	}
-	if op == policy.OpLookup && v.Allow {
-		return v, 0
-	}
-	m.record(m.verdictRecord(res, subj, op, rel, v))
-	if v.Allow {
-		return v, 0
-	}
-	m.log.Info().Str("path", rel).Str("op", opName(op)).Str("principal", subj.Principal.String()).
-		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
-	if op.Mutates() {
-		// Only refused changes count: a lookup, listing or read answered
-		// ENOENT by namespace invisibility is not an attack.
-		m.noteDenial(res)
-	}
-	if v.Rule == policy.RuleNamespace {
-		return v, syscall.ENOENT
-	}
-	return v, syscall.EACCES
-}
-
 func (m *Monitor) verdictRecord(res *principal.Resolved, subj policy.Subject, op policy.Op, rel string, v policy.Verdict) *evidence.Record {
 	verdict := "deny"
 	if v.Allow {
@@ -437,6 +399,9 @@ func (m *Monitor) fillRecord(r *evidence.Record) {
 	if r.Meta.Time == "" {
 		r.Meta.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	}
+	if m.root != "" {
+		m.rootPaths(r)
+	}
 }
 
 // mustRecord appends r and returns once it is durable.
@@ -455,11 +420,18 @@ func (m *Monitor) noteTaint(res *principal.Resolved, added policy.Taint, rel str
 			Session: subj.Session, Reason: "read a labelled file"}})
 }
 
-func readerKey(res *principal.Resolved) string {
+// readerKey names whose reads a change inherits: the caller's session, or
+// the process itself outside sessions.
+func readerKey(res *principal.Resolved) reader {
 	if res.Session != nil {
-		return "s:" + res.Session.ID
+		return reader{session: res.Session.ID}
 	}
-	return "p:" + res.Proc.ID.String()
+	return reader{proc: res.Proc.ID}
+}
+
+type reader struct {
+	session string
+	proc    principal.ProcID
 }
 
 // noteRead remembers that the caller's session read the file whose current
@@ -467,34 +439,59 @@ func readerKey(res *principal.Resolved) string {
 // parent, so provenance can be walked.
 func (m *Monitor) noteRead(res *principal.Resolved, id string) {
 	k := readerKey(res)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, x := range m.reads[k] {
+	t := &m.rt
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rs := t.set(k, res)
+	for _, x := range rs.labelled {
 		if x == id {
 			return
 		}
 	}
-	if len(m.reads[k]) < 4096 {
-		m.reads[k] = append(m.reads[k], id)
+	if len(rs.labelled) < maxLabelledParents {
+		rs.labelled = append(rs.labelled, id)
 	}
 }
 
+// maxLabelledParents leaves room under the evidence format's limit of 4096
+// parents for the previous version and the reads record.
+const maxLabelledParents = 4000
+
+// parentsFor is the parents of a change of rel by the caller: the record of
+// rel's current version, the records of the labelled files the caller read,
+// and its newest reads record, which lists every file it read through the
+// mount (written now for what it read since its last change: fs/reads.go),
+// with those of the sessions its session was started from.
 func (m *Monitor) parentsFor(res *principal.Resolved, rel string) []string {
 	k := readerKey(res)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	reads := m.readsHeads(res)
+	m.rt.mu.Lock()
+	rs := m.rt.get(k, res)
+	m.rt.mu.Unlock()
 	out := []string{}
+	m.mu.Lock()
 	if id := m.lastRec[rel]; id != "" {
 		out = append(out, id)
 	}
-	for _, id := range m.reads[k] {
-		dup := false
+	m.mu.Unlock()
+	add := func(id string) {
 		for _, x := range out {
-			dup = dup || x == id
+			if x == id {
+				return
+			}
 		}
-		if !dup {
-			out = append(out, id)
+		out = append(out, id)
+	}
+	if rs != nil {
+		m.rt.mu.Lock()
+		labelled := rs.labelled
+		m.rt.mu.Unlock()
+		for _, id := range labelled {
+			add(id)
 		}
+	}
+	for _, id := range reads {
+		add(id)
 	}
 	return out
 }
@@ -554,19 +551,6 @@ func opName(op policy.Op) string {
 
 func unsafePointer(st *unix.Stat_t) unsafe.Pointer { return unsafe.Pointer(st) }
 
-// RuleBurst is the rule id of refusals to a quarantined session.
-const RuleBurst = "RB-burst"
-
-// refuseQuarantined refuses a mutation by a session quarantined after a
-// burst of refusals.
-func (m *Monitor) refuseQuarantined(res *principal.Resolved, subj policy.Subject, op policy.Op, rel string) syscall.Errno {
-	m.Stats.Denied.Add(1)
-	r := m.verdictRecord(res, subj, op, rel, policy.Verdict{})
-	r.Meta.Rule, r.Meta.Reason = RuleBurst, "the session is quarantined after a burst of refusals"
-	m.record(r)
-	return syscall.EACCES
-}
-
 // noteDenial counts a refused change against the root of the caller's
 // session tree (the session the caller's sub-sessions were started from):
 // refusals spread over nested sub-sessions add up. At the policy's burst
@@ -595,7 +579,7 @@ func (m *Monitor) noteDenial(res *principal.Resolved) {
 	if hit && root.Quarantine() {
 		m.anyHeld.Store(true)
 		m.record(&evidence.Record{Type: evidence.TypeVerdict, Principal: root.Principal.String(), Taint: taintNames(root.Taint()),
-			Meta: evidence.Meta{Session: id, Op: "burst", Verdict: "deny", Rule: RuleBurst, UID: res.Proc.UID,
+			Meta: evidence.Meta{Session: id, Op: "burst", Verdict: "deny", Rule: policy.RuleBurst.ID(), UID: res.Proc.UID,
 				Reason: fmt.Sprintf("%d refusals within %s in the session tree: session quarantined with its sub-sessions, its guarded changes are rolled back", len(ts), window)}})
 		m.log.Warn().Str("session", id).Msg("burst of refusals: session quarantined")
 		if m.OnBurst != nil {

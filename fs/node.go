@@ -54,7 +54,11 @@ var (
 
 // WrapChild makes every node the loopback creates one of ours.
 func (n *Node) WrapChild(ctx context.Context, ops gofs.InodeEmbedder) gofs.InodeEmbedder {
-	return &Node{LoopbackNode: ops.(*gofs.LoopbackNode), m: n.m}
+	lb, ok := ops.(*gofs.LoopbackNode)
+	if !ok {
+		return ops // the virtual .aerfs (statusfile.go)
+	}
+	return &Node{LoopbackNode: lb, m: n.m}
 }
 
 // rel is the node's workspace-relative path ("" for the root).
@@ -101,6 +105,9 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if strings.HasPrefix(name, reservedPrefix) {
 		return nil, syscall.ENOENT
 	}
+	if name == StatusDir && n.IsRoot() {
+		return n.m.lookupStatus(ctx, n.EmbeddedInode(), out) // statusfile.go
+	}
 	rel := n.childRel(name)
 	c, ns, sess := n.m.Policy().Classify(rel)
 	if ns == policy.NSSession {
@@ -146,7 +153,7 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if errno := n.readlinkTaint(ctx); errno != 0 {
 		return nil, errno
 	}
-	return n.LoopbackNode.Readlink(ctx)
+	return n.loopReadlink(ctx)
 }
 
 // OpendirHandle lists a directory; the sessions root shows a session only
@@ -160,7 +167,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 			return nil, 0, errno
 		}
 	}
-	fh, fl, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	fh, fl, errno := n.loopOpendir(ctx, flags)
 	if errno != 0 {
 		return fh, fl, errno
 	}
@@ -178,7 +185,7 @@ func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 			return true
 		}
 		t := policy.Target{Namespace: policy.NSSession, Session: name}
-		return n.m.Policy().Decide(subj, policy.OpLookup, t).Allow
+		return n.m.gateVisible(subj, t)
 	}
 	return &filteredDir{FileHandle: fh, keep: keep}, fl &^ (fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE), 0
 }

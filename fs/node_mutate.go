@@ -20,6 +20,9 @@ type check struct {
 	rel string
 	t   policy.Target
 	l   *Label
+	// v is the gate's verdict, set by decideAll (unset for a trivial
+	// check it did not need to decide).
+	v policy.Verdict
 }
 
 func (c check) trivial() bool {
@@ -41,8 +44,10 @@ func (m *Monitor) decideAll(ctx context.Context, checks []check) (*principal.Res
 	if all && !res.Session.Quarantined() {
 		return res, 0
 	}
-	for _, c := range checks {
-		if _, errno := m.gate(ctx, res, c.op, c.rel, c.t, c.l); errno != 0 {
+	for i, c := range checks {
+		v, errno := m.gate(ctx, res, c.op, c.rel, c.t, c.l)
+		checks[i].v = v
+		if errno != 0 {
 			return res, errno
 		}
 	}
@@ -59,7 +64,7 @@ func (n *Node) createCheck(ctx context.Context, name string) (string, policy.Tar
 	// Directories, symlinks, FIFOs and devices never count as the first
 	// creation of an identity file: only regular content does.
 	t.Absent = false
-	_, errno := n.m.decideAll(ctx, []check{{policy.OpCreate, rel, t, l}})
+	_, errno := n.m.decideAll(ctx, []check{{op: policy.OpCreate, rel: rel, t: t, l: l}})
 	return rel, t, errno
 }
 
@@ -68,7 +73,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Mkdir(ctx, name, mode, out)
+	ch, errno := n.loopMkdir(ctx, name, mode, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 	}
@@ -80,7 +85,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *f
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
+	ch, errno := n.loopMknod(ctx, name, mode, rdev, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 		n.m.labelCreated(ctx, rel, out)
@@ -93,7 +98,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if errno != 0 {
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Symlink(ctx, target, name, out)
+	ch, errno := n.loopSymlink(ctx, target, name, out)
 	if errno == 0 {
 		setEntryTimeouts(out, t.Class, t.Namespace)
 		n.m.labelCreated(ctx, rel, out)
@@ -107,7 +112,11 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if isReserved(name) {
 		return nil, syscall.EACCES
 	}
-	src := target.(*Node).rel()
+	tn, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV // .aerfs/status (statusfile.go) is no backing file
+	}
+	src := tn.rel()
 	sst, err := n.m.lstatRel(src)
 	if err != nil {
 		return nil, gofs.ToErrno(err)
@@ -120,11 +129,39 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 		td.Class = strictest(td.Class, ts.Class)
 	}
 	withSource(&td, ls)
-	checks := []check{{policy.OpLink, src, ts, ls}, {policy.OpLink, dst, td, nil}}
-	if _, errno := n.m.decideAll(ctx, checks); errno != 0 {
+	checks := []check{{op: policy.OpLink, rel: src, t: ts, l: ls}, {op: policy.OpLink, rel: dst, t: td, l: nil}}
+	res, errno := n.m.decideAll(ctx, checks)
+	if errno != 0 {
+		n.m.keepRefusedArrival(res, checks, policy.OpLink, src, sst)
 		return nil, errno
 	}
-	ch, errno := n.LoopbackNode.Link(ctx, target, name, out)
+	var ch *gofs.Inode
+	link := func([]string) syscall.Errno {
+		var errno syscall.Errno
+		ch, errno = n.loopLink(ctx, target, name, out)
+		return errno
+	}
+	if c, _, _ := n.m.Policy().Classify(dst); !c.Guarded() || sst.Mode&syscall.S_IFMT != syscall.S_IFREG || res == nil {
+		errno = link(nil)
+	} else {
+		// The content arrives under a guarded name: a write of it.
+		defer n.m.lockPaths(src, dst)()
+		subj := res.Subject()
+		errno = n.m.apply(&txn{
+			keep:  []string{src, dst},
+			after: func(old map[string]string) map[string]string { return map[string]string{dst: old[src]} },
+			prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
+				r := n.m.writeRecord(res, subj, dst, old[dst], old[src], checks[1].v)
+				r.Meta.Op = "link"
+				return []*evidence.Record{r}, 0
+			},
+			publish: link,
+			done: func(ids []string) syscall.Errno {
+				n.m.setLastRecord(dst, ids[0])
+				return 0
+			},
+		})
+	}
 	if errno == 0 {
 		setEntryTimeouts(out, td.Class, td.Namespace)
 	}
@@ -163,6 +200,8 @@ func withSource(t *policy.Target, l *Label) {
 	}
 }
 
+// Unlink removes a name. A guarded one goes through the transaction: its
+// content is kept and the delete recorded before the name goes.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	rel := n.childRel(name)
 	st, err := n.m.lstatRel(rel)
@@ -170,42 +209,49 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return gofs.ToErrno(err)
 	}
 	t, l := n.m.target(rel, st)
-	res, errno := n.m.decideAll(ctx, []check{{policy.OpUnlink, rel, t, l}})
+	checks := []check{{op: policy.OpUnlink, rel: rel, t: t, l: l}}
+	res, errno := n.m.decideAll(ctx, checks)
 	if errno != 0 {
 		return errno
 	}
-	oldHash := ""
-	if t.Class.Guarded() && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		if oldHash, errno = n.m.keepVersion(rel); errno != 0 {
+	if !t.Class.Guarded() || res == nil {
+		if errno := gofs.ToErrno(n.m.unlinkRel(rel, 0)); errno != 0 {
 			return errno
 		}
-	}
-	if t.Class.Guarded() {
-		defer n.m.changing(rel)()
-		n.m.expect(rel, "")
-	}
-	if errno := gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, 0)); errno != 0 {
-		if t.Class.Guarded() {
-			n.m.expect(rel, oldHash)
+		if st.Nlink <= 1 {
+			n.m.forgetInode(keyOf(st))
 		}
-		return errno
+		return 0
 	}
-	if st.Nlink <= 1 {
-		n.m.forgetInode(keyOf(st))
-	}
-	if t.Class.Guarded() {
-		n.m.recordChange(res, evidence.TypeDelete, rel, &evidence.Payload{OldHash: oldHash})
-	}
-	return 0
+	defer n.m.lockPaths(rel)()
+	var gone *syscall.Stat_t
+	return n.m.apply(&txn{
+		keep:  []string{rel},
+		after: func(map[string]string) map[string]string { return map[string]string{rel: ""} },
+		prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
+			return []*evidence.Record{n.m.changeRecord(res, checks[0].v, evidence.TypeDelete, rel, &evidence.Payload{OldHash: old[rel]})}, 0
+		},
+		publish: func([]string) syscall.Errno {
+			gone, _ = n.m.lstatRel(rel) // a commit since the decision may have replaced the inode
+			return gofs.ToErrno(n.m.unlinkRel(rel, 0))
+		},
+		done: func(ids []string) syscall.Errno {
+			if gone != nil && gone.Nlink <= 1 {
+				n.m.forgetInode(keyOf(gone))
+			}
+			n.m.setLastRecord(rel, ids[0])
+			return 0
+		},
+	})
 }
 
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	rel := n.childRel(name)
 	t, _ := n.m.target(rel, nil)
-	if _, errno := n.m.decideAll(ctx, []check{{policy.OpUnlink, rel, t, nil}}); errno != 0 {
+	if _, errno := n.m.decideAll(ctx, []check{{op: policy.OpUnlink, rel: rel, t: t, l: nil}}); errno != 0 {
 		return errno
 	}
-	return gofs.ToErrno(unix.Unlinkat(n.m.rootFd, rel, unix.AT_REMOVEDIR))
+	return gofs.ToErrno(n.m.unlinkRel(rel, unix.AT_REMOVEDIR))
 }
 
 // Rename decides the source leaving its name and the content arriving at
@@ -231,57 +277,179 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	res, errno := n.m.decideAll(ctx, checks)
 	if errno != 0 {
+		n.m.keepRefusedArrival(res, checks, policy.OpRenameTo, src, sst)
 		return errno
 	}
-	oldHash := ""
-	if dstSt != nil && dstSt.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() {
-			if oldHash, errno = n.m.keepVersion(dst); errno != 0 {
-				return errno
+	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
+	rename := func([]string) syscall.Errno {
+		return n.loopRename(ctx, name, newParent, newName, flags)
+	}
+	forgetReplaced := func() {
+		if dstSt != nil && dstSt.Nlink <= 1 && !exchange && dstSt.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			// The file renamed over is gone; its inode number will be reused.
+			n.m.forgetInode(keyOf(dstSt))
+		}
+	}
+	mv := n.m.renameMoves(src, dst, sst, exchange)
+	if res == nil || !mv.guarded() {
+		if errno := rename(nil); errno != 0 {
+			return errno
+		}
+		forgetReplaced()
+		return 0
+	}
+	defer n.m.lockPaths(append(mv.keep(), mv.guardedPaths()...)...)()
+	subj := res.Subject()
+	verdict := func(to string) policy.Verdict {
+		for _, c := range checks {
+			if c.op == policy.OpRenameTo && c.rel == to {
+				return c.v
+			}
+		}
+		return policy.Verdict{}
+	}
+	return n.m.apply(&txn{
+		keep:  mv.keep(),
+		after: mv.after,
+		prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
+			var recs []*evidence.Record
+			if mv.recordRename {
+				// A guarded name (or a directory that may hold some)
+				// leaves its place.
+				recs = append(recs, n.m.changeRecord(res, checks[0].v, evidence.TypeRename, src, &evidence.Payload{From: src, To: dst}))
+			}
+			for _, p := range mv.pairs {
+				if p.toGuarded && p.regular {
+					// The content under a guarded name changed: a write.
+					r := n.m.writeRecord(res, subj, p.to, old[p.to], old[p.from], verdict(p.to))
+					r.Meta.Op = "rename"
+					recs = append(recs, r)
+				}
+			}
+			return recs, 0
+		},
+		publish: rename,
+		done: func(ids []string) syscall.Errno {
+			forgetReplaced()
+			k := 0
+			if mv.recordRename {
+				n.m.mu.Lock()
+				delete(n.m.lastRec, src)
+				n.m.mu.Unlock()
+				k = 1
+			}
+			var errno syscall.Errno
+			for _, p := range mv.pairs {
+				if p.toGuarded && p.regular {
+					nst, _ := n.m.lstatRel(p.to)
+					h, _ := n.m.Expected(p.to)
+					if e := n.m.bindWrite(subj, p.to, h, ids[k], nst); e != 0 {
+						errno = e
+					}
+					k++
+				}
+			}
+			return errno
+		},
+	})
+}
+
+// move is one name a rename moves: from, to, and what is guarded.
+type move struct {
+	from, to               string
+	fromGuarded, toGuarded bool
+	regular                bool
+}
+
+// moves is every name a rename moves (a directory's files below it too;
+// both ways for an exchange).
+type moves struct {
+	pairs        []move
+	recordRename bool
+}
+
+func (m *Monitor) renameMoves(src, dst string, sst *syscall.Stat_t, exchange bool) *moves {
+	pol := m.Policy()
+	mv := &moves{}
+	add := func(from, to string, st *syscall.Stat_t) {
+		cf, _, _ := pol.Classify(from)
+		ct, _, _ := pol.Classify(to)
+		mv.pairs = append(mv.pairs, move{from: from, to: to, fromGuarded: cf.Guarded(), toGuarded: ct.Guarded(),
+			regular: st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG})
+	}
+	isDir := sst.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	add(src, dst, sst)
+	if exchange {
+		dstSt, _ := m.lstatRel(dst)
+		add(dst, src, dstSt)
+	}
+	if isDir && !exchange && (pol.MayContainGuarded(src) || pol.MayContainGuarded(dst)) {
+		m.walkFiles(src, func(sub string, st *syscall.Stat_t) {
+			add(joinRel(src, sub), joinRel(dst, sub), st)
+		})
+	}
+	cs, _, _ := pol.Classify(src)
+	mv.recordRename = cs.Guarded() || isDir && (pol.MayContainGuarded(src) || pol.MayContainGuarded(dst))
+	return mv
+}
+
+// guarded reports whether the rename touches a guarded name.
+func (mv *moves) guarded() bool {
+	if mv.recordRename {
+		return true
+	}
+	for _, p := range mv.pairs {
+		if p.fromGuarded || p.toGuarded {
+			return true
+		}
+	}
+	return false
+}
+
+// keep is every path whose content the rename needs: each guarded name's
+// previous version and each source of content arriving at a guarded name.
+func (mv *moves) keep() []string {
+	var out []string
+	for _, p := range mv.pairs {
+		if p.fromGuarded || p.toGuarded && p.regular {
+			out = append(out, p.from)
+		}
+		if p.toGuarded {
+			out = append(out, p.to)
+		}
+	}
+	return out
+}
+
+func (mv *moves) guardedPaths() []string {
+	var out []string
+	for _, p := range mv.pairs {
+		if p.fromGuarded {
+			out = append(out, p.from)
+		}
+		if p.toGuarded {
+			out = append(out, p.to)
+		}
+	}
+	return out
+}
+
+// after is what every guarded name holds once the rename is published.
+func (mv *moves) after(old map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, p := range mv.pairs {
+		if p.fromGuarded {
+			if _, set := out[p.from]; !set {
+				out[p.from] = ""
 			}
 		}
 	}
-	// The drift watcher sees this rename in the backing directory: say
-	// beforehand what the names will hold.
-	defer n.m.changing(src)()
-	defer n.m.changing(dst)()
-	if c, _, _ := n.m.Policy().Classify(src); c.Guarded() {
-		if flags&unix.RENAME_EXCHANGE != 0 {
-			n.m.expect(src, oldHash)
-		} else {
-			n.m.expect(src, "")
+	for _, p := range mv.pairs {
+		if p.toGuarded {
+			out[p.to] = old[p.from]
 		}
 	}
-	if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		if h, err := n.m.putBlobRel(src); err == nil {
-			n.m.expect(dst, h)
-		}
-	}
-	if errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags); errno != 0 {
-		return errno
-	}
-	if dstSt != nil && dstSt.Nlink <= 1 && flags&unix.RENAME_EXCHANGE == 0 && dstSt.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		// The file renamed over is gone; its inode number will be reused.
-		n.m.forgetInode(keyOf(dstSt))
-	}
-	if res == nil {
-		return 0
-	}
-	subj := res.Subject()
-	isDir := sst.Mode&syscall.S_IFMT == syscall.S_IFDIR
-	if c, _, _ := n.m.Policy().Classify(src); c.Guarded() || isDir {
-		// A guarded name (or a directory that may hold some) is gone from
-		// its place.
-		n.m.recordChange(res, evidence.TypeRename, src, &evidence.Payload{From: src, To: dst})
-	}
-	if c, _, _ := n.m.Policy().Classify(dst); c.Guarded() && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		// The content under a guarded name changed: that is a write.
-		newHash, _ := n.m.putBlobRel(dst)
-		nst, _ := n.m.lstatRel(dst)
-		v := policy.Verdict{Allow: true, Rule: policy.RuleAllowed}
-		return n.m.recordWrite(res, subj, dst, oldHash, newHash, nst, v)
-	}
-	return 0
+	return out
 }
 
 // renameChecks lists what moving src (stat sst) to dst needs.
@@ -296,7 +464,7 @@ func (m *Monitor) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []ch
 		}
 	}
 	withSource(&td, ls)
-	checks := []check{{policy.OpRenameFrom, src, ts, ls}, {policy.OpRenameTo, dst, td, ld}}
+	checks := []check{{op: policy.OpRenameFrom, rel: src, t: ts, l: ls}, {op: policy.OpRenameTo, rel: dst, t: td, l: ld}}
 	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		pol := m.Policy()
 		if pol.MayContainGuarded(src) || pol.MayContainGuarded(dst) {
@@ -305,7 +473,7 @@ func (m *Monitor) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []ch
 				tf, lf := m.target(from, st)
 				tt, _ := m.target(to, nil)
 				withSource(&tt, lf)
-				checks = append(checks, check{policy.OpRenameFrom, from, tf, lf}, check{policy.OpRenameTo, to, tt, nil})
+				checks = append(checks, check{op: policy.OpRenameFrom, rel: from, t: tf, l: lf}, check{op: policy.OpRenameTo, rel: to, t: tt, l: nil})
 			})
 		}
 	}
@@ -352,10 +520,10 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	sz, sizeSet := in.GetSize()
 	var checks []check
 	if sizeSet {
-		checks = append(checks, check{policy.OpWrite, rel, t, l})
+		checks = append(checks, check{op: policy.OpWrite, rel: rel, t: t, l: l})
 	}
 	if in.Valid&^fuse.FATTR_SIZE&^fuse.FATTR_FH&^fuse.FATTR_LOCKOWNER != 0 {
-		checks = append(checks, check{policy.OpSetattr, rel, t, l})
+		checks = append(checks, check{op: policy.OpSetattr, rel: rel, t: t, l: l})
 	}
 	g, staged := f.(*guardedFile)
 	if staged && sizeSet {
@@ -370,6 +538,17 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 		// A truncate or chown by an unprivileged caller (the kernel asks,
 		// having left set-ID clearing to the filesystem).
 		n.m.killSUIDGID(ctx, rel, st)
+	}
+	if res != nil && !t.Class.Guarded() && sizeSet {
+		// A plain file truncated by a labelled writer carries its label,
+		// stored before the change: a label that cannot be kept would be
+		// lost taint.
+		if nl := mergeLabels(l, labelForWriter(res.Subject())); nl != nil {
+			if err := n.m.Labels.Set(keyOf(st), nl); err != nil {
+				n.m.log.Error().Err(err).Str("path", rel).Msg("label not stored: truncate refused")
+				return syscall.EIO
+			}
+		}
 	}
 	rest := *in
 	rest.Valid &^= fuse.FATTR_KILL_SUIDGID
@@ -388,14 +567,8 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 		fh = nil
 	}
 	if rest.Valid&^fuse.FATTR_FH&^fuse.FATTR_LOCKOWNER != 0 {
-		if errno := n.LoopbackNode.Setattr(ctx, fh, &rest, out); errno != 0 {
+		if errno := n.loopSetattr(ctx, fh, &rest, out); errno != 0 {
 			return errno
-		}
-	}
-	if res != nil && !t.Class.Guarded() && sizeSet {
-		// A plain file truncated by a labelled writer carries its label.
-		if nl := mergeLabels(l, labelForWriter(res.Subject())); nl != nil {
-			n.m.Labels.Set(keyOf(st), nl)
 		}
 	}
 	n.m.rebind(rel)
@@ -466,7 +639,7 @@ func (n *Node) xattrCheck(ctx context.Context) syscall.Errno {
 	rel := n.rel()
 	st, _ := n.m.lstatRel(rel)
 	t, l := n.m.target(rel, st)
-	_, errno := n.m.decideAll(ctx, []check{{policy.OpXattr, rel, t, l}})
+	_, errno := n.m.decideAll(ctx, []check{{op: policy.OpXattr, rel: rel, t: t, l: l}})
 	return errno
 }
 
@@ -581,22 +754,60 @@ func (m *Monitor) forgetInode(k fileKey) {
 	m.forgetLookers(k)
 }
 
-func (m *Monitor) recordChange(res *principal.Resolved, typ, rel string, p *evidence.Payload) {
+// changeRecord is the record of a delete or rename of rel by res.
+func (m *Monitor) changeRecord(res *principal.Resolved, v policy.Verdict, typ, rel string, p *evidence.Payload) *evidence.Record {
 	subj := res.Subject()
-	r := &evidence.Record{Type: typ, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
+	return &evidence.Record{Type: typ, Principal: subj.Principal.String(), Taint: taintNames(subj.Taint),
 		Parents: m.parentsFor(res, rel),
-		Meta: evidence.Meta{Path: rel, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
-			Session: subj.Session}, Payload: p}
-	id, err := m.mustRecord(r)
-	if err != nil {
-		m.log.Error().Err(err).Str("type", typ).Msg("evidence append failed")
+		Meta: evidence.Meta{Path: rel, Op: opForType(typ), Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
+			Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: p}
+}
+
+func opForType(typ string) string {
+	switch typ {
+	case evidence.TypeDelete:
+		return "unlink"
+	case evidence.TypeRename:
+		return "rename"
 	}
+	return typ
+}
+
+// setLastRecord names the record of rel's current version.
+func (m *Monitor) setLastRecord(rel, id string) {
 	m.mu.Lock()
-	if typ == evidence.TypeRename && p != nil {
-		delete(m.lastRec, p.From)
-		m.lastRec[p.To] = id
-	} else {
-		m.lastRec[rel] = id
-	}
+	m.lastRec[rel] = id
 	m.mu.Unlock()
+}
+
+// keepRefusedArrival keeps the content of a rename or link refused at a
+// guarded name (an editor's or an agent's temporary file renamed over
+// MEMORY.md) in quarantine, as a refused commit's is: aerfs pending shows
+// it with a diff and aerfs approve commits it.
+func (m *Monitor) keepRefusedArrival(res *principal.Resolved, checks []check, op policy.Op, src string, sst *syscall.Stat_t) {
+	if res == nil || sst == nil || sst.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	for _, c := range checks {
+		if c.op != op || c.v.Allow || c.v.Rule == policy.RuleUnset || c.rel == src || !c.t.Class.Guarded() {
+			continue
+		}
+		h, err := m.putBlobRel(src)
+		if err != nil {
+			m.log.Error().Err(err).Str("path", c.rel).Msg("refused content not kept")
+			return
+		}
+		base, _ := m.keepCurrent(c.rel)
+		subj := res.Subject()
+		r := m.verdictRecord(res, subj, op, c.rel, c.v)
+		r.Type, r.Meta.Verdict = evidence.TypeQuarantine, "deny"
+		r.Payload = &evidence.Payload{OldHash: base, NewHash: h, From: src, Detail: "quarantined"}
+		if _, err := m.mustRecord(r); err != nil {
+			m.log.Error().Err(err).Str("path", c.rel).Msg("refused content not recorded")
+			return
+		}
+		m.Stats.Quarantined.Add(1)
+		m.log.Info().Str("path", c.rel).Str("from", src).Str("rule", r.Meta.Rule).Str("blob", h).Msg("content kept in quarantine")
+		return
+	}
 }

@@ -39,7 +39,8 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if fast {
 		// Unlabelled plain file read by anyone: nothing to decide, nothing
 		// to propagate. Kernel passthrough serves it at native speed.
-		fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+		fh, fl, errno := n.loopOpen(ctx, flags)
+		n.m.readOpened(ctx, nil, rel, st, l, flags)
 		return fh, fl | keepCache(t), errno
 	}
 	res := n.m.caller(ctx)
@@ -53,6 +54,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if _, errno := n.m.gate(ctx, res, op, rel, t, l); errno != 0 {
 		return nil, 0, errno
 	}
+	n.m.readOpened(ctx, res, rel, st, l, flags)
 	if t.Class.Guarded() {
 		if op == policy.OpWrite {
 			g, errno := n.m.openGuarded(n, res, rel, flags)
@@ -63,13 +65,13 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 			n.m.writeOpened(g.key)
 			return g, fuse.FOPEN_DIRECT_IO, 0
 		}
-		fh, _, errno := n.LoopbackNode.Open(ctx, flags)
+		fh, _, errno := n.loopOpen(ctx, flags)
 		if errno != 0 {
 			return nil, 0, errno
 		}
 		return &guardedReader{FileHandle: fh, node: n}, guardedReadFlags, 0
 	}
-	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
+	fh, fl, errno := n.loopOpen(ctx, flags)
 	fl |= keepCache(t)
 	if errno != 0 || op != policy.OpWrite {
 		return fh, fl, errno
@@ -113,7 +115,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 			return nil, nil, 0, errno
 		}
 	}
-	ch, fh, fl, errno := n.LoopbackNode.Create(ctx, name, flags, mode, out)
+	ch, fh, fl, errno := n.loopCreate(ctx, name, flags, mode, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -148,7 +150,7 @@ func boolU32(b bool) uint32 {
 }
 
 func isReserved(name string) bool {
-	return len(name) >= len(reservedPrefix) && name[:len(reservedPrefix)] == reservedPrefix
+	return len(name) >= len(reservedPrefix) && name[:len(reservedPrefix)] == reservedPrefix || name == StatusDir
 }
 
 // guardedReader serves reads of a guarded file without kernel passthrough

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"syscall"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -69,6 +71,9 @@ func (m *Monitor) changing(rel string) func() {
 
 // Expected returns the content aerfs last gave rel, and whether it knows.
 func (m *Monitor) Expected(rel string) (string, bool) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.Expected(sub)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.expected[rel]
@@ -78,6 +83,7 @@ func (m *Monitor) Expected(rel string) (string, bool) {
 // SetExpected replaces what aerfs believes the guarded files hold (from
 // the evidence log, at mount).
 func (m *Monitor) SetExpected(state map[string]string) {
+	state = m.splitExpected(state)
 	m.mu.Lock()
 	m.expected = map[string]string{}
 	for p, h := range state {
@@ -88,6 +94,7 @@ func (m *Monitor) SetExpected(state map[string]string) {
 
 // SetLastRecord names the record of the current version of each path.
 func (m *Monitor) SetLastRecord(id string, paths ...string) {
+	paths = m.routeLastRecord(id, paths)
 	m.mu.Lock()
 	for _, p := range paths {
 		m.lastRec[p] = id
@@ -98,6 +105,9 @@ func (m *Monitor) SetLastRecord(id string, paths ...string) {
 // HashRel returns the hash of rel's content ("" when absent), keeping the
 // content as a blob.
 func (m *Monitor) HashRel(rel string) (string, error) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.HashRel(sub)
+	}
 	st, err := m.lstatRel(rel)
 	if err != nil {
 		if os.IsNotExist(err) || err == unix.ENOENT {
@@ -131,73 +141,138 @@ func (m *Monitor) GuardedState() (map[string]string, error) {
 		}
 		out[sub] = h
 	})
+	if ferr == nil {
+		ferr = m.rootsState(out)
+	}
 	return out, ferr
 }
 
 // SetContent gives the guarded file rel the content with hash h, or removes
-// it when h is "". It is idempotent: a file that already holds h is left
-// alone. It returns the previous hash ("" when the file was absent).
-func (m *Monitor) SetContent(rel, h string) (string, error) {
-	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
-		return "", fmt.Errorf("bad path %q", rel)
+// it when h is "", through the one transaction: the previous version is
+// kept, the record mk makes (given the previous hash) is durable before
+// the file changes, then the file changes. A nil mk is for a change whose
+// durable trace is elsewhere (a restore's journal): the change is then
+// flushed before it returns. It is idempotent: a file that already holds h
+// is left alone (no record). It returns the previous hash ("" when the file
+// was absent) and the record's id.
+func (m *Monitor) SetContent(rel, h string, mk func(old string) *evidence.Record) (string, string, error) {
+	if r, sub, ok := m.route(rel); ok {
+		return r.SetContent(sub, h, r.unrootMaker(mk))
 	}
-	defer m.lockPath(rel)()
-	defer m.changing(rel)()
+	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
+		return "", "", fmt.Errorf("bad path %q", rel)
+	}
+	defer m.lockPaths(rel)()
 	old, err := m.HashRel(rel)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if old == h {
 		m.expect(rel, h)
-		return old, nil
+		return old, "", nil
 	}
+	var data []byte
+	if h != "" {
+		if data, err = m.rec.Blob(h); err != nil {
+			return old, "", fmt.Errorf("content %.12s: %w", h, err)
+		}
+		if err := m.mkdirAll(path.Dir(cleanDir(rel))); err != nil {
+			return old, "", err
+		}
+	}
+	var rep *replacement
+	var staged *os.File
+	defer func() {
+		if staged != nil {
+			staged.Close()
+		}
+	}()
+	var id string
 	st, _ := m.lstatRel(rel)
-	if h == "" {
-		m.expect(rel, "")
-		dfd, err := m.openDir(path.Dir(cleanDir(rel)))
-		if err != nil {
-			return old, err
-		}
-		defer unix.Close(dfd)
-		if err := unix.Unlinkat(dfd, path.Base(rel), 0); err != nil {
-			return old, err
-		}
-		unix.Fsync(dfd)
-		if st != nil && st.Nlink <= 1 {
-			m.forgetInode(keyOf(st))
-		}
-		return old, nil
+	errno := m.apply(&txn{
+		keep:  []string{rel},
+		after: func(map[string]string) map[string]string { return map[string]string{rel: h} },
+		prepare: func(kept map[string]string) ([]*evidence.Record, syscall.Errno) {
+			old = kept[rel]
+			if h != "" {
+				f, err := os.CreateTemp(m.stagingDir(), "restore-*")
+				if err != nil {
+					return nil, gofs.ToErrno(err)
+				}
+				os.Remove(f.Name())
+				staged = f
+				if _, err := f.Write(data); err != nil {
+					return nil, gofs.ToErrno(err)
+				}
+				var errno syscall.Errno
+				if rep, errno = m.stageReplacement(rel, f, st); errno != 0 {
+					return nil, errno
+				}
+				rep.durable = mk == nil
+			}
+			if mk == nil {
+				return nil, 0
+			}
+			return []*evidence.Record{mk(old)}, 0
+		},
+		publish: func(ids []string) syscall.Errno {
+			if len(ids) > 0 {
+				id = ids[0]
+			}
+			if h != "" {
+				errno := rep.publish()
+				if errno == 0 {
+					rep.close()
+				}
+				return errno
+			}
+			dfd, err := m.openDir(path.Dir(cleanDir(rel)))
+			if err != nil {
+				return gofs.ToErrno(err)
+			}
+			defer unix.Close(dfd)
+			if err := unix.Unlinkat(dfd, path.Base(rel), 0); err != nil {
+				return gofs.ToErrno(err)
+			}
+			if mk == nil {
+				return gofs.ToErrno(unix.Fsync(dfd))
+			}
+			return 0
+		},
+		done: func(ids []string) syscall.Errno {
+			if id != "" {
+				m.setLastRecord(rel, id)
+			}
+			if h == "" {
+				if st != nil && st.Nlink <= 1 {
+					m.forgetInode(keyOf(st))
+				}
+				return 0
+			}
+			nst, err := m.lstatRel(rel)
+			if err != nil {
+				return gofs.ToErrno(err)
+			}
+			l := &Label{Origin: policy.User, Hash: h, Record: id}
+			l.bindFingerprint(nst)
+			m.mu.Lock()
+			m.guarded[keyOf(nst)] = rel
+			m.mu.Unlock()
+			if err := m.Labels.Set(keyOf(nst), l); err != nil {
+				return syscall.EIO
+			}
+			return 0
+		},
+		abort: func() {
+			if rep != nil {
+				rep.abort()
+			}
+		},
+	})
+	if errno != 0 {
+		return old, id, errno
 	}
-	data, err := m.rec.Blob(h)
-	if err != nil {
-		return old, fmt.Errorf("content %.12s: %w", h, err)
-	}
-	f, err := os.CreateTemp(m.stagingDir(), "restore-*")
-	if err != nil {
-		return old, err
-	}
-	os.Remove(f.Name())
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return old, err
-	}
-	if err := m.mkdirAll(path.Dir(cleanDir(rel))); err != nil {
-		return old, err
-	}
-	m.expect(rel, h)
-	if errno := m.replace(rel, f, st); errno != 0 {
-		return old, errno
-	}
-	nst, err := m.lstatRel(rel)
-	if err != nil {
-		return old, err
-	}
-	l := &Label{Origin: policy.User, Hash: h}
-	l.bindFingerprint(nst)
-	m.mu.Lock()
-	m.guarded[keyOf(nst)] = rel
-	m.mu.Unlock()
-	return old, m.Labels.Set(keyOf(nst), l)
+	return old, id, nil
 }
 
 func cleanDir(rel string) string {
@@ -217,6 +292,13 @@ type Drift struct {
 // CheckDrift compares rel with what aerfs last gave it. A drifted file's
 // label becomes EXTERNAL: whoever reads it inherits UNTRUSTED.
 func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
+	if r, sub, ok := m.route(rel); ok {
+		d, err := r.CheckDrift(sub)
+		if d != nil {
+			d.Path = rel
+		}
+		return d, err
+	}
 	// A commit between reading the expected content and hashing the file
 	// would look like drift: compare between commits.
 	defer m.lockPath(rel)()
@@ -246,6 +328,9 @@ func (m *Monitor) CheckDrift(rel string) (*Drift, error) {
 	m.expect(rel, found)
 	return &Drift{Path: rel, Expected: want, Found: found}, nil
 }
+
+// HasBlob reports whether the content with this hash is stored.
+func (m *Monitor) HasBlob(hash string) bool { return m.rec.HasBlob(hash) }
 
 // BackingPath is a path through which the backing directory can be watched
 // (the mount covers the workspace path itself).

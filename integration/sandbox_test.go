@@ -312,9 +312,16 @@ func TestSandboxOffUnconfined(t *testing.T) {
 	r := s.session("WEB", "web1", "OWNER_PID="+strconv.Itoa(pid)+" TMUX_SOCK="+sock+"; export OWNER_PID TMUX_SOCK\necho \"sandbox=$AERFS_SANDBOX\"\n"+attackScript, "--sandbox=off")
 	got := parseAttempts(r.Stdout)
 	t.Logf("unconfined WEB session:\n%s%s", r.Stdout, r.Stderr)
-	for _, name := range []string{"bashrc", "state-policy", "proc-mem", "pidfd-getfd", "signal", "unshare-userns", "tmux", "state-list"} {
+	for _, name := range []string{"bashrc", "proc-mem", "pidfd-getfd", "signal", "unshare-userns", "tmux"} {
 		if got[name] != "ok" {
 			t.Errorf("%s with --sandbox=off: got %q, want ok (the route the confinement closes)", name, got[name])
+		}
+	}
+	// The state directory is the root daemon's whether the session is
+	// confined or not (TestStateDirRootOwned).
+	for _, name := range []string{"state-policy", "state-list"} {
+		if !strings.Contains(got[name], "Permission denied") {
+			t.Errorf("%s with --sandbox=off: got %q, want Permission denied (the state directory is the daemon's)", name, got[name])
 		}
 	}
 	if got["sandbox=off"] != "" || !strings.Contains(r.Stdout, "sandbox=off") {
@@ -363,7 +370,26 @@ func TestSandboxWebGitControl(t *testing.T) {
 	}
 }
 
+// toolMissing skips what needs an absent tool, except under CI (CI=true),
+// where a missing tool fails the test: the work it shows must be shown.
+func toolMissing(t *testing.T, tool string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Errorf("%s is not installed (CI=true: a legitimate-work check cannot be skipped)", tool)
+		return
+	}
+	t.Logf("%s is not installed: its check is skipped", tool)
+}
+
 func TestSandboxUserWork(t *testing.T) {
+	for _, tool := range []string{"git", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if _, err := os.Stat("/usr/local/go/bin/" + tool); err != nil {
+				toolMissing(t, tool)
+				t.SkipNow()
+			}
+		}
+	}
 	s := newOwnedEnv(t, map[string]string{"README": "hi\n",
 		"hello/go.mod":  "module example.org/hello\n\ngo 1.21\n",
 		"hello/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n"})
@@ -374,7 +400,9 @@ git init -q . && git add README && git commit -qm first && git log --oneline | w
 echo scratch > /tmp/aerfs-sbx-scratch.$$ && rm /tmp/aerfs-sbx-scratch.$$
 cd hello && go build -o hello . && ./hello && cd ..
 `)
-	if r.Code == 0 && exec.Command("npm", "--version").Run() == nil {
+	if exec.Command("npm", "--version").Run() != nil {
+		toolMissing(t, "npm")
+	} else if r.Code == 0 {
 		// npm install of a small package from a local tarball, its cache
 		// in ~/.npm.
 		r2 := s.session("USER", "u1", `set -e
@@ -396,7 +424,8 @@ npm install --offline --no-audit --no-fund --silent ../pkgsrc/tiny-1.0.0.tgz && 
 		t.Errorf("no go build cache: %v", err)
 	}
 	if exec.Command("/usr/bin/python3", "-c", "import venv, ensurepip").Run() != nil {
-		t.Skip("python3 venv or ensurepip is not installed")
+		toolMissing(t, "python3 venv/ensurepip")
+		return
 	}
 	r = s.session("USER", "u1", `/usr/bin/python3 -m venv venv && ./venv/bin/python -c 'print("venv ok")'`)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "venv ok") {

@@ -52,7 +52,7 @@ const (
 	keyFirstID    = "identity_first_create"
 )
 
-var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID}
+var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID, keyRoots}
 
 // spec is a parsed but not yet merged policy file. has records which keys
 // the file sets; the others come from the default policy.
@@ -72,6 +72,7 @@ type spec struct {
 	onDrift     DriftAction
 	sandbox     sandboxSpec
 	firstID     bool
+	roots       []rootSpec
 }
 
 var (
@@ -196,6 +197,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.sandbox(v, s)
 		case keyFirstID:
 			return ps.firstIdentity(v, s)
+		case keyRoots:
+			return ps.roots(v, s)
 		}
 		return nil
 	})

@@ -263,7 +263,7 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 // when base is nil, then checks what only the whole policy can show.
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	for _, k := range topKeys {
-		if s.has[k] || base == nil && (k == keyNamespaces || k == keyBurst) {
+		if s.has[k] || k == keyRoots || base == nil && (k == keyNamespaces || k == keyBurst) {
 			continue
 		}
 		if base == nil {
@@ -346,6 +346,7 @@ func compile(name string, s *spec) *Policy {
 		writable:    s.sandbox.writable,
 		privateTmp:  s.sandbox.privateTmp,
 	}
+	defer compileRoots(p, s)
 	for c := Identity; c < numClasses; c++ {
 		r := classRank(c)
 		for _, pt := range s.classes[c] {

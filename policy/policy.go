@@ -32,6 +32,7 @@ type Policy struct {
 	firstID     bool     // identity_first_create
 	writable    []string // sandbox.writable as written
 	privateTmp  bool
+	roots       []Root // further guarded roots (roots.go)
 
 	classPatterns [numClasses][]string // as written, for Patterns
 }

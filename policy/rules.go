@@ -20,6 +20,10 @@ const (
 	RuleSession                   // RS-session: a session id belongs to the registration that created it
 	RuleControl                   // RC-control: a session's control requests act only on its own session tree
 	RuleFirstIdentity             // R1-first: the first creation of an absent identity file by a trusted, untainted subject
+	RuleBurst                     // RB-burst: a session quarantined after a burst of refusals changes nothing
+	RuleOwner                     // RO-owner: owner-only requests come from the owner's channel, outside every session
+	RuleReview                    // RR-review: the policy sends a session's guarded changes to the owner for review
+	RuleDrift                     // RD-drift: content that changed behind the mount is EXTERNAL, and untrusted to read
 	numRules
 )
 
@@ -40,6 +44,10 @@ var ruleIDs = [numRules]string{
 	RuleSession:       "RS-session",
 	RuleControl:       "RC-control",
 	RuleFirstIdentity: "R1-first",
+	RuleBurst:         "RB-burst",
+	RuleOwner:         "RO-owner",
+	RuleReview:        "RR-review",
+	RuleDrift:         "RD-drift",
 }
 
 var ruleReasons = [numRules]string{
@@ -59,6 +67,10 @@ var ruleReasons = [numRules]string{
 	RuleSession:       "a session id belongs to the registration that created it",
 	RuleControl:       "a session may only act on itself and the sessions started from within it",
 	RuleFirstIdentity: "the first creation of an absent identity file by a trusted, untainted subject (identity_first_create)",
+	RuleBurst:         "the session is quarantined after a burst of refusals",
+	RuleOwner:         "only the owner's channel (a process outside every session) may do this",
+	RuleReview:        "the policy sends this session's changes to the owner for review",
+	RuleDrift:         "changed in the backing directory, not through the mount: labelled EXTERNAL",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

@@ -32,6 +32,9 @@ type Session struct {
 	restored bool // known from the log of an earlier mount
 	taint    atomic.Uint32
 	held     atomic.Bool // quarantined after a burst of refusals
+
+	confinement atomic.Pointer[string] // what the registration asked for (owner.go)
+	ended       atomic.Int64           // unix ns when the owner ended it (owner.go)
 }
 
 // Parent is the session this one was started from (nil for none).

@@ -15,7 +15,7 @@ import (
 type Mounts struct {
 	Workspace string // the aerfs mount, kept at its path
 	StateDir  string // covered by an empty directory ...
-	Socket    string // ... that holds only the control socket (a file beneath StateDir)
+	Socket    string // ... that holds only the control socket (or a link to it when it is outside StateDir)
 	UID       int    // the owner: /run/user/<uid> is replaced by an empty one
 	// PrivateTmp replaces the whole of /tmp by an empty tmpfs. Without
 	// it /tmp stays shared, and only the directories there that belong to
@@ -44,7 +44,7 @@ func SetupMounts(m Mounts) (private, writable []string, err error) {
 		}
 		defer unix.Close(ws)
 	}
-	if m.Socket != "" {
+	if m.Socket != "" && within(m.Socket, m.StateDir) {
 		sock, err = unix.OpenTree(unix.AT_FDCWD, m.Socket, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return nil, nil, fmt.Errorf("keep the control socket: %w", err)
@@ -94,7 +94,13 @@ func SetupMounts(m Mounts) (private, writable []string, err error) {
 			return nil, nil, fmt.Errorf("cover the state directory: %w", err)
 		}
 		private = append(private, m.StateDir)
-		if sock >= 0 {
+		if m.Socket != "" && !within(m.Socket, m.StateDir) {
+			// A root daemon's socket lives outside the state
+			// directory: leave the way to it where it was.
+			if err := os.Symlink(m.Socket, filepath.Join(m.StateDir, filepath.Base(m.Socket))); err != nil {
+				return nil, nil, err
+			}
+		} else if sock >= 0 {
 			p := filepath.Join(m.StateDir, filepath.Base(m.Socket))
 			if err := os.WriteFile(p, nil, 0o600); err != nil {
 				return nil, nil, err

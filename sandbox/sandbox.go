@@ -41,6 +41,7 @@ type Report struct {
 	Writable    []string `json:"writable,omitempty"` // the write rules added
 	Hidden      []string `json:"hidden,omitempty"`   // paths kept out of reads
 	Private     []string `json:"private,omitempty"`  // paths replaced in the session's mount namespace
+	Namespaces  []string `json:"namespaces,omitempty"`
 	NoNewPrivs  bool     `json:"no_new_privs"`
 	Seccomp     bool     `json:"seccomp"`
 	Warnings    []string `json:"warnings,omitempty"`
@@ -61,6 +62,45 @@ func (r *Report) String() string {
 	}
 	if len(r.Private) > 0 {
 		parts = append(parts, "mount namespace (private "+strings.Join(r.Private, " ")+")")
+	}
+	if r.Seccomp {
+		parts = append(parts, "seccomp")
+	}
+	if r.NoNewPrivs {
+		parts = append(parts, "no_new_privs")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Summary is String with the rules: the paths the session may change and
+// the paths kept out of its reads, e.g. "landlock abi 7 (scoped signal),
+// writes /ws /tmp, hidden /state, user+mount namespaces (private
+// /run/user/1000), seccomp, no_new_privs".
+func (r *Report) Summary() string {
+	var parts []string
+	if r.Landlock {
+		s := fmt.Sprintf("landlock abi %d", r.LandlockABI)
+		if len(r.Scoped) > 0 {
+			s += " (scoped " + strings.Join(r.Scoped, ",") + ")"
+		}
+		parts = append(parts, s)
+		if len(r.Writable) > 0 {
+			parts = append(parts, "writes "+strings.Join(r.Writable, " "))
+		}
+		if len(r.Hidden) > 0 {
+			parts = append(parts, "hidden "+strings.Join(r.Hidden, " "))
+		}
+	} else {
+		parts = append(parts, "no landlock")
+	}
+	if len(r.Namespaces) > 0 {
+		s := strings.Join(r.Namespaces, "+") + " namespaces"
+		if len(r.Private) > 0 {
+			s += " (private " + strings.Join(r.Private, " ") + ")"
+		}
+		parts = append(parts, s)
+	} else {
+		parts = append(parts, "no namespaces")
 	}
 	if r.Seccomp {
 		parts = append(parts, "seccomp")

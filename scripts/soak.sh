@@ -3,9 +3,12 @@
 # scratch directory) against a real aerfs mount, as root:
 #   fsx 20,000 ops on a plain file (every operation the kernel offers,
 #   mapped reads and writes included);
-#   fsx 5,000 ops on a guarded file (memory/fsx.md) with mapped reads on;
-#   mapped writes off, since a writable shared map of a guarded file is
-#   refused by design (docs/guarded-writes.md);
+#   fsx 5,000 ops on a guarded file (memory/fsx.md), every operation but
+#   maps: fsx maps through its read-write descriptor, and a guarded file
+#   open for writing cannot be mapped (ENODEV) — the page cache is one per
+#   inode, and a map would show the staged, undecided content to every
+#   reader (docs/guarded-writes.md); a read-only descriptor maps fine
+#   (integration TestCommitMmap);
 #   fsstress 10,000 ops × 4 processes on a plain directory.
 # Ends with a closing "N passed, N failed" line over the three runs.
 set -euo pipefail
@@ -32,7 +35,7 @@ check() { # check NAME CMD... — runs CMD, counts the result, keeps the output
 }
 
 check fsx-plain "$tools/fsx" -q -S 1 -N 20000 -P "$logs" "$ws/stress/fsx-plain"
-check fsx-guarded "$tools/fsx" -q -S 2 -N 5000 -W -P "$logs" "$ws/memory/fsx.md"
+check fsx-guarded "$tools/fsx" -q -S 2 -N 5000 -R -W -P "$logs" "$ws/memory/fsx.md"
 check fsstress "$tools/fsstress" -s 3 -n 10000 -p 4 -d "$ws/stress/fsstress"
 check verify "$AERFS" verify --state "$state"
 

@@ -67,6 +67,14 @@ type rec struct {
 	vFirst    int32   // versions of this record: vers[vFirst : vFirst+vCount]
 	vCount    int32
 	snap      int32 // position in snaps, or -1
+	rFirst    int32 // files a reads record lists: reads[rFirst : rFirst+rCount]
+	rCount    int32
+}
+
+// read is one file a reads record lists, with the hash of the version
+// read ("" when unknown).
+type read struct {
+	path, hash string
 }
 
 type ver struct {
@@ -101,6 +109,7 @@ type Index struct {
 	recs    []rec
 	byID    map[string]int32
 	vers    []ver
+	reads   []read
 	byPath  map[string][]int32 // path → versions, log order
 	snaps   []snap
 	events  []int32 // records that are versions or snapshots, log order
@@ -108,6 +117,31 @@ type Index struct {
 	quar    []quarantine
 	quarBy  map[int32]int32     // record position → quar position
 	approve map[string]approval // path → approved content awaiting its write
+	mounts  []Mount
+	pruned  map[string]bool // blobs gc records removed
+}
+
+// Pruned reports whether aerfs gc removed the content with this hash (it
+// may have been stored again since).
+func (x *Index) Pruned(hash string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.pruned[hash]
+}
+
+// Mount is one mount in the log: its record's index, and whether an
+// unmount record ended it (false after a crash).
+type Mount struct {
+	Idx    int64 `json:"idx"`
+	Clean  bool  `json:"clean"`
+	EndIdx int64 `json:"end_idx,omitempty"` // the unmount record's, when Clean
+}
+
+// Mounts lists the mounts in log order.
+func (x *Index) Mounts() []Mount {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return append([]Mount(nil), x.mounts...)
 }
 
 // New returns an empty index.
@@ -180,6 +214,20 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 	}
 	path := r.Meta.FilePath() // the name's bytes, from path or path_b64
 	switch r.Type {
+	case evidence.TypeGC:
+		if x.pruned == nil {
+			x.pruned = map[string]bool{}
+		}
+		for _, h := range p.Pruned {
+			x.pruned[h] = true
+		}
+	case evidence.TypeMount:
+		x.mounts = append(x.mounts, Mount{Idx: x.recs[pos].idx})
+	case evidence.TypeUnmount:
+		if n := len(x.mounts); n > 0 {
+			x.mounts[n-1].Clean = true
+			x.mounts[n-1].EndIdx = x.recs[pos].idx
+		}
 	case evidence.TypeWrite:
 		// A write with no new content is a plain file's: it is in the DAG
 		// for provenance but has no version.
@@ -230,6 +278,12 @@ func (x *Index) index(pos int32, r *evidence.Record) {
 			return
 		}
 		x.addVer(pos, path, evidence.TypeDrift, p.NewHash, p.OldHash)
+	case evidence.TypeReads:
+		x.recs[pos].rFirst = int32(len(x.reads))
+		for i := range p.Reads {
+			x.reads = append(x.reads, read{path: p.Reads[i].FilePath(), hash: p.Reads[i].Hash})
+		}
+		x.recs[pos].rCount = int32(len(p.Reads))
 	case evidence.TypeSnapshot:
 		x.recs[pos].snap = int32(len(x.snaps))
 		files := append([]evidence.FileState(nil), p.Files...)

@@ -44,7 +44,8 @@ type Scope struct {
 
 // Scope computes the contamination scope of source: a record id (or a
 // unique prefix), or a workspace path, whose every record (meta.path,
-// payload.from or payload.to equal to it or below it) is a root.
+// payload.from or payload.to equal to it or below it, and every reads
+// record listing a file there) is a root. It is ScopeAt with no version.
 //
 // A record is downstream when it names a downstream record as a parent, or
 // when it is a later write, delete, rename or drift of a file that has a
@@ -54,20 +55,40 @@ type Scope struct {
 // contaminated would spread the scope to every other file it restored. In
 // the tree each record hangs under its earliest downstream parent, so it
 // appears once; children are in log order.
-func (x *Index) Scope(source string) (*Scope, error) {
+func (x *Index) Scope(source string) (*Scope, error) { return x.ScopeAt(source, "") }
+
+// ScopeAt is Scope of one version of a path: version is the SHA-256 of
+// the content (or a prefix of at least MinPrefix hex digits). The roots are
+// the records that made that version of the path or of a file below it,
+// and the reads records that list it read at that version, or read at a
+// version whose content is unknown (too big to hash, or changed before it
+// could be: such a read cannot be ruled out). An empty version is every
+// version (Scope).
+func (x *Index) ScopeAt(source, version string) (*Scope, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	src := strings.TrimSuffix(strings.TrimPrefix(source, "./"), "/")
 	if src == "" {
 		return nil, fmt.Errorf("scope: empty source")
 	}
+	version = strings.ToLower(version)
+	if version != "" && !isHexPrefix(version) {
+		return nil, fmt.Errorf("scope: version %q is not a SHA-256 (or a prefix of at least %d hex digits) of the content", version, MinPrefix)
+	}
+	under := func(s string) bool { return s != "" && (s == src || strings.HasPrefix(s, src+"/")) }
 	roots := map[int32]bool{}
-	if pos, err := x.resolve(src); err == nil {
+	var pos int32
+	var err error
+	if version == "" {
+		pos, err = x.resolve(src)
+	} else {
+		err = ErrNotFound // with a version, the source is a path
+	}
+	if err == nil {
 		roots[pos] = true
 	} else if errors.Is(err, ErrAmbiguous) {
 		return nil, err
-	} else {
-		under := func(s string) bool { return s != "" && (s == src || strings.HasPrefix(s, src+"/")) }
+	} else if version == "" {
 		for i := range x.recs {
 			r := &x.recs[i]
 			if under(r.path) || under(r.from) || under(r.to) {
@@ -85,8 +106,24 @@ func (x *Index) Scope(source string) (*Scope, error) {
 				}
 			}
 		}
+		// A reads record names the files its reader read.
+		for _, p := range x.readersOf(under, func(string) bool { return true }) {
+			roots[p] = true
+		}
 		if len(roots) == 0 {
 			return nil, fmt.Errorf("scope: no record or path matches %q: %w", source, ErrNotFound)
+		}
+	} else {
+		for _, v := range x.vers {
+			if under(v.path) && v.hash != "" && strings.HasPrefix(v.hash, version) {
+				roots[v.rec] = true
+			}
+		}
+		for _, p := range x.readersOf(under, func(h string) bool { return h == "" || strings.HasPrefix(h, version) }) {
+			roots[p] = true
+		}
+		if len(roots) == 0 {
+			return nil, fmt.Errorf("scope: no record of %q at version %s (nobody read or wrote that content through the mount): %w", source, version, ErrNotFound)
 		}
 	}
 	start := int32(len(x.recs))
@@ -128,6 +165,9 @@ func (x *Index) Scope(source string) (*Scope, error) {
 		if n.Path == "" && r.vCount == 1 {
 			n.Path = x.vers[r.vFirst].path
 		}
+		if n.Path == "" && r.rCount > 0 {
+			n.Path = x.readPath(r, src, parent == -1)
+		}
 		nodes[p] = n
 		sc.Records++
 		if parent == -1 {
@@ -166,4 +206,54 @@ func (x *Index) StateBefore(sc *Scope) State {
 		}
 	}
 	return st
+}
+
+// readersOf lists the reads records that list a file whose path is
+// matched by under, read at a version whose hash is matched by hash.
+// Called with x.mu held.
+func (x *Index) readersOf(under func(string) bool, hash func(string) bool) []int32 {
+	var out []int32
+	for i := range x.recs {
+		r := &x.recs[i]
+		for _, rd := range x.reads[r.rFirst : r.rFirst+r.rCount] {
+			if under(rd.path) && hash(rd.hash) {
+				out = append(out, int32(i))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// readPath is what a reads record shows as its path in a scope: the
+// source's file it lists when it is a root, else its first file and how
+// many more it lists.
+func (x *Index) readPath(r *rec, src string, root bool) string {
+	rs := x.reads[r.rFirst : r.rFirst+r.rCount]
+	first := rs[0].path
+	if root {
+		for _, rd := range rs {
+			if rd.path == src || strings.HasPrefix(rd.path, src+"/") {
+				first = rd.path
+				break
+			}
+		}
+	}
+	if len(rs) == 1 {
+		return first
+	}
+	return fmt.Sprintf("%s (+%d read)", first, len(rs)-1)
+}
+
+func isHexPrefix(s string) bool {
+	if len(s) < MinPrefix || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -4,116 +4,95 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aerfs/aerfs/daemon"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/snapshot"
 )
 
 type gcOptions struct {
 	keepLast   int
-	keepWithin string
+	keepWithin time.Duration
 	maxSize    string
 	dryRun     bool
 	asJSON     bool
 }
 
 func newGCCommand() *cobra.Command {
-	var o gcOptions
+	o := gcOptions{keepLast: 10, keepWithin: 7 * 24 * time.Hour}
 	c := &cobra.Command{
-		Use:   "gc [--keep-last N] [--keep-within DURATION] [--max-size SIZE] [--dry-run]",
-		Short: "Prune old versions' content from the evidence store; records stay (owner only)",
-		Long: `gc removes the stored content (blobs) of old versions of guarded files
-and keeps every record, so the log still verifies and history still lists
-every version ("content pruned" for those whose content is gone). A blob
-is kept when it is one of the last --keep-last versions of a file or a
-record younger than --keep-within refers to it; --max-size then prunes
-the oldest remaining blobs until the store fits. Never pruned: the current
-content of every guarded file, the content a recorded write replaced,
-pending quarantined content, every snapshot's files. The gc is itself a
-record (type gc) whose manifest names each pruned blob and why, so a
-verifier tells a pruned blob from a lost one. Only the owner's channel may
-gc: a process outside every agent session, through the daemon while the
-workspace is mounted, or straight on the state directory when it is not.`,
+		Use:   "gc",
+		Short: "Prune stored content outside a retention policy; records are kept",
+		Long: `Remove stored versions of guarded files that fall outside the retention:
+every file keeps its last --keep-last distinct versions and every version
+younger than --keep-within; then, with --max-size, the oldest of those go
+until the store is under the size. The current content of every file, the
+content of pending quarantined writes (and the files they would replace),
+the newest snapshot and a running restore's content are never removed.
+
+Records are never removed: the log still verifies, and a gc record names
+every blob it pruned, so a verifier (aerfs verify, also of an exported
+bundle) tells pruned content from lost content. aerfs history marks a
+pruned version "content pruned"; it can no longer be restored or diffed.
+
+On a mounted workspace the daemon does it (owner's channel only: refused
+from inside a session, rule RO-owner); unmounted, aerfs gc works on the
+state directory itself.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runGC(cmd.OutOrStdout(), o)
 		},
 	}
-	c.Flags().IntVar(&o.keepLast, "keep-last", 10, "keep the content of the last N versions of every file")
-	c.Flags().StringVar(&o.keepWithin, "keep-within", "7d", "keep content referred to by records younger than this (30m, 12h, 7d; 0 = off)")
-	c.Flags().StringVar(&o.maxSize, "max-size", "", "then prune the oldest unprotected content until the store fits (e.g. 500M, 2G)")
-	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be pruned; change nothing")
+	c.Flags().IntVar(&o.keepLast, "keep-last", o.keepLast, "keep the last N distinct versions of every file (at least 1)")
+	c.Flags().DurationVar(&o.keepWithin, "keep-within", o.keepWithin, "keep every version younger than this (0: none by age)")
+	c.Flags().StringVar(&o.maxSize, "max-size", "", "then drop the oldest kept versions until the store is under this size (e.g. 500M, 2G)")
+	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "say what would be pruned, prune nothing")
 	c.Flags().BoolVar(&o.asJSON, "json", false, "print the result as JSON")
 	return c
 }
 
-// parseRetention reads a duration that may be given in days ("7d").
-func parseRetention(s string) (time.Duration, error) {
-	if s == "" || s == "0" {
-		return 0, nil
-	}
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseFloat(d, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("bad duration %q", s)
-		}
-		return time.Duration(n * float64(24*time.Hour)), nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("bad duration %q", s)
-	}
-	return v, nil
-}
-
-// parseSize reads a byte count with an optional K, M, G or T suffix
-// (powers of 1024).
 func parseSize(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
 	mult := int64(1)
-	u := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s, "B"), "b"))
-	for i, suf := range []string{"K", "M", "G", "T"} {
-		if t, ok := strings.CutSuffix(u, suf); ok {
-			u, mult = t, int64(1)<<(10*(i+1))
-			break
-		}
+	switch u := strings.ToUpper(s[len(s)-1:]); u {
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
 	}
-	n, err := strconv.ParseInt(u, 10, 64)
-	if err != nil || n < 0 {
+	if mult > 1 {
+		s = s[:len(s)-1]
+	}
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return n * mult, nil
 }
 
 func runGC(out io.Writer, o gcOptions) error {
-	within, err := parseRetention(o.keepWithin)
-	if err != nil {
-		return fail(exitUsage, "--keep-within takes a duration such as 12h or 7d", "%v", err)
-	}
-	size, err := parseSize(o.maxSize)
-	if err != nil {
-		return fail(exitUsage, "--max-size takes a size such as 500M or 2G", "%v", err)
-	}
 	if o.keepLast < 1 {
-		return fail(exitUsage, "aerfs gc --help", "--keep-last must be at least 1")
+		return fail(exitUsage, "aerfs gc --keep-last 1 keeps at least the current version", "--keep-last must be at least 1")
 	}
-	t, err := findTarget(false)
+	maxBytes, err := parseSize(o.maxSize)
+	if err != nil {
+		return fail(exitUsage, "aerfs gc --max-size 500M", "--max-size: %v", err)
+	}
+	t, err := findTargetMountedBySocket()
 	if err != nil {
 		return err
 	}
 	var res daemon.GCResult
 	if t.mounted {
-		req := daemon.Request{Op: "gc", KeepLast: o.keepLast, MaxSize: size, DryRun: o.dryRun}
-		if within > 0 {
-			req.KeepWithin = within.String()
-		}
-		resp, err := call(t, req)
+		resp, err := call(t, daemon.Request{Op: "gc", KeepLast: o.keepLast, KeepWithin: o.keepWithin.String(), MaxBytes: maxBytes, DryRun: o.dryRun})
 		if err != nil {
 			return err
 		}
@@ -121,30 +100,49 @@ func runGC(out io.Writer, o gcOptions) error {
 			return err
 		}
 	} else {
-		// Not mounted: straight on the state directory, under the
-		// evidence lock (refused while a daemon holds it).
-		r, err := daemon.GCUnmounted(t.stateDir, t.workspace, daemon.GCPolicy{KeepLast: o.keepLast, KeepWithin: within, MaxSize: size}, o.dryRun)
+		l, err := evidence.Open(t.stateDir)
 		if err != nil {
-			return fail(exitError, "is a daemon serving this state directory? aerfs status"+t.flags(), "gc: %v", err)
+			if strings.Contains(err.Error(), "in use") {
+				return fail(exitError, "is a daemon serving it? aerfs status"+t.flags(), "%v", err)
+			}
+			return fail(exitError, "aerfs verify --state "+t.stateDir, "%v", err)
+		}
+		defer l.Close()
+		x, err := snapshot.Load(t.stateDir)
+		if err != nil {
+			return err
+		}
+		r, err := daemon.RunGC(x, t.stateDir, snapshot.Retention{KeepLast: o.keepLast, KeepWithin: o.keepWithin, MaxBytes: maxBytes, Now: time.Now()},
+			o.dryRun, nil, l.Prune)
+		if err != nil {
+			return fail(exitError, "", "gc: %v", err)
 		}
 		res = *r
 	}
 	if o.asJSON {
-		b, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(out, string(b))
-		return err
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
 	}
 	verb := "pruned"
 	if res.DryRun {
 		verb = "would prune"
 	}
-	fmt.Fprintf(out, "%s %d content blobs (%d bytes); kept %d (%d bytes, %d protected)\n",
-		verb, len(res.Pruned), res.PrunedBytes, res.Kept, res.KeptBytes, res.Protected)
+	fmt.Fprintf(out, "%s %d stored versions (%s); kept %d (%s)\n", verb, len(res.Prune), humanSize(res.Bytes), res.Kept, humanSize(res.Total))
 	if res.Record != "" {
-		fmt.Fprintf(out, "recorded as %s\n", shortRecord(res.Record))
+		fmt.Fprintf(out, "gc record %.12s\n", res.Record)
 	}
 	return nil
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

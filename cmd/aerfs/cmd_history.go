@@ -54,43 +54,43 @@ type historyEntry struct {
 	N int `json:"n"`
 	snapshot.Version
 	Size *int64 `json:"size,omitempty"` // nil: absent, or its blob is missing
-	// PrunedBy is the gc record that removed this version's content.
-	PrunedBy string `json:"content_pruned_by,omitempty"`
+	// ContentPruned: aerfs gc removed this version's content (the record
+	// stays; the version cannot be restored).
+	ContentPruned bool `json:"content_pruned,omitempty"`
 }
 
 // fileHistory resolves FILE and reads its versions from the log.
 func fileHistory(t *target, file string) (string, []snapshot.Version, error) {
+	rel, _, vs, err := fileHistoryIndex(t, file)
+	return rel, vs, err
+}
+
+func fileHistoryIndex(t *target, file string) (string, *snapshot.Index, []snapshot.Version, error) {
 	rel, err := workspaceRel(t, file)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	x, err := recoveryIndex(t.stateDir)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return rel, x.History(rel), nil
+	return rel, x, x.History(rel), nil
 }
 
 func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
-	rel, vs, err := fileHistory(t, file)
+	rel, x, vs, err := fileHistoryIndex(t, file)
 	if err != nil {
 		return err
 	}
 	entries := make([]historyEntry, len(vs))
-	var pruned map[string]string // blob -> gc record, read when a blob is gone
 	for i, v := range vs {
 		entries[i] = historyEntry{N: i + 1, Version: v}
 		if v.Hash != "" {
 			if b, err := evidence.ReadBlob(t.stateDir, v.Hash); err == nil {
 				n := int64(len(b))
 				entries[i].Size = &n
-			} else if !evidence.HasBlob(t.stateDir, v.Hash) {
-				if pruned == nil {
-					if pruned, _ = evidence.PrunedBlobs(t.stateDir); pruned == nil {
-						pruned = map[string]string{}
-					}
-				}
-				entries[i].PrunedBy = pruned[v.Hash]
+			} else if x.Pruned(v.Hash) {
+				entries[i].ContentPruned = true
 			}
 		}
 	}
@@ -104,16 +104,16 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tTIME\tPRINCIPAL\tSESSION\tSIZE\tRECORD\tTYPE")
 	for _, e := range entries {
-		size, note := "-", ""
+		size := "-"
 		if e.Size != nil {
 			size = fmt.Sprint(*e.Size)
-		} else if e.PrunedBy != "" {
-			size, note = "-", "\tcontent pruned (gc "+shortRecord(e.PrunedBy)+")"
+		} else if e.ContentPruned {
+			size = "content pruned"
 		} else if e.Hash != "" {
-			size, note = "?", "\tcontent missing" // the blob is gone, and no gc says why
+			size = "?" // the blob is gone
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s%s\n", e.N, formatWhen(e.Time), e.Principal, orDash(e.Session),
-			size, shortRecord(e.Record), e.Type, note)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.N, formatWhen(e.Time), e.Principal, orDash(e.Session),
+			size, shortRecord(e.Record), e.Type)
 	}
 	return tw.Flush()
 }
@@ -135,6 +135,9 @@ func recoveryIndex(stateDir string) (*snapshot.Index, error) {
 func workspaceRel(t *target, arg string) (string, error) {
 	if arg == "" {
 		return "", fail(exitUsage, "", "empty file name")
+	}
+	if r, ok := rootRel(t, arg); ok {
+		return r, nil
 	}
 	p := arg
 	if t.workspace != "" {
@@ -185,7 +188,11 @@ func readWorkspaceFile(t *target, rel string) ([]byte, bool, error) {
 	if t.workspace == "" {
 		return nil, false, fail(exitUsage, "pass --workspace DIR", "the current content of %s needs the workspace", rel)
 	}
-	b, err := os.ReadFile(filepath.Join(t.workspace, filepath.FromSlash(rel)))
+	file := filepath.Join(t.workspace, filepath.FromSlash(rel))
+	if f, ok := rootFile(t, rel); ok {
+		file = f
+	}
+	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}

@@ -13,20 +13,27 @@ import (
 	"github.com/aerfs/aerfs/configs"
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
 )
 
 func newInitCommand() *cobra.Command {
 	var asJSON bool
+	var agent string
 	c := &cobra.Command{
-		Use:   "init WORKSPACE",
+		Use:   "init [--agent claude-code|codex|gemini|openclaw] WORKSPACE",
 		Short: "Create the state directory of a workspace: default policy, evidence key",
-		Args:  cobra.ExactArgs(1),
+		Long: `init creates the state directory of a workspace: the policy file, the
+evidence log and its signing key. With --agent it writes the policy of that
+agent: the agent's files in the workspace classed, and its directory in the
+owner's home (~/.claude, ~/.codex, ~/.gemini, ~/.openclaw/skills) guarded
+as a further root by the same daemon and log (docs/agents.md).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !asJSON {
-				return runInit(args[0], gopts.state, cmd.OutOrStdout())
+				return runInitAgent(args[0], gopts.state, agent, cmd.OutOrStdout())
 			}
 			var discard bytes.Buffer
-			if err := runInit(args[0], gopts.state, &discard); err != nil {
+			if err := runInitAgent(args[0], gopts.state, agent, &discard); err != nil {
 				return err
 			}
 			ws, _ := absClean(args[0])
@@ -43,10 +50,22 @@ func newInitCommand() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the workspace, state directory, policy and public key as JSON")
+	c.Flags().StringVar(&agent, "agent", "", "write the policy of this agent ("+strings.Join(configs.Agents(), ", ")+"), its home directory guarded too")
 	return c
 }
 
 func runInit(wsArg, state string, out interface{ Write([]byte) (int, error) }) error {
+	return runInitAgent(wsArg, state, "", out)
+}
+
+func runInitAgent(wsArg, state, agent string, out interface{ Write([]byte) (int, error) }) error {
+	pol := configs.DefaultPolicy
+	if agent != "" {
+		var err error
+		if pol, err = configs.AgentPolicy(agent); err != nil {
+			return fail(exitUsage, "agents are "+strings.Join(configs.Agents(), ", "), "%v", err)
+		}
+	}
 	ws, err := absClean(wsArg)
 	if err != nil {
 		return err
@@ -67,10 +86,14 @@ func runInit(wsArg, state string, out interface{ Write([]byte) (int, error) }) e
 	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err == nil {
 		return fail(exitError, "it is ready: aerfs mount "+ws, "%s is already initialised", state)
 	}
+	roots, err := checkAgentRoots(pol, ws, state)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(state, daemon.PolicyName), configs.DefaultPolicy, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(state, daemon.PolicyName), pol, 0o600); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(state, "workspace"), []byte(ws+"\n"), 0o600); err != nil {
@@ -87,5 +110,29 @@ func runInit(wsArg, state string, out interface{ Write([]byte) (int, error) }) e
 		}
 	}
 	fmt.Fprintf(out, "initialised %s\nstate:  %s\npolicy: %s\n", ws, state, filepath.Join(state, daemon.PolicyName))
+	for _, r := range roots {
+		fmt.Fprintf(out, "root:   %s (%s%s/…)\n", r.Dir, policy.RootPrefix, r.Name)
+	}
+	if agent != "" {
+		fmt.Fprintf(out, "next:   aerfs mount %s; then run the agent with: aerfs run --agent %s -- CMD\n", ws, agent)
+	}
 	return nil
+}
+
+// checkAgentRoots parses the policy about to be written and resolves its
+// roots for this workspace and state directory: an overlap is refused now,
+// not at the first mount.
+func checkAgentRoots(pol []byte, ws, state string) ([]policy.Root, error) {
+	p, err := policy.Parse(daemon.PolicyName, pol)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Roots()) == 0 {
+		return nil, nil
+	}
+	rs, err := p.ResolveRoots(daemon.OwnerHome(ws), ws, state)
+	if err != nil {
+		return nil, fail(exitUsage, "choose a workspace and a --state directory outside the agent's home directories (docs/agents.md)", "%v", err)
+	}
+	return rs, nil
 }

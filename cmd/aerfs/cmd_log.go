@@ -77,7 +77,7 @@ var recordTypes = []string{
 	evidence.TypeSessionStart, evidence.TypeSessionEnd, evidence.TypePromote, evidence.TypeTaint,
 	evidence.TypePolicyLoad, evidence.TypeMount, evidence.TypeUnmount, evidence.TypeRecovery,
 	evidence.TypeSnapshot, evidence.TypeRestore, evidence.TypeDrift, evidence.TypeQuarantine,
-	evidence.TypeApprove, evidence.TypeReject, evidence.TypeDeclassify, evidence.TypeElevate, evidence.TypeGC,
+	evidence.TypeApprove, evidence.TypeReject, evidence.TypeDeclassify, evidence.TypeElevate, evidence.TypeReads,
 }
 
 // filter is the record filter the flags describe.
@@ -99,6 +99,9 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 	t, err := findTarget(false)
 	if err != nil {
 		return err
+	}
+	if r, ok := rootRel(t, o.path); ok {
+		o.path = r
 	}
 	f, err := o.filter()
 	if err != nil {

@@ -18,6 +18,7 @@ type runOptions struct {
 	session   string
 	resume    bool
 	sandbox   string
+	agent     string
 }
 
 func newRunCommand() *cobra.Command {
@@ -57,6 +58,7 @@ the like. --sandbox=off runs CMD unconfined; the session start records it.`,
 	c.Flags().StringVar(&o.session, "session", "", "session name (default: a new session)")
 	c.Flags().BoolVar(&o.resume, "resume", false, "rejoin the existing session --session (the owner, outside sessions)")
 	c.Flags().StringVar(&o.sandbox, "sandbox", "on", "on: confine the session (default); off: run it unconfined")
+	c.Flags().StringVar(&o.agent, "agent", "", "the agent client CMD is (claude-code, codex, gemini, openclaw): recorded with the session (docs/agents.md)")
 	return c
 }
 
@@ -84,19 +86,29 @@ func runRun(o runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkRunAgent(t, o.agent); err != nil {
+		return err
+	}
 	sc := prepareSandbox(o.sandbox == "on", t)
-	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume, Sandbox: sc.planned})
+	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume, Sandbox: sc.planned, Agent: o.agent})
 	if err != nil {
 		return err
 	}
-	var reg struct{ Session, Principal string }
+	var reg struct {
+		Session, Principal  string
+		Joined, Quarantined bool
+		Taint               []string
+		Sandbox             *sandboxGrant
+	}
 	json.Unmarshal(resp.Data, &reg)
+	noteJoined(reg.Session, reg.Joined, reg.Quarantined, reg.Taint) // cmd_session.go
 	env := append(os.Environ(), "AERFS_SESSION="+reg.Session, "AERFS_PRINCIPAL="+reg.Principal)
-	confinement, err := sc.apply(t, reg.Session)
+	confinement, err := sc.apply(t, reg.Session, reg.Sandbox)
 	if err != nil {
 		return err
 	}
 	env = append(env, confinement...)
+	env = append(env, agentEnv(o.agent)...)
 	// Same pid: the registration names this process as the session root.
 	return syscall.Exec(path, args, env)
 }

@@ -11,7 +11,8 @@ import (
 )
 
 type scopeOptions struct {
-	asJSON bool
+	asJSON  bool
+	version string
 }
 
 func newScopeCommand() *cobra.Command {
@@ -24,8 +25,15 @@ in the provenance graph (writes by sessions that read it, and what they in
 turn tainted), as a tree, and every guarded file those records changed.
 
 SOURCE is a record id (or a prefix of at least 8 characters) or a path in
-the workspace (every record about that path, or below it, is a root).
-'aerfs restore --contaminated-by SOURCE' undoes exactly these changes.`,
+the workspace, labelled or not, guarded or plain: every record about that
+path (or below it) is a root, and so is every reads record that lists it —
+the files each session read through the mount, whoever wrote them, even a
+file that was there before aerfs. With --source-version, only that version
+of the path: the SHA-256 of its content (as sha256sum prints it, or as
+'aerfs history' shows it), or a prefix of at least 8 hex digits; a read
+whose content aerfs could not hash (too big, or changed before it could)
+matches every version. 'aerfs restore --contaminated-by SOURCE' (with the
+same --source-version) undoes exactly these changes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := findTarget(false)
@@ -36,6 +44,7 @@ the workspace (every record about that path, or below it, is a root).
 		},
 	}
 	c.Flags().BoolVar(&o.asJSON, "json", false, "print the scope as JSON")
+	c.Flags().StringVar(&o.version, "source-version", "", "only this version of the SOURCE path: its content's SHA-256 (or a prefix)")
 	return c
 }
 
@@ -45,13 +54,16 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 		return err
 	}
 	src := source
-	if !looksLikeRecordID(source) {
+	if o.version != "" || !looksLikeRecordID(source) {
 		if src, err = workspaceRel(t, source); err != nil {
 			return err
 		}
 	}
-	sc, err := x.Scope(src)
+	sc, err := x.ScopeAt(src, o.version)
 	if err != nil {
+		if o.version != "" {
+			return lookupErr(err, "give the SHA-256 of the content as sha256sum prints it, or leave --source-version out for every version")
+		}
 		return lookupErr(err, "give a record id from 'aerfs log' or a path in the workspace")
 	}
 	if o.asJSON {
@@ -60,6 +72,9 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 	files := "files"
 	if len(sc.Files) == 1 {
 		files = "file"
+	}
+	if o.version != "" {
+		src += " at version " + o.version
 	}
 	fmt.Fprintf(out, "downstream of %s: %d records, %d guarded %s changed\n\n", src, sc.Records, len(sc.Files), files)
 	var walk func(n *snapshot.ScopeNode, depth int)

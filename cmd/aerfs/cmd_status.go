@@ -43,11 +43,15 @@ func runStatus(out io.Writer, asJSON bool) error {
 		return err
 	}
 	fmt.Fprintf(out, "workspace:   %s (mounted, daemon pid %d, since %s)\n", st.Workspace, st.PID, st.Started.Format("2006-01-02 15:04:05Z"))
-	fmt.Fprintf(out, "state:       %s\npolicy:      %s\n", st.StateDir, st.Policy)
+	fmt.Fprintf(out, "state:       %s (%s)\npolicy:      %s\n", st.StateDir, stateSummary(&st), st.Policy)
 	fmt.Fprintf(out, "passthrough: %v   process events: %v\n", st.Passthrough, st.ProcEvents)
 	fmt.Fprintf(out, "sessions by: %s\n", st.Tracking)
-	if st.LogHealthy {
+	printRoots(out, st.Roots)
+	if st.LogHealthy && st.LogLastError == "" {
 		fmt.Fprintf(out, "evidence:    log healthy\n")
+	} else if st.LogHealthy {
+		fmt.Fprintf(out, "evidence:    log healthy (recovered by itself; last error %s: %s)\n",
+			st.LogLastErrAt.Format("2006-01-02 15:04:05Z"), st.LogLastError)
 	} else {
 		fmt.Fprintf(out, "evidence:    LOG FAILING — guarded changes are refused until it recovers: %s\n", st.LogLastError)
 	}
@@ -64,6 +68,9 @@ func runStatus(out io.Writer, asJSON bool) error {
 			held = "  QUARANTINED (burst of refusals)"
 		}
 		fmt.Fprintf(out, "  %-20s %-11s taint=%s live=%d%s\n", s.ID, s.Principal, taint, s.Live, held)
+		if s.Confinement != "" {
+			fmt.Fprintf(out, "  %-20s confined: %s\n", "", s.Confinement)
+		}
 	}
 	return nil
 }

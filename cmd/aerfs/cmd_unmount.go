@@ -65,9 +65,11 @@ func runUnmount(wsArg string) error {
 		return fail(exitError, "a process still uses the workspace (fuser -m "+ws+")", "unmount %s: %v", ws, last)
 	}
 	// Wait for the daemon to record the unmount and release its log.
-	for i := 0; pid > 0 && i < 200; i++ {
-		if syscall.Kill(pid, 0) != nil {
-			break
+	// A loaded machine can take a while; a later mount needs the log.
+	for i := 0; pid > 0 && syscall.Kill(pid, 0) == nil; i++ {
+		if i == 1200 {
+			return fail(exitError, "kill it once it has recorded the unmount, or wait and check aerfs status",
+				"unmounted %s, but daemon pid %d is still running after 30 s", ws, pid)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

@@ -20,6 +20,9 @@ var examples = map[string]string{
   aerfs mount --state /var/lib/aerfs/agent ~/agent
   aerfs mount --foreground --debug ~/agent     # serve in this terminal, log every request`,
 	"aerfs unmount": `  aerfs unmount ~/agent`,
+	"aerfs gc": `  aerfs gc --dry-run
+  aerfs gc --keep-last 20 --keep-within 720h
+  aerfs gc --keep-last 3 --keep-within 0 --max-size 500M`,
 	"aerfs run": `  aerfs run --principal USER --session agent -- claude
   aerfs run --principal WEB --session browse -- python3 fetch.py https://example.com
   aerfs run -- sh     # a new session under your own principal`,
@@ -57,9 +60,6 @@ var examples = map[string]string{
 	"aerfs snapshot": `  aerfs snapshot --label before-upgrade
   aerfs snapshot list`,
 	"aerfs snapshot list": `  aerfs snapshot list`,
-	"aerfs gc": `  aerfs gc --dry-run
-  aerfs gc --keep-last 20 --keep-within 30d
-  aerfs gc --keep-last 3 --keep-within 0 --max-size 500M`,
 	"aerfs restore": `  aerfs restore MEMORY.md --to 3
   aerfs restore --snapshot 1a2b3c4d
   aerfs restore --before 10m --dry-run
@@ -70,6 +70,20 @@ var examples = map[string]string{
 	"aerfs completion zsh":        `  aerfs completion zsh > "${fpath[1]}/_aerfs"`,
 	"aerfs completion fish":       `  aerfs completion fish > ~/.config/fish/completions/aerfs.fish`,
 	"aerfs completion powershell": `  aerfs completion powershell | Out-String | Invoke-Expression`,
+	"aerfs session": `  aerfs session list
+  aerfs session release agent
+  aerfs session end browse`,
+	"aerfs session list": `  aerfs session list
+  aerfs session list --json | jq '.[] | select(.quarantined) | .id'`,
+	"aerfs session release": `  aerfs session release agent`,
+	"aerfs session end":     `  aerfs session end browse`,
+	"aerfs why": `  aerfs why --session agent
+  aerfs why MEMORY.md
+  cat .aerfs/status     # what an agent reads about itself`,
+	"aerfs edit": `  aerfs edit SOUL.md
+  EDITOR=nano aerfs edit IDENTITY.md
+  EDITOR='sed -i s/old/new/' aerfs edit --yes SOUL.md`,
+	"aerfs adopt": `  aerfs why SOUL.md && aerfs diff SOUL.md && aerfs adopt SOUL.md`,
 }
 
 // addExamples fills in the Example: block of every command that has none.

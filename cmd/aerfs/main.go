@@ -67,8 +67,9 @@ from which process writes and what it has read, never from the bytes.`,
 		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
-		newRestoreCommand(), newGCCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
-		newWatchCommand(), newReportCommand(),
+		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
+		newWatchCommand(), newReportCommand(), newGCCommand(),
+		newSessionCommand(), newWhyCommand(), newEditCommand(), newAdoptCommand(),
 	)
 	root.AddCommand(newManCommand(root))
 	// cobra would add completion and help when it runs; make them now so

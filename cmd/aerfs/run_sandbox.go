@@ -1,11 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"os/signal"
-	"os/user"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/daemon"
-	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/sandbox"
 )
 
@@ -42,7 +40,7 @@ func prepareSandbox(on bool, t *target) *runSandbox {
 	}
 	sc.inNS = os.Getenv(mountNSEnv) != "" && os.Getenv(mountNSEnv) != mountNS()
 	os.Unsetenv(mountNSEnv)
-	sc.cfg, sc.privateTmp = sessionSandbox(t)
+	sc.cfg = &sandbox.Config{Workspace: t.workspace, Hidden: []string{t.stateDir}}
 	sc.planned = "landlock abi " + strconv.Itoa(sandbox.LandlockABI()) + ", seccomp, no_new_privs"
 	if sc.inNS {
 		sc.planned += ", mount namespace"
@@ -50,12 +48,34 @@ func prepareSandbox(on bool, t *target) *runSandbox {
 	return sc
 }
 
+// sandboxGrant is what the daemon's policy lets a confined session write
+// besides the workspace, as the register request answers it.
+type sandboxGrant struct {
+	Writable   []string `json:"writable"`
+	PrivateTmp bool     `json:"private_tmp"`
+	Home       string   `json:"home"`
+}
+
 // apply confines the calling thread, which must execute the session's
-// command next, and returns the environment entries that say what was
-// applied (AERFS_SANDBOX, AERFS_SANDBOX_WARNINGS). It fails closed.
-func (sc *runSandbox) apply(t *target, session string) ([]string, error) {
+// command next, reports what it applied to the daemon (aerfs status shows
+// it), and returns the environment entries that say what was applied
+// (AERFS_SANDBOX, AERFS_SANDBOX_WARNINGS). It fails closed.
+func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]string, error) {
 	if sc.cfg == nil {
 		return []string{"AERFS_SANDBOX=off"}, nil
+	}
+	if grant == nil {
+		return nil, fail(exitError, "the daemon serving this workspace is older than this aerfs: remount it", "the daemon did not say what session %s may write", session)
+	}
+	sc.cfg.Writable, sc.privateTmp = grant.Writable, grant.PrivateTmp
+	if grant.Home != "" {
+		// A cache the owner has not used yet: create it, or the session
+		// could not (its parent is not writable to it).
+		for _, w := range sc.cfg.Writable {
+			if strings.HasPrefix(w, grant.Home+"/") {
+				os.MkdirAll(w, 0o755)
+			}
+		}
 	}
 	// The confinement holds for this thread and what it executes: keep
 	// the goroutine on it until execve.
@@ -74,8 +94,11 @@ func (sc *runSandbox) apply(t *target, session string) ([]string, error) {
 			writable []string
 			err      error
 		)
+		// The control socket stays reachable at its usual path in the
+		// state directory, through the cover.
+		sock := daemon.SocketPath(t.stateDir)
 		private, writable, err = sandbox.SetupMounts(sandbox.Mounts{Workspace: t.workspace, StateDir: t.stateDir,
-			Socket: filepath.Join(t.stateDir, daemon.SocketName), UID: os.Getuid(), PrivateTmp: sc.privateTmp})
+			Socket: sock, UID: os.Getuid(), PrivateTmp: sc.privateTmp})
 		if err != nil {
 			return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", session, err)
 		}
@@ -94,6 +117,15 @@ func (sc *runSandbox) apply(t *target, session string) ([]string, error) {
 		return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot confine session %s: %v", session, err)
 	}
 	rep.Private = private
+	if sc.inNS {
+		rep.Namespaces = []string{"user", "mount"}
+	}
+	// Tell the daemon what was applied, from the confined process itself
+	// (the daemon adds what /proc shows of it).
+	b, _ := json.Marshal(rep)
+	if _, err := call(t, daemon.Request{Op: "confined", Session: session, Sandbox: string(b)}); err != nil {
+		return nil, err
+	}
 	env := []string{"AERFS_SANDBOX=" + rep.String()}
 	if len(rep.Warnings) > 0 && !sc.inNS {
 		// With a namespace the state directory is covered whatever
@@ -101,39 +133,6 @@ func (sc *runSandbox) apply(t *target, session string) ([]string, error) {
 		env = append(env, "AERFS_SANDBOX_WARNINGS="+strings.Join(rep.Warnings, "; "))
 	}
 	return env, nil
-}
-
-// sessionSandbox is the confinement of a session in workspace t: writes
-// beneath the workspace and the policy's sandbox.writable paths (~ being
-// the workspace owner's home), no reads of the state directory; and
-// whether the policy gives it a private /tmp.
-func sessionSandbox(t *target) (*sandbox.Config, bool) {
-	pol, err := policy.Load(filepath.Join(t.stateDir, daemon.PolicyName))
-	if err != nil {
-		// An unreadable or broken file: the daemon keeps its last good
-		// policy; confine by the defaults rather than not at all.
-		pol = policy.Default()
-	}
-	var st syscall.Stat_t
-	home := ""
-	owner := -1
-	if syscall.Stat(t.workspace, &st) == nil {
-		owner = int(st.Uid)
-		if u, err := user.LookupId(strconv.Itoa(owner)); err == nil {
-			home = u.HomeDir
-		}
-	}
-	writable := pol.SandboxWritable(home)
-	if owner == os.Getuid() && home != "" {
-		// A cache the owner has not used yet: create it, or the session
-		// could not (its parent is not writable to it).
-		for _, w := range writable {
-			if strings.HasPrefix(w, home+"/") {
-				os.MkdirAll(w, 0o755)
-			}
-		}
-	}
-	return &sandbox.Config{Workspace: t.workspace, Writable: writable, Hidden: []string{t.stateDir}}, pol.SandboxPrivateTmp()
 }
 
 // mountNSEnv tells the copy of aerfs run started in the session's new

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/aerfs/aerfs/daemon"
 )
 
@@ -53,11 +55,28 @@ type target struct {
 // directory, and its state directory from --state, the mount table, or the
 // default location.
 func findTarget(needMount bool) (*target, error) {
+	return findTargetFor(needMount, false)
+}
+
+// findTargetMountedBySocket is findTarget(false) for a command that, when
+// the workspace is mounted, works through the control socket alone (gc):
+// it does not need to read the state directory then.
+func findTargetMountedBySocket() (*target, error) {
+	return findTargetFor(false, true)
+}
+
+func findTargetFor(needMount, socketWhenMounted bool) (*target, error) {
 	ws := gopts.workspace
 	if ws == "" && gopts.state != "" {
-		// The state directory records the workspace it belongs to.
+		// The state directory records the workspace it belongs to; a
+		// root daemon's state is not readable by the owner, whose
+		// mount table names it instead.
 		if b, err := os.ReadFile(filepath.Join(gopts.state, "workspace")); err == nil {
 			ws = strings.TrimSpace(string(b))
+		} else if a, err := absClean(gopts.state); err == nil {
+			if m := daemon.FindMountOfState(a); m != nil {
+				ws = m.Mountpoint
+			}
 		}
 	}
 	if ws == "" {
@@ -66,7 +85,7 @@ func findTarget(needMount bool) (*target, error) {
 			return nil, err
 		}
 		if m := daemon.FindMount(cwd); m != nil {
-			ws = m.Mountpoint
+			ws = mountWorkspace(m)
 		} else if gopts.state == "" {
 			return nil, fail(exitNotMounted, "run it inside a mounted workspace, or pass --workspace DIR",
 				"%s is not inside an aerfs mount", cwd)
@@ -98,7 +117,26 @@ func findTarget(needMount bool) (*target, error) {
 	if _, err := os.Stat(t.stateDir); errors.Is(err, os.ErrNotExist) {
 		return nil, fail(exitNotMounted, "run: aerfs init "+t.workspace+" (with --state DIR if its state is elsewhere)", "no state directory at %s", t.stateDir)
 	}
+	if !needMount && !(socketWhenMounted && t.mounted) && unix.Access(t.stateDir, unix.R_OK|unix.X_OK) != nil {
+		// The commands that read the state directory themselves (log,
+		// history, verify, export, report …). A root daemon's state is
+		// its own: the owner reads it as root; the requests that change
+		// something go through the control socket and work as the owner.
+		return nil, fail(exitError, "run it as root: sudo aerfs "+strings.Join(os.Args[1:], " "),
+			"the state directory %s is the aerfs daemon's (root-owned, mode 0700): its log, versions and policy are read as root", t.stateDir)
+	}
 	return t, nil
+}
+
+// stateSummary says who holds the state directory, for aerfs status.
+func stateSummary(st *daemon.Status) string {
+	switch st.StateMode {
+	case daemon.StateDaemons:
+		return "root-owned 0700, control socket " + st.Socket
+	case daemon.StateOwners:
+		return "owner's (rootless); sessions kept out by confinement, control socket " + st.Socket
+	}
+	return "unknown"
 }
 
 // stateLink is the file, in a workspace's default state directory, that

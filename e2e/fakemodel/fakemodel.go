@@ -60,6 +60,7 @@ type Server struct {
 	srv    *http.Server
 	turns  int // tool-bearing requests answered (the agent's turns)
 	errors []string
+	bodies []string // request bodies since the last SetScript (Saw)
 }
 
 // Start listens on 127.0.0.1 on a random port. Requests and answers are
@@ -99,6 +100,20 @@ func (s *Server) SetScript(dir string, steps []Step) {
 	s.dir = dir
 	s.turns = 0
 	s.errors = nil
+	s.bodies = nil
+}
+
+// Saw reports whether a request since the last SetScript carried sub: what
+// a tool gave the client reaches the model in the next request.
+func (s *Server) Saw(sub string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.bodies {
+		if strings.Contains(b, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // Turns is the number of agent requests (those offering tools) answered
@@ -144,6 +159,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs++
+	s.bodies = append(s.bodies, string(body))
 	s.logf("> %s %s %s", r.Method, r.URL.Path, truncate(string(body), 200000))
 	p := r.URL.Path
 	switch {

@@ -34,6 +34,8 @@ type target struct {
 	Root string // the mountpoint (or the native directory)
 	Dir  string // Root/work: where the plain workloads run
 	PID  int    // FUSE server pid, 0 for native
+	// State is an aerfs target's state directory ("" for the others).
+	State string
 }
 
 // cleanups are run once, in reverse order, on every way out: normal end,
@@ -184,7 +186,7 @@ func setupAerfs(base, bin, name, dir string, flags ...string) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aerfs mount: %v: %s", err, out)
 	}
-	return &target{Name: name, Root: ws, Dir: filepath.Join(ws, "work"), PID: pid}, nil
+	return &target{Name: name, Root: ws, Dir: filepath.Join(ws, "work"), PID: pid, State: state}, nil
 }
 
 // rssKiB reads a process's resident and peak memory.

@@ -3,12 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -35,8 +33,6 @@ func workerMain(args []string) {
 		err = workerMktree(args[1], atoi(args[2]))
 	case "commit":
 		out, err = workerCommit(args[1], atoi(args[2]), args[3] == "fsync")
-	case "commitpar":
-		out, err = workerCommitPar(args[1], atoi(args[2]), atoi(args[3]))
 	case "open":
 		out, err = workerOpen(args[1], atoi(args[2]))
 	case "xattr":
@@ -150,32 +146,11 @@ func summarise(lat []time.Duration, total time.Duration, errs int, errno string)
 // path, n times after a short warm-up. Each write differs, so a store that
 // deduplicates content still stores every version.
 func workerCommit(path string, n int, doFsync bool) (*LatResult, error) {
-	start := time.Now()
-	lat, err := commitLoop(path, n, doFsync, 0, false)
-	if err != nil {
-		return nil, err
-	}
-	return summarise(lat, time.Since(start), 0, ""), nil
-}
-
-// commitLoop is workerCommit's loop; writer k of several writes versions
-// no other writer writes. With text, each version is 4 KiB of words drawn
-// at random from a small vocabulary: text that compresses like prose,
-// not a repeated pattern.
-func commitLoop(path string, n int, doFsync bool, k int, text bool) ([]time.Duration, error) {
 	buf := make([]byte, 4096)
 	for i := range buf {
 		buf[i] = byte('a' + i%26)
 	}
-	rnd := rand.New(rand.NewSource(int64(k) + time.Now().UnixNano()))
 	one := func(i int) error {
-		if text {
-			b := buf[:0]
-			for len(b) < len(buf) {
-				b = append(append(b, benchWords[rnd.Intn(len(benchWords))]...), ' ')
-			}
-			buf = b[:len(buf)]
-		}
 		copy(buf, fmt.Sprintf("version %09d\n", i))
 		fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_TRUNC|syscall.O_CREAT|syscall.O_CLOEXEC, 0o644)
 		if err != nil {
@@ -196,13 +171,14 @@ func commitLoop(path string, n int, doFsync bool, k int, text bool) ([]time.Dura
 		}
 		return nil
 	}
-	seq := int(time.Now().UnixNano()%1e6*1000) + k*(n+5)
+	seq := int(time.Now().UnixNano() % 1e6 * 1000)
 	for i := 0; i < 5; i++ {
 		if err := one(seq + i); err != nil {
 			return nil, err
 		}
 	}
 	lat := make([]time.Duration, 0, n)
+	start := time.Now()
 	for i := 0; i < n; i++ {
 		t := time.Now()
 		if err := one(seq + 5 + i); err != nil {
@@ -210,7 +186,7 @@ func commitLoop(path string, n int, doFsync bool, k int, text bool) ([]time.Dura
 		}
 		lat = append(lat, time.Since(t))
 	}
-	return lat, nil
+	return summarise(lat, time.Since(start), 0, ""), nil
 }
 
 // workerOpen times open(O_WRONLY) of path n times; an open that succeeds
@@ -264,9 +240,3 @@ func workerXattr(path string, n int) (*LatResult, error) {
 	}
 	return summarise(lat, spent, 0, ""), nil
 }
-
-var benchWords = strings.Fields(`the user prefers short answers and asks for tests before any fix
-remember that the project builds with make and runs on two cores a release goes out on friday
-never push to main without review keep notes in markdown files summarise each session at its end
-the agent reads memory at start writes what it learned and forgets secrets tokens or passwords
-prefer plain words small commits clear errors with hints and links to the relevant documentation`)

@@ -61,6 +61,12 @@ var rowDefs = []rowDef{
 	{"guarded-p50", "guarded commit p50", "µs", false, "-", "aerfs column: open–write 4 KiB–close of MEMORY.md by a USER session (durable at close); other columns: the plain fsync loop"},
 	{"guarded-p99", "guarded commit p99", "µs", false, "-", "as above"},
 	{"guarded-ops", "guarded commit", "ops/s", true, "-", "as above"},
+	{"fsync8-p50", "8 writers: open–write 4 KiB–fsync–close p50", "µs", false, "-", "eight processes at once, each its own plain file"},
+	{"fsync8-p99", "8 writers: open–write 4 KiB–fsync–close p99", "µs", false, "-", "as above"},
+	{"guarded8-p50", "8 writers: guarded commit p50", "µs", false, "-", "aerfs column: eight USER sessions at once, each committing its own memory/ file (durable at close); other columns: the 8-writer plain fsync loop"},
+	{"guarded8-p99", "8 writers: guarded commit p99", "µs", false, "-", "as above"},
+	{"evidence-commit", "evidence per guarded commit", "B", false, "-", "aerfs column: stored content ÷ guarded commits after the commit rows (a 4 KiB file rewritten each time)"},
+	{"evidence-commit-gc", "evidence per guarded commit after aerfs gc", "B", false, "-", "the same after aerfs gc --keep-last 10 --keep-within 0"},
 	{"rtt", "FUSE round trip p50", "µs", false, "-", "getxattr of an absent user.* attribute: one request, never cached (native: the system call alone)"},
 	{"rtt-same", "FUSE round trip p50, one CPU", "µs", false, "-", "the same with the caller and every server thread on CPU 0"},
 	{"rtt-cross", "FUSE round trip p50, two CPUs", "µs", false, "-", "the caller on CPU 0, every server thread on CPU 1"},
@@ -97,7 +103,8 @@ func (r *Results) add(key, target string, v float64) {
 func (r *Results) finish() []*Row {
 	// The guarded and refused rows compare against the plain loops of the
 	// other targets, measured in the same runs.
-	for _, p := range [][2]string{{"guarded-p50", "fsync-p50"}, {"guarded-p99", "fsync-p99"}, {"guarded-ops", "fsync-ops"}, {"refused-p50", "open-p50"}} {
+	for _, p := range [][2]string{{"guarded-p50", "fsync-p50"}, {"guarded-p99", "fsync-p99"}, {"guarded-ops", "fsync-ops"}, {"refused-p50", "open-p50"},
+		{"guarded8-p50", "fsync8-p50"}, {"guarded8-p99", "fsync8-p99"}} {
 		if len(r.rows[p[0]].samples[tAerfs]) == 0 {
 			continue
 		}
@@ -107,7 +114,6 @@ func (r *Results) finish() []*Row {
 			}
 		}
 	}
-	r.finishGuarded()
 	var out []*Row
 	for _, d := range rowDefs {
 		row := r.rows[d.key]
@@ -140,19 +146,21 @@ func (r *Results) finish() []*Row {
 
 // bench holds what every workload needs.
 type bench struct {
-	base     string
-	aerfsBin string
-	self     string
-	quick    bool
-	fioSize  string
-	metaN    int
-	treeN    int
-	latN     int
-	tarball  string
-	canDrop  bool
-	res      *Results
-	aerfsWS  string
-	verbose  bool
+	base string
+	// guardedCommits counts the guarded commits made on the aerfs target.
+	guardedCommits int
+	aerfsBin       string
+	self           string
+	quick          bool
+	fioSize        string
+	metaN          int
+	treeN          int
+	latN           int
+	tarball        string
+	canDrop        bool
+	res            *Results
+	aerfsWS        string
+	verbose        bool
 }
 
 var (
@@ -443,7 +451,97 @@ func (b *bench) wlCommit(t *target, rep int) error {
 	b.res.add("guarded-p50", t.Name, l.P50us)
 	b.res.add("guarded-p99", t.Name, l.P99us)
 	b.res.add("guarded-ops", t.Name, l.OpsSec)
+	b.guardedCommits += b.latN + 5
 	return nil
+}
+
+// wlCommit8 is wlCommit with eight writers at once, each on its own file:
+// the plain fsync loop on every target, eight USER sessions committing
+// memory/ files on aerfs. Then the evidence the guarded commits stored,
+// per commit, before and after aerfs gc.
+func (b *bench) wlCommit8(t *target, rep int) error {
+	const writers = 8
+	type res struct {
+		l   *LatResult
+		err error
+	}
+	run := func(one func(i int) ([]byte, error)) ([]float64, []float64, error) {
+		ch := make(chan res, writers)
+		for i := 0; i < writers; i++ {
+			go func() {
+				out, err := one(i)
+				if err != nil {
+					ch <- res{nil, err}
+					return
+				}
+				l, err := parseLat(out)
+				ch <- res{l, err}
+			}()
+		}
+		var p50, p99 []float64
+		for i := 0; i < writers; i++ {
+			r := <-ch
+			if r.err != nil {
+				return nil, nil, r.err
+			}
+			p50, p99 = append(p50, r.l.P50us), append(p99, r.l.P99us)
+		}
+		return p50, p99, nil
+	}
+	median := func(v []float64) float64 { return newStat(v).Median }
+	max := func(v []float64) float64 {
+		m := v[0]
+		for _, x := range v {
+			m = math.Max(m, x)
+		}
+		return m
+	}
+	p50, p99, err := run(func(i int) ([]byte, error) {
+		return b.worker(t.Dir, "commit", filepath.Join(t.Dir, fmt.Sprintf("commit8-%d.dat", i)), strconv.Itoa(b.latN), "fsync")
+	})
+	if err != nil {
+		return err
+	}
+	b.res.add("fsync8-p50", t.Name, median(p50))
+	b.res.add("fsync8-p99", t.Name, max(p99))
+	if t.Name != tAerfs {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(t.Root, "memory"), 0o755); err != nil {
+		return err
+	}
+	p50, p99, err = run(func(i int) ([]byte, error) {
+		return b.inSession("USER", fmt.Sprintf("bench-commit8-%d-%d-%d", os.Getpid(), rep, i),
+			"commit", filepath.Join(t.Root, "memory", fmt.Sprintf("w%d.md", i)), strconv.Itoa(b.latN), "nofsync")
+	})
+	if err != nil {
+		return err
+	}
+	b.res.add("guarded8-p50", t.Name, median(p50))
+	b.res.add("guarded8-p99", t.Name, max(p99))
+	b.guardedCommits += writers * (b.latN + 5)
+	// Evidence per guarded commit: the stored content over every guarded
+	// commit made on this target so far, then the same after gc.
+	commits := float64(b.guardedCommits)
+	before := dirBytes(filepath.Join(t.State, "evidence", "blobs"))
+	b.res.add("evidence-commit", t.Name, float64(before)/commits)
+	if out, _, err := b.run("/", b.aerfsBin, "gc", "--keep-last", "10", "--keep-within", "0", "--workspace", t.Root); err != nil {
+		return fmt.Errorf("aerfs gc: %v %s", err, out)
+	}
+	after := dirBytes(filepath.Join(t.State, "evidence", "blobs"))
+	b.res.add("evidence-commit-gc", t.Name, float64(after)/commits)
+	return nil
+}
+
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
 }
 
 func (b *bench) wlOpen(t *target, rep int) error {

@@ -1,0 +1,114 @@
+package configs
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// agentFS holds the agent profiles: for each client, the classes of its
+// files in the workspace and its further roots in the owner's home.
+//
+//go:embed agents/*.yaml
+var agentFS embed.FS
+
+// Agents lists the agent profiles aerfs init --agent knows.
+func Agents() []string {
+	ents, _ := agentFS.ReadDir("agents")
+	var out []string
+	for _, e := range ents {
+		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// AgentPolicy is the policy file aerfs init --agent name writes: the
+// default policy with the profile's classes in place of the default ones
+// and its roots added at the end.
+func AgentPolicy(name string) ([]byte, error) {
+	prof, err := agentFS.ReadFile("agents/" + name + ".yaml")
+	if err != nil || strings.ContainsAny(name, "/.") {
+		return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(Agents(), ", "))
+	}
+	head, classes, roots := splitProfile(prof)
+	if classes == "" || roots == "" {
+		return nil, fmt.Errorf("agent profile %s: needs a classes and a roots block", name)
+	}
+	lines := strings.SplitAfter(string(DefaultPolicy), "\n")
+	start, end := topBlock(lines, "classes:")
+	if start < 0 {
+		return nil, fmt.Errorf("the default policy has no classes block")
+	}
+	var b bytes.Buffer
+	b.WriteString(head)
+	b.WriteString("#\n")
+	for _, l := range lines[:start] {
+		b.WriteString(l)
+	}
+	b.WriteString(classes)
+	b.WriteString("\n")
+	for _, l := range lines[end:] {
+		b.WriteString(l)
+	}
+	b.WriteString("\n")
+	b.WriteString(roots)
+	return b.Bytes(), nil
+}
+
+// splitProfile cuts a profile into its leading comment, its classes block
+// and its roots block (each with the comments just above it).
+func splitProfile(prof []byte) (head, classes, roots string) {
+	lines := strings.SplitAfter(string(prof), "\n")
+	cs, ce := topBlock(lines, "classes:")
+	rs, re := topBlock(lines, "roots:")
+	if cs < 0 || rs < 0 {
+		return "", "", ""
+	}
+	// The head is the leading comment, up to the first blank line.
+	i := 0
+	for i < cs && strings.TrimSpace(lines[i]) != "" {
+		i++
+	}
+	head = strings.Join(lines[:i], "")
+	classes = strings.Join(lines[i:ce], "")
+	j := rs
+	for j > 0 && (strings.HasPrefix(lines[j-1], "#") || strings.TrimSpace(lines[j-1]) == "") {
+		j--
+	}
+	roots = strings.Join(lines[j:re], "")
+	head = strings.TrimRight(head, "\n") + "\n"
+	classes = strings.TrimRight(classes, "\n") + "\n"
+	roots = strings.TrimLeft(roots, "\n")
+	return head, classes, roots
+}
+
+// topBlock finds the top-level key line key and where its block ends: at
+// the comments and blank lines before the next top-level key, or at the
+// end. start is -1 when the key is absent.
+func topBlock(lines []string, key string) (start, end int) {
+	start = -1
+	for i, l := range lines {
+		if strings.TrimRight(l, "\n") == key {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return -1, -1
+	}
+	end = len(lines)
+	for i := start + 1; i < len(lines); i++ {
+		l := lines[i]
+		if l != "" && l[0] != ' ' && l[0] != '#' && l[0] != '\n' && l[0] != '-' {
+			end = i
+			break
+		}
+	}
+	for end > start+1 && (strings.HasPrefix(lines[end-1], "#") || strings.TrimSpace(lines[end-1]) == "") {
+		end--
+	}
+	return start, end
+}

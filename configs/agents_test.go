@@ -1,0 +1,59 @@
+package configs_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aerfs/aerfs/configs"
+	"github.com/aerfs/aerfs/policy"
+)
+
+func TestAgentPolicies(t *testing.T) {
+	want := map[string]struct {
+		root   string
+		memory string // a path in the root that is memory or control
+		wsMem  string // a workspace path the profile adds
+	}{
+		"claude-code": {"claude", "projects/-w/memory/a.md", "CLAUDE.local.md"},
+		"codex":       {"codex", "AGENTS.md", "AGENTS.override.md"},
+		"gemini":      {"gemini", "GEMINI.md", "GEMINI.md"},
+		"openclaw":    {"openclaw-skills", "x/SKILL.md", "BOOTSTRAP.md"},
+	}
+	if got := strings.Join(configs.Agents(), ","); got != "claude-code,codex,gemini,openclaw" {
+		t.Errorf("Agents() = %s", got)
+	}
+	for name, w := range want {
+		b, err := configs.AgentPolicy(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p, err := policy.Parse(name+".yaml", b)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, b)
+		}
+		r, ok := p.Root(w.root)
+		if !ok {
+			t.Fatalf("%s: no root %s", name, w.root)
+		}
+		if c, _, _ := r.Policy.Classify(w.memory); !c.Guarded() {
+			t.Errorf("%s: @%s/%s is %v", name, w.root, w.memory, c)
+		}
+		if c, _, _ := p.Classify(w.wsMem); c != policy.Memory {
+			t.Errorf("%s: workspace %s is %v", name, w.wsMem, c)
+		}
+		// The rest of the default policy is kept, comments included.
+		if !strings.Contains(string(b), "executables:") || !strings.Contains(string(b), "{match: curl, principal: WEB}") ||
+			!strings.Contains(string(b), "# Agent profile:") {
+			t.Errorf("%s: the written policy lost parts of the default:\n%s", name, b)
+		}
+		if c, _, _ := p.Classify("SOUL.md"); c != policy.Identity {
+			t.Errorf("%s: SOUL.md is %v", name, c)
+		}
+	}
+	if _, err := configs.AgentPolicy("../aerfs"); err == nil {
+		t.Error("AgentPolicy accepted a path")
+	}
+	if _, err := configs.AgentPolicy("cursor"); err == nil || !strings.Contains(err.Error(), "claude-code") {
+		t.Errorf("unknown agent: %v", err)
+	}
+}

@@ -1,0 +1,319 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/rs/zerolog"
+
+	"github.com/aerfs/aerfs/evidence"
+	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// # Further roots
+//
+// A policy's roots (an agent's home-directory memory and configuration,
+// such as ~/.claude) are guarded by the same daemon as the workspace: each
+// is a FUSE mount over its own directory, served from a descriptor opened
+// before the mount covered it, with a monitor of its own (its classes, its
+// labels) that shares the workspace's principal registry, evidence log and
+// policy. Records of a root's files name the root: "@claude/projects/…".
+// The workspace's monitor routes such paths to the root's (restore,
+// approve, burst rollback, drift at mount); each root has its own drift
+// watcher. Unmounting the workspace unmounts every root.
+
+// guardedRoot is one mounted further root.
+type guardedRoot struct {
+	root   policy.Root
+	fd     int
+	mon    *aerfs.Monitor
+	labels *aerfs.LabelStore
+	server *fuse.Server
+}
+
+type rootSet struct {
+	roots []*guardedRoot
+	log   zerolog.Logger
+}
+
+// OwnerHome is the home directory of the owner of the workspace ws (the
+// uid that owns it), where "~" of a policy root points.
+func OwnerHome(ws string) string {
+	var st syscall.Stat_t
+	if syscall.Stat(ws, &st) != nil {
+		return ""
+	}
+	u, err := user.LookupId(strconv.Itoa(int(st.Uid)))
+	if err != nil {
+		return ""
+	}
+	return u.HomeDir
+}
+
+// openRoots prepares a monitor for each root of pol and attaches it to the
+// workspace's monitor mon. Nothing is mounted yet.
+func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, mon *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder) (*rootSet, error) {
+	set := &rootSet{log: o.Log}
+	if len(pol.Roots()) == 0 {
+		return set, nil
+	}
+	home := ""
+	if u, err := user.LookupId(strconv.Itoa(int(owner.Uid))); err == nil {
+		home = u.HomeDir
+	}
+	roots, err := pol.ResolveRoots(home, ws, o.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("policy roots: %w", err)
+	}
+	// The same check on the directories as the kernel resolves them: a
+	// symlink in a parent must not hide an overlap.
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		if r, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			return filepath.Join(r, filepath.Base(p))
+		}
+		return p
+	}
+	inside := func(a, b string) bool { return a == b || strings.HasPrefix(a, strings.TrimSuffix(b, "/")+"/") }
+	for i, r := range roots {
+		d := real(r.Dir)
+		others := []string{real(ws), real(o.StateDir)}
+		for _, q := range roots[:i] {
+			others = append(others, real(q.Dir))
+		}
+		for _, x := range others {
+			if inside(d, x) || inside(x, d) {
+				return nil, fmt.Errorf("policy roots: root %s (%s, really %s) overlaps %s", r.Name, r.Dir, d, x)
+			}
+		}
+	}
+	for _, r := range roots {
+		// "@name/…" is how records name the root's files: a workspace
+		// entry of that name would be confused with them.
+		if _, err := os.Lstat(filepath.Join(ws, policy.RootPrefix+r.Name)); err == nil {
+			set.close()
+			return nil, fmt.Errorf("the workspace holds %s%s, the name records give root %s's files: rename it (or the root) first", policy.RootPrefix, r.Name, r.Name)
+		}
+		if o.Warn != nil {
+			for _, p := range bypassingProcesses(r.Dir) {
+				o.Warn(p + " (root " + r.Name + ")")
+			}
+		}
+		g, err := openRoot(o, r, owner, mon, reg, rec)
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("root %s (%s): %w", r.Name, r.Dir, err)
+		}
+		set.roots = append(set.roots, g)
+	}
+	mountedRoots.Store(mon, set)
+	return set, nil
+}
+
+func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, mon *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder) (*guardedRoot, error) {
+	if err := clearStaleMount(r.Dir); err != nil {
+		return nil, err
+	}
+	if m := FindMount(r.Dir); m != nil && m.Mountpoint == r.Dir {
+		return nil, fmt.Errorf("already mounted (state %s)", m.StateDir)
+	}
+	fi, err := os.Lstat(r.Dir)
+	if os.IsNotExist(err) {
+		// The agent has not run yet: make its directory, the owner's,
+		// so that its first files are guarded too.
+		if err = os.MkdirAll(r.Dir, 0o700); err == nil {
+			os.Chown(r.Dir, int(owner.Uid), int(owner.Gid))
+			fi, err = os.Lstat(r.Dir)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("not a directory (a symlink is not followed: name the directory it points to)")
+	}
+	fd, err := syscall.Open(r.Dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	g := &guardedRoot{root: r, fd: fd}
+	g.labels, err = aerfs.OpenLabels(filepath.Join(o.StateDir, "labels-"+r.Name+".jsonl"))
+	if err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	g.mon, err = aerfs.NewMonitor(aerfs.Config{RootFd: fd, StateDir: o.StateDir, Policy: r.Policy,
+		Registry: reg, Labels: g.labels, Recorder: rec, Log: o.Log.With().Str("root", r.Name).Logger(), Root: r.Name})
+	if err != nil {
+		g.labels.Close()
+		syscall.Close(fd)
+		return nil, err
+	}
+	g.mon.OnCommit = mon.OnCommit
+	// A burst in a root quarantines the session and rolls back all it
+	// changed, in every root: the workspace's monitor routes the paths.
+	g.mon.OnBurst = func(s *principal.Session) {
+		if mon.OnBurst != nil {
+			mon.OnBurst(s)
+		}
+	}
+	mon.AddRoot(g.mon)
+	return g, nil
+}
+
+// mount mounts every root and starts its drift watcher. Called after the
+// drift check at mount (the expected contents are known).
+func (s *rootSet) mount(ctx context.Context, o Options, mon *aerfs.Monitor) error {
+	for _, g := range s.roots {
+		g.mon.OnCommit = mon.OnCommit
+		srv, err := aerfs.Mount(g.root.Dir, g.mon, aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
+		if err != nil {
+			s.unmount()
+			return fmt.Errorf("root %s: %w", g.root.Name, err)
+		}
+		g.server = srv
+		go srv.Wait()
+		if err := srv.WaitMount(); err != nil {
+			s.unmount()
+			return fmt.Errorf("root %s: %w", g.root.Name, err)
+		}
+		mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
+			Meta: evidence.Meta{Path: g.root.Dir, Pid: os.Getpid(), UID: uint32(os.Getuid()),
+				Reason: "mounting root " + g.root.Name + " over " + g.root.Dir + " (its records are " + policy.RootPrefix + g.root.Name + "/…)"}})
+		st, err := g.mon.GuardedState()
+		if err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("root files not read: drift is not watched")
+			continue
+		}
+		paths := make([]string, 0, len(st))
+		for p := range st {
+			paths = append(paths, p)
+		}
+		if err := startDriftWatcher(ctx, g.mon, s.log, paths); err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("drift is not watched")
+		}
+	}
+	return nil
+}
+
+// unmount unmounts every mounted root (lazily when busy: the daemon is
+// leaving) and records it.
+func (s *rootSet) unmount() {
+	for _, g := range s.roots {
+		if g.server == nil {
+			continue
+		}
+		s.log.Debug().Str("root", g.root.Name).Msg("unmounting root")
+		// The workspace is gone and the daemon is leaving: a root still
+		// in use is detached rather than left to a dead daemon.
+		var err error
+		for i := 0; i < 3; i++ {
+			if err = g.server.Unmount(); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("root busy: detached")
+			if syscall.Unmount(g.root.Dir, syscall.MNT_DETACH) != nil {
+				detachFusermount(g.root.Dir)
+			}
+		}
+		g.server = nil
+		if err := g.mon.SyncBacking(); err != nil {
+			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("cannot flush the root's file system at unmount")
+		}
+		s.log.Info().Str("event", "unmounted").Str("root", g.root.Name).Str("path", g.root.Dir).Msg("root unmounted")
+		g.mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
+			Meta: evidence.Meta{Path: g.root.Dir, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted root " + g.root.Name}})
+	}
+}
+
+// close releases what openRoots took.
+func (s *rootSet) close() {
+	if s == nil {
+		return
+	}
+	mountedRoots.Range(func(k, v any) bool {
+		if v == s {
+			mountedRoots.Delete(k)
+		}
+		return true
+	})
+	s.unmount()
+	for _, g := range s.roots {
+		g.labels.Close()
+		syscall.Close(g.fd)
+	}
+}
+
+// checkAgent validates the agent a session registration names ("" for
+// none): a short name of lowercase letters, digits and '-'.
+func checkAgent(a string) string {
+	if len(a) > 32 {
+		return "agent name is longer than 32 characters"
+	}
+	for _, c := range a {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return fmt.Sprintf("bad agent name %q", a)
+		}
+	}
+	return ""
+}
+
+// agentDetail is what the session start record says of the agent.
+func agentDetail(a string) string {
+	if a == "" {
+		return ""
+	}
+	return "; agent: " + a
+}
+
+// detachFusermount lazily unmounts dir through the setuid helper, for a
+// daemon that may not unmount itself (an unprivileged mount).
+func detachFusermount(dir string) {
+	for _, h := range []string{"fusermount3", "fusermount"} {
+		if p, err := exec.LookPath(h); err == nil {
+			if exec.Command(p, "-u", "-z", dir).Run() == nil {
+				return
+			}
+		}
+	}
+}
+
+// mountedRoots maps a workspace's monitor to its mounted roots, for status.
+var mountedRoots sync.Map // *aerfs.Monitor → *rootSet
+
+// addRootStatus adds the roots of the workspace monitor m to st, and their
+// verdict counts to the workspace's.
+func addRootStatus(m *aerfs.Monitor, st *Status) {
+	v, ok := mountedRoots.Load(m)
+	if !ok {
+		return
+	}
+	for _, g := range v.(*rootSet).roots {
+		if st.Roots == nil {
+			st.Roots = map[string]string{}
+		}
+		st.Roots[policy.RootPrefix+g.root.Name] = g.root.Dir
+		st.Labels += g.mon.Labels.Len()
+		st.Allowed += g.mon.Stats.Allowed.Load()
+		st.Denied += g.mon.Stats.Denied.Load()
+		st.Committed += g.mon.Stats.Committed.Load()
+		st.Quarantined += g.mon.Stats.Quarantined.Load()
+	}
+}

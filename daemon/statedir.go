@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// SocketDir holds the control sockets of daemons that run as root: outside
+// every state directory, so that the state directory can be the daemon's
+// alone (root-owned, mode 0700) while the owner and the owner's sessions
+// still reach the daemon.
+const SocketDir = "/run/aerfs"
+
+// RootSocketPath is where a root daemon serving stateDir listens:
+// /run/aerfs/<16 hex digits of the SHA-256 of the state directory's path>/control.sock.
+func RootSocketPath(stateDir string) string {
+	if a, err := filepath.Abs(stateDir); err == nil {
+		stateDir = a
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join(SocketDir, hex.EncodeToString(sum[:8]), SocketName)
+}
+
+// SocketPath is the control socket of the daemon serving stateDir: the one
+// under /run/aerfs when a root daemon made it, else control.sock inside
+// the state directory (a daemon running as the owner).
+func SocketPath(stateDir string) string {
+	p := RootSocketPath(stateDir)
+	// Only root makes entries under /run/aerfs (it is not trusted for
+	// its owner here: in a session's user namespace root shows as the
+	// overflow uid).
+	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+		return p
+	}
+	return filepath.Join(stateDir, SocketName)
+}
+
+// StateMode says who holds a state directory, for `aerfs status`.
+const (
+	StateDaemons = "daemon" // root-owned 0700, the control socket outside it
+	StateOwners  = "owner"  // the owner's (rootless): sessions kept out by confinement
+)
+
+// claimStateDir makes the state directory the root daemon's: it and
+// everything in it owned by root, the directory mode 0700, and no file in
+// it writable by group or others (a hard link made elsewhere earlier
+// reaches the file without the directory). Symbolic links are not
+// followed.
+func claimStateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("state directory %s is not a directory", dir)
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, 0, 0); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if m := info.Mode().Perm(); m&0o022 != 0 {
+			return os.Chmod(p, m&^0o022)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("making the state directory %s root's: %w", dir, err)
+	}
+	return os.Chmod(dir, 0o700)
+}
+
+// listenPath prepares where the control socket of a daemon serving
+// stateDir listens: for root, a fresh directory under /run/aerfs (mode
+// 0755: the owner and sessions reach the socket, only root changes it) and
+// a symbolic link to the socket in the state directory for root's own
+// tools; for a daemon running as the owner, the state directory itself.
+func listenPath(stateDir string) (string, error) {
+	own := filepath.Join(stateDir, SocketName)
+	if os.Geteuid() != 0 {
+		return own, nil
+	}
+	p := RootSocketPath(stateDir)
+	if err := os.Mkdir(SocketDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	if fi, err := os.Lstat(SocketDir); err != nil || !fi.IsDir() || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		return "", fmt.Errorf("%s is not a root-owned directory", SocketDir)
+	}
+	os.RemoveAll(filepath.Dir(p))
+	if err := os.Mkdir(filepath.Dir(p), 0o755); err != nil {
+		return "", err
+	}
+	os.Chmod(filepath.Dir(p), 0o755)
+	os.Remove(own)
+	if err := os.Symlink(p, own); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// removeSocket undoes listenPath once the daemon stops listening.
+func removeSocket(stateDir, path string) {
+	if path == filepath.Join(stateDir, SocketName) {
+		os.Remove(path)
+		return
+	}
+	if l, err := os.Readlink(filepath.Join(stateDir, SocketName)); err == nil && l == path {
+		os.Remove(filepath.Join(stateDir, SocketName))
+	}
+	os.RemoveAll(filepath.Dir(path))
+}
+
+// FindMountOfState returns the aerfs mount served from stateDir (the
+// mount's source field), or nil: how the owner finds the workspace of a
+// state directory it may not read.
+func FindMountOfState(stateDir string) *MountInfo {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		sep := -1
+		for i, x := range fields {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 5 || len(fields) < sep+3 || fields[sep+1] != "fuse.aerfs" {
+			continue
+		}
+		if src := unescapeMount(fields[sep+2]); src == stateDir {
+			return &MountInfo{Mountpoint: unescapeMount(fields[4]), StateDir: src}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package fs
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+)
+
+// # One inode number per guarded file, across commits
+//
+// A guarded commit replaces the backing file by a rename: the content gets
+// a new backing inode. Were that inode number passed on, a process holding
+// the file open (fstat on its descriptor) and one looking the path up
+// (stat) would see two different files, and careful writers — OpenClaw's
+// staged writes compare the two — give up. So the kernel keeps the
+// identity it knew: the new backing inode is reported under the identity
+// (inode number and generation) of the one it replaced, and a lookup finds
+// the same kernel inode as before the commit.
+//
+// The replaced inode stays referenced (an O_PATH descriptor) for as long as
+// its number is reported for another file: the backing filesystem cannot
+// give that number to a new file meanwhile, so two files never share one.
+// Each alias also holds its current backing file; once that file has no
+// name left, the alias and both references go. Past maxAliases files a
+// commit is reported as before (a new inode number).
+
+type inoAlias struct {
+	gen  uint64          // the current backing file's generation
+	attr gofs.StableAttr // the identity the kernel knows it by
+	cur  *os.File        // the current backing file (to see it removed)
+	pin  *os.File        // the inode attr names, kept so its number is not reused
+}
+
+type aliasTable struct {
+	n  atomic.Int32
+	mu sync.Mutex
+	m  map[fileKey]*inoAlias
+}
+
+const maxAliases = 512
+
+var inoAliases sync.Map // *Monitor → *aliasTable
+
+func (m *Monitor) aliases() *aliasTable {
+	if t, ok := inoAliases.Load(m); ok {
+		return t.(*aliasTable)
+	}
+	t, _ := inoAliases.LoadOrStore(m, &aliasTable{m: map[fileKey]*inoAlias{}})
+	return t.(*aliasTable)
+}
+
+// kernelAttr is the identity a lookup reports for the backing file st of
+// generation gen: attr, unless a commit gave the file the place of one the
+// kernel knows.
+func (m *Monitor) kernelAttr(st *syscall.Stat_t, gen uint64, attr gofs.StableAttr) gofs.StableAttr {
+	t := m.aliases()
+	if t.n.Load() == 0 {
+		return attr
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.m[keyOf(st)]; ok && a.gen == gen && a.attr.Mode == st.Mode&syscall.S_IFMT {
+		return a.attr
+	}
+	return attr
+}
+
+// replaced is what a commit notes before its rename: the identity the
+// kernel knows the file by, and a reference that keeps its number.
+type replaced struct {
+	key  fileKey
+	attr gofs.StableAttr
+	pin  *os.File
+}
+
+// identityBefore reads, just before a commit replaces rel, the identity
+// the kernel knows it by.
+func (m *Monitor) identityBefore(rel string) *replaced {
+	var st syscall.Stat_t
+	gen, err := m.statAt(rel, &st)
+	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil
+	}
+	r := &replaced{key: keyOf(&st)}
+	t := m.aliases()
+	t.mu.Lock()
+	a, ok := t.m[r.key]
+	if ok && a.gen == gen {
+		r.attr, r.pin = a.attr, a.pin // the alias moves on to the new file
+	}
+	t.mu.Unlock()
+	if r.pin == nil {
+		f, err := m.openFileRel(rel, unix.O_PATH|unix.O_NOFOLLOW)
+		if err != nil {
+			return nil
+		}
+		var fst syscall.Stat_t
+		if syscall.Fstat(int(f.Fd()), &fst) != nil || keyOf(&fst) != r.key {
+			f.Close()
+			return nil
+		}
+		r.attr, r.pin = m.loopbackAttr(&st, gen), f
+	}
+	return r
+}
+
+// noteReplaced gives the file open as fd, just renamed over r's file,
+// r's identity. Without a rename (r's file is still in place: the commit
+// failed), nothing changes.
+func (m *Monitor) noteReplaced(r *replaced, fd int) {
+	if r == nil {
+		return
+	}
+	var x unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x); err != nil {
+		m.dropReplaced(r)
+		return
+	}
+	gen := uint64(1)
+	if x.Mask&unix.STATX_BTIME != 0 && (x.Btime.Sec != 0 || x.Btime.Nsec != 0) {
+		gen = uint64(x.Btime.Sec)*1e9 + uint64(x.Btime.Nsec)
+	}
+	k := fileKey{Dev: uint64(unix.Mkdev(x.Dev_major, x.Dev_minor)), Ino: x.Ino}
+	cur, err := os.Open("/proc/self/fd/" + itoa(fd))
+	if err != nil {
+		m.dropReplaced(r)
+		return
+	}
+	t := m.aliases()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.m[r.key]; ok && old.pin == r.pin {
+		old.cur.Close()
+		delete(t.m, r.key)
+	}
+	t.collect()
+	if len(t.m) >= maxAliases {
+		cur.Close()
+		r.pin.Close()
+		t.n.Store(int32(len(t.m)))
+		return
+	}
+	r.attr.Mode &= syscall.S_IFMT
+	t.m[k] = &inoAlias{gen: gen, attr: r.attr, cur: cur, pin: r.pin}
+	t.n.Store(int32(len(t.m)))
+}
+
+// dropReplaced forgets r when the commit did not go through.
+func (m *Monitor) dropReplaced(r *replaced) {
+	if r == nil {
+		return
+	}
+	t := m.aliases()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.m[r.key]; ok && a.pin == r.pin {
+		return // still the alias of the file in place
+	}
+	r.pin.Close()
+}
+
+// collect drops the aliases whose file has no name left. Called with t.mu
+// held.
+func (t *aliasTable) collect() {
+	for k, a := range t.m {
+		var st syscall.Stat_t
+		if syscall.Fstat(int(a.cur.Fd()), &st) == nil && st.Nlink > 0 {
+			continue
+		}
+		a.cur.Close()
+		a.pin.Close()
+		delete(t.m, k)
+	}
+}
+
+// loopbackAttr is Node.stableAttr without a node: go-fuse's loopback
+// identity of st relative to the backing directory's device.
+func (m *Monitor) loopbackAttr(st *syscall.Stat_t, gen uint64) gofs.StableAttr {
+	var root syscall.Stat_t
+	if err := syscall.Fstat(m.rootFd, &root); err != nil {
+		root.Dev = st.Dev
+	}
+	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)
+	rootDev := uint64(root.Dev)
+	swappedRootDev := (rootDev << 32) | (rootDev >> 32)
+	return gofs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Gen: gen, Ino: (swapped ^ swappedRootDev) ^ st.Ino}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for ; n > 0; n /= 10 {
+		i--
+		b[i] = byte('0' + n%10)
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,191 @@
+package integration
+
+// The state directory is the daemon's (docs/confinement.md): with the
+// daemon root, it is root-owned and mode 0700, and the owner's commands
+// reach it through the control socket, which lives outside it under
+// /run/aerfs/. Neither a session, confined or not, nor the owner's own
+// processes outside sessions can rewrite the policy the daemon loads.
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// policyLoads counts the policy_load records in the log.
+func policyLoads(e *Env) int {
+	n := 0
+	for _, le := range e.Log() {
+		if le.Record.Type == "policy_load" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStateDirRootOwned(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	pol := filepath.Join(s.State, "aerfs.yaml")
+	before, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := policyLoads(s.Env)
+	// An extra class the attacker would use: any edit the daemon accepts
+	// is a policy reload.
+	evil := "# rewritten by the attacker\n"
+	attack := `try() { name=$1; shift; if err=$("$@" 2>&1); then echo "$name ok"; else echo "$name ${err##*: }"; fi; }
+try policy-write sh -c 'printf "%s" "$EVIL" >> "$STATE/aerfs.yaml"'
+if mkdir "$STATE/planted" 2>/dev/null; then echo "state-mkdir ok"; else echo "state-mkdir refused"; fi`
+	cases := []struct {
+		name string
+		r    func() Result
+	}{
+		{"unconfined WEB session", func() Result {
+			return s.session("WEB", "web-off", "EVIL='"+evil+"'; export EVIL\n"+attack, "--sandbox=off")
+		}},
+		{"owner outside sessions", func() Result {
+			return s.asOwner("sh", "-c", "EVIL='"+evil+"'; export EVIL\n"+attack)
+		}},
+		{"confined WEB session", func() Result {
+			return s.session("WEB", "web-on", "EVIL='"+evil+"'; export EVIL\n"+attack)
+		}},
+	}
+	for _, c := range cases {
+		r := c.r()
+		got := parseAttempts(r.Stdout)
+		t.Logf("%s: %s%s", c.name, r.Stdout, r.Stderr)
+		if w := got["policy-write"]; w == "ok" || w == "" {
+			t.Errorf("%s rewrote the policy file in the state directory: %q", c.name, w)
+		} else if !strings.Contains(w, "Permission denied") && !strings.Contains(w, "No such file or directory") && !strings.Contains(w, "Read-only") {
+			t.Errorf("%s: policy write failed with %q, want Permission denied", c.name, w)
+		}
+		if got["state-mkdir"] != "refused" {
+			t.Errorf("%s made a directory in the state directory: %q", c.name, got["state-mkdir"])
+		}
+	}
+	time.Sleep(700 * time.Millisecond) // the policy watcher's debounce
+	if after, _ := os.ReadFile(pol); string(after) != string(before) {
+		t.Errorf("the policy file changed:\n%s", after)
+	}
+	if n := policyLoads(s.Env); n != loads {
+		t.Errorf("the daemon loaded a rewritten policy (%d policy_load records, %d before)", n, loads)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(s.State, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Mode&0o777 != 0o700 {
+		t.Errorf("state directory owner %d mode %o, want root 0700", st.Uid, st.Mode&0o777)
+	}
+	// The owner's commands reach the daemon through the socket outside
+	// the state directory.
+	r := s.asOwner(aerfsBin, "status", "--workspace", s.WS)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "root-owned 0700") || !strings.Contains(r.Stdout, "/run/aerfs/") {
+		t.Errorf("owner's aerfs status: %s", r)
+	}
+	// --state alone, from outside the workspace: the mount table names
+	// the workspace of a state directory the owner cannot read.
+	r = s.asOwner("sh", "-c", "cd / && "+aerfsBin+" status --state "+s.State)
+	if r.Code != 0 || !strings.Contains(r.Stdout, s.WS) || !strings.Contains(r.Stdout, "/run/aerfs/") {
+		t.Errorf("owner's aerfs status --state: %s", r)
+	}
+	r = s.asOwner(aerfsBin, "taint", "--workspace", s.WS, "--session", "web-on", "UNTRUSTED")
+	if r.Code != 0 {
+		t.Errorf("owner's aerfs taint through the socket: %s", r)
+	}
+	// Readers of the state directory are root's: the owner is told so.
+	r = s.asOwner(aerfsBin, "log", "--workspace", s.WS)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "sudo aerfs log") {
+		t.Errorf("owner's aerfs log on a root-owned state: want a refusal naming sudo: %s", r)
+	}
+	r = s.asOwner(aerfsBin, "log", "--state", s.State)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "sudo") {
+		t.Errorf("owner's aerfs log --state on a root-owned state: want a refusal naming sudo: %s", r)
+	}
+	// As root they work, through --state too.
+	if r := s.Aerfs("verify", "--state", s.State); r.Code != 0 {
+		t.Errorf("root's aerfs verify: %s", r)
+	}
+}
+
+// aerfs status shows each live session's confinement as aerfs run applied
+// it (and /proc shows it), and an unconfined session cannot claim one.
+func TestStatusConfinement(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	s.startSession(t, "WEB", "conf-on")
+	// The unconfined session's command tries to report a confinement it
+	// does not have.
+	fake := `import json, os, socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
+c.sendall((json.dumps({"op": "confined", "sandbox": json.dumps({"landlock_abi": 7, "landlock": True, "seccomp": True, "no_new_privs": True})}) + "\n").encode())
+print("fake:", c.makefile().readline().strip())`
+	r := s.session("WEB", "conf-off", "/usr/bin/python3 -c '"+fake+"' /run/aerfs/*/control.sock; sleep 1", "--sandbox=off")
+	if !strings.Contains(r.Stdout, "reported once") {
+		t.Errorf("an unconfined session's confinement report was not refused: %s", r)
+	}
+	r = s.asOwner(aerfsBin, "status", "--workspace", s.WS)
+	t.Logf("status:\n%s", r.Stdout)
+	var on, off string
+	lines := strings.Split(r.Stdout, "\n")
+	for i, l := range lines {
+		if i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(l), "conf-on ") {
+			on = lines[i+1]
+		}
+		if i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(l), "conf-off ") {
+			off = lines[i+1]
+		}
+	}
+	for _, want := range []string{"confined: landlock abi", "writes " + s.WS, "hidden " + s.State, "user+mount namespaces", "seccomp", "kernel: no_new_privs, seccomp filter, own user+mnt namespaces"} {
+		if !strings.Contains(on, want) {
+			t.Errorf("status of the confined session lacks %q: %q", want, on)
+		}
+	}
+	if !strings.Contains(off, "unconfined (--sandbox=off)") {
+		t.Errorf("status of the --sandbox=off session: %q", off)
+	}
+}
+
+// A rootless mount keeps the state directory the owner's, with the socket
+// in it, and aerfs status says that sessions are kept out by confinement.
+func TestStateDirRootless(t *testing.T) {
+	u, home := rootlessUser(t)
+	bin := publicBinary(t)
+	ws, state := filepath.Join(home, "ws"), filepath.Join(home, "state")
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := fi.Mode().Perm()
+	os.Chmod("/dev/fuse", 0o666)
+	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
+	expectOK(t, "init as the owner", asUser(u, home, "mkdir ws && "+bin+" init --state "+state+" "+ws))
+	expectOK(t, "rootless mount", asUser(u, home, bin+" mount --state "+state+" "+ws))
+	t.Cleanup(func() {
+		if (&Env{WS: ws}).Mounted() {
+			asUser(u, "/", bin+" unmount "+ws)
+		}
+	})
+	r := asUser(u, "/", bin+" status --workspace "+ws+" --state "+state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "owner's (rootless); sessions kept out by confinement, control socket "+filepath.Join(state, "control.sock")) {
+		t.Errorf("rootless status: %s", r)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(state, &st); err != nil || strconv.Itoa(int(st.Uid)) != u.Uid {
+		t.Errorf("the rootless state directory is not the owner's: uid %d", st.Uid)
+	}
+	// A confined session cannot reach it; its nested aerfs commands still
+	// reach the daemon.
+	r = asUser(u, "/", "cd "+ws+" && "+bin+" run --principal WEB -- sh -c 'echo x >> "+state+"/aerfs.yaml; "+bin+" status >/dev/null && echo nested-ok'")
+	if !strings.Contains(r.Stderr, "Read-only file system") && !strings.Contains(r.Stderr, "Permission denied") || !strings.Contains(r.Stdout, "nested-ok") {
+		t.Errorf("confined session under a rootless mount: %s", r)
+	}
+	expectOK(t, "aerfs unmount as the owner", asUser(u, "/", bin+" unmount "+ws))
+}

@@ -1,0 +1,357 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A guarded file with a single recorded version, deleted in the backing
+// directory while unmounted, stays deleted under on_drift: record: the
+// next mount records the drift and brings nothing back (the log recorded
+// that version during a mount that ended cleanly, so there is nothing to
+// complete).
+func TestTxnDeletedWhileUnmountedStaysDeleted(t *testing.T) {
+	e := newEnv(t, nil).Mount()
+	expectOK(t, "the owner creates MEMORY.md", e.Owner("echo only-version > MEMORY.md"))
+	e.Unmount()
+	if err := os.Remove(filepath.Join(e.WS, "MEMORY.md")); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	if e.Exists("MEMORY.md") {
+		t.Fatalf("MEMORY.md deleted while unmounted came back at mount: %q", e.Read("MEMORY.md"))
+	}
+	for _, le := range e.records("recovery", "MEMORY.md") {
+		t.Errorf("recovery record for a file deleted while unmounted: %s %s", le.Record.Meta.Op, le.Record.Meta.Reason)
+	}
+	drift := e.records("drift", "MEMORY.md")
+	if len(drift) != 1 || drift[0].Record.Meta.Rule != "RD-drift" {
+		t.Fatalf("drift records %s, want one RD-drift", describe(drift))
+	}
+}
+
+// The state directory's evidence lives on a small tmpfs that fills up.
+// While it is full, no guarded change happens without its record: a change
+// that fails leaves the file as it was, a change that succeeds is in the
+// log. Once space is freed, guarded writes work again without a remount,
+// the status says what happened, the log verifies, and the next mount
+// finds neither drift nor anything to complete.
+func TestTxnDiskFullNoChangeWithoutRecord(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "v0\n", "notes/a.md": "plain\n", "memory/b.md": "b0\n"})
+	ev := filepath.Join(e.State, "evidence")
+	orig := ev + ".orig"
+	if err := os.Rename(ev, orig); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ev, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", ev, "tmpfs", 0, "size=6m,mode=0700"); err != nil {
+		t.Fatalf("tmpfs for the evidence: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(ev, syscall.MNT_DETACH) })
+	if out, err := exec.Command("cp", "-a", orig+"/.", ev+"/").CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	e.Mount()
+	write := func(rel, content string) error {
+		// python3 reports an error from close(), where a guarded commit
+		// answers.
+		r := e.Run("USER", "", "python3", "-c", fmt.Sprintf(`
+import sys
+try:
+    with open(%q, "w") as f:
+        f.write(%q)
+except OSError as e:
+    print(e, file=sys.stderr); sys.exit(3)
+`, rel, content))
+		if r.Code != 0 {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	}
+	if err := write("MEMORY.md", "v1\n"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Fill the evidence file system.
+	fill := filepath.Join(ev, "fill")
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	small, _ := os.Create(filepath.Join(ev, "fill-small"))
+	for {
+		if _, err := small.Write(buf[:512]); err != nil {
+			break
+		}
+	}
+	small.Close()
+
+	type attempt struct {
+		what string
+		run  func() error
+		path string
+	}
+	state := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(e.WS, rel))
+		if err != nil {
+			return "absent"
+		}
+		return string(b)
+	}
+	attempts := []attempt{
+		{"write MEMORY.md", func() error { return write("MEMORY.md", "full-disk write\n") }, "MEMORY.md"},
+		{"rm memory/b.md", func() error { r := e.Owner("rm memory/b.md"); return resultErr(r) }, "memory/b.md"},
+		{"mv MEMORY.md away", func() error { r := e.Owner("mv MEMORY.md notes/moved.md"); return resultErr(r) }, "MEMORY.md"},
+		{"mv a plain file over memory/b.md", func() error { r := e.Owner("mv notes/a.md memory/b.md"); return resultErr(r) }, "memory/b.md"},
+	}
+	failed := 0
+	var succeeded []attempt
+	for _, a := range attempts {
+		before := state(a.path)
+		err := a.run()
+		after := state(a.path)
+		if err != nil {
+			failed++
+			if after != before {
+				t.Errorf("%s failed (%v) but %s changed: %q → %q", a.what, err, a.path, before, after)
+			}
+			continue
+		}
+		succeeded = append(succeeded, a)
+	}
+	if failed == 0 {
+		t.Fatalf("no guarded change failed while the evidence file system was full: the test exercised nothing")
+	}
+	st := e.mustAerfs("status", "--workspace", e.WS)
+	t.Logf("status while full:\n%s", st.Stdout)
+
+	// Space comes back: guarded writes work again without a remount.
+	os.Remove(fill)
+	os.Remove(filepath.Join(ev, "fill-small"))
+	var werr error
+	for i := 0; i < 20; i++ {
+		if werr = write("MEMORY.md", "after the disk was freed\n"); werr == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if werr != nil {
+		t.Fatalf("guarded write after space was freed: %v (the log must heal without a remount)", werr)
+	}
+	if got := e.Read("MEMORY.md"); got != "after the disk was freed\n" {
+		t.Fatalf("MEMORY.md = %q", got)
+	}
+	st = e.mustAerfs("status", "--workspace", e.WS)
+	if !strings.Contains(st.Stdout, "log healthy") {
+		t.Fatalf("status after the disk was freed does not say the log is healthy:\n%s", st.Stdout)
+	}
+	// Every change that succeeded is in the log.
+	for _, a := range succeeded {
+		if len(e.Log()) == 0 {
+			t.Fatal("empty log")
+		}
+		found := false
+		for _, le := range e.Log() {
+			r := le.Record
+			if r.Meta.Path == a.path || r.Payload != nil && (r.Payload.From == a.path || r.Payload.To == a.path) {
+				if r.Type == "delete" || r.Type == "rename" || r.Type == "write" && strings.Contains(r.Meta.Op, "rename") {
+					found = true
+				}
+			}
+		}
+		if !found && a.what != "write MEMORY.md" {
+			t.Errorf("%s succeeded while the disk was full but has no record", a.what)
+		}
+	}
+	expectOK(t, "verify the log after it healed", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+	// The daemon logged the failures as errors, which is right here.
+	os.Truncate(filepath.Join(e.State, "daemon.log"), 0)
+	e.Unmount()
+	e.Mount()
+	if d := e.records("drift", ""); len(d) != 0 {
+		t.Errorf("drift after the disk-full episode: %s", describe(d))
+	}
+	for _, le := range e.records("recovery", "") {
+		if strings.HasPrefix(le.Record.Meta.Op, "complete-") {
+			t.Errorf("a change was completed at mount after the disk-full episode: %s %s", le.Record.Meta.Op, le.Record.Meta.Path)
+		}
+	}
+}
+
+func resultErr(r Result) error {
+	if r.Code != 0 {
+		return fmt.Errorf("%s", r)
+	}
+	return nil
+}
+
+// Twenty rounds: eight writers commit guarded files (four rewrite one
+// file each, four append lines to one shared file), the daemon is killed
+// with SIGKILL, the workspace is mounted again. Every round: the log
+// verifies, nothing is ever called drift, every acknowledged rewrite has
+// its write record, and every acknowledged appended line is in the file.
+func TestTxnCrashRounds(t *testing.T) {
+	const rounds = 20
+	files := map[string]string{"memory/shared.md": ""}
+	for i := 0; i < 4; i++ {
+		files[fmt.Sprintf("memory/r%d.md", i)] = "start\n"
+	}
+	e := newEnv(t, files).Mount()
+	var appended []string
+	for round := 0; round < rounds; round++ {
+		pid := daemonPid(t, e)
+		var wg sync.WaitGroup
+		acked := make([][]string, 8)
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var script string
+				if w < 4 {
+					script = fmt.Sprintf(`
+for n in range(100000):
+    data = "round%d-r%d-%%d\n" %% n
+    try:
+        with open("memory/r%d.md", "w") as f:
+            f.write(data)
+    except OSError:
+        break
+    print(data, end="", flush=True)
+`, round, w, w)
+				} else {
+					script = fmt.Sprintf(`
+for n in range(100000):
+    data = "round%d-a%d-%%d\n" %% n
+    try:
+        with open("memory/shared.md", "a") as f:
+            f.write(data)
+    except OSError:
+        break
+    print(data, end="", flush=True)
+`, round, w)
+				}
+				r := e.Run("USER", fmt.Sprintf("w%d-%d", round, w), "python3", "-c", script)
+				for _, line := range strings.Split(r.Stdout, "\n") {
+					if line != "" {
+						acked[w] = append(acked[w], line+"\n")
+					}
+				}
+			}()
+		}
+		// Kill once every writer has committed in this round (a loaded
+		// machine starts them slowly), at a point that varies by round.
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			started := strings.Contains(e.Read("memory/shared.md"), fmt.Sprintf("round%d-a", round))
+			for w := 0; w < 4 && started; w++ {
+				started = strings.Contains(e.Read(fmt.Sprintf("memory/r%d.md", w)), fmt.Sprintf("round%d-r", round))
+			}
+			if started {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(50+37*round%300) * time.Millisecond)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the daemon to die", func() bool { return syscall.Kill(pid, 0) != nil })
+		wg.Wait()
+		expectOK(t, "remount", runCmd("/", nil, aerfsBin, "mount", "--state", e.State, e.WS))
+		expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+
+		recorded := map[string]bool{}
+		for _, le := range e.records("write", "") {
+			if le.Record.Payload != nil {
+				recorded[le.Record.Meta.Path+" "+le.Record.Payload.NewHash] = true
+			}
+		}
+		if d := e.records("drift", ""); len(d) != 0 {
+			t.Fatalf("round %d: acknowledged or recorded content called drift: %s", round, describe(d))
+		}
+		for w := 0; w < 4; w++ {
+			p := fmt.Sprintf("memory/r%d.md", w)
+			for _, c := range acked[w] {
+				sum := sha256.Sum256([]byte(c))
+				if !recorded[p+" "+hex.EncodeToString(sum[:])] {
+					t.Fatalf("round %d: %s: acknowledged write %q has no record", round, p, c)
+				}
+			}
+		}
+		shared := e.Read("memory/shared.md")
+		for w := 4; w < 8; w++ {
+			appended = append(appended, acked[w]...)
+		}
+		for _, line := range appended {
+			if !strings.Contains(shared, line) {
+				t.Fatalf("round %d: acknowledged appended line %q is missing from memory/shared.md", round, line)
+			}
+		}
+	}
+	if len(appended) < rounds {
+		t.Fatalf("only %d appends acknowledged in %d rounds: the test exercised nothing", len(appended), rounds)
+	}
+	t.Logf("%d rounds, %d appended lines acknowledged and present", rounds, len(appended))
+}
+
+// A rename refused at a guarded name keeps the source's content for the
+// owner, as a refused commit does: a WEB session's temporary file renamed
+// over MEMORY.md (what editors and agent clients do) is refused with its
+// rule, listed by aerfs pending with that rule, and aerfs approve commits
+// exactly that content. The same for a hard link.
+func TestTxnRefusedRenameKeptInPending(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "base\n", "memory/notes.md": "n\n"}).Mount()
+	r := e.Sh("WEB", "web", "printf 'poisoned line\\n' > MEMORY.md.tmp.1 && mv MEMORY.md.tmp.1 MEMORY.md")
+	expectFail(t, "a WEB session renames its file over MEMORY.md", r)
+	if got := e.Read("MEMORY.md"); got != "base\n" {
+		t.Fatalf("MEMORY.md = %q after a refused rename", got)
+	}
+	if !hasRule(e.index().denials("web", "MEMORY.md"), "R3-principal") {
+		t.Fatalf("refusal of the rename: %s, want R3-principal", describe(e.index().denials("web", "MEMORY.md")))
+	}
+	expectFail(t, "a WEB session links its file at memory/new.md", e.Sh("WEB", "web2", "printf 'linked\\n' > l.tmp && ln l.tmp memory/new.md"))
+	var items []struct {
+		ID   string `json:"id"`
+		Path string `json:"path"`
+		Hash string `json:"hash"`
+		Rule string `json:"rule"`
+	}
+	pj := e.Aerfs("pending", "--json")
+	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil {
+		t.Fatalf("pending: %v %s", err, pj.Stdout)
+	}
+	byPath := map[string]int{}
+	for i, it := range items {
+		byPath[it.Path] = i
+	}
+	i, ok := byPath["MEMORY.md"]
+	if !ok || items[i].Rule != "R3-principal" || items[i].Hash != sha("poisoned line\n") {
+		t.Fatalf("pending after the refused rename: %s", pj.Stdout)
+	}
+	if j, ok := byPath["memory/new.md"]; !ok || items[j].Hash != sha("linked\n") {
+		t.Fatalf("pending after the refused link: %s", pj.Stdout)
+	}
+	expectOK(t, "the owner approves the renamed content", e.Aerfs("approve", items[i].ID))
+	if got := e.Read("MEMORY.md"); got != "poisoned line\n" {
+		t.Fatalf("MEMORY.md = %q after approval", got)
+	}
+}
