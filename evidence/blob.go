@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // Blobs are stored once under evidence/blobs/<first two hex>/<other 62>,
@@ -53,7 +55,7 @@ func (l *Log) putBlob(r io.Reader) (string, error) {
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), r); err != nil {
+	if err := writeBlobContent(tmp, h, r); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -151,8 +153,63 @@ func readBlob(dir, hash string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: blob %s: %w", hash, err)
 	}
-	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != hash {
-		return nil, &VerifyError{Kind: KindIntegrity, What: fmt.Sprintf("blob %s: hash mismatch", hash)}
+	// Stored raw (every blob written before compression, and content
+	// compression does not shrink), or as one zstd stream. The raw check
+	// comes first: raw content may itself begin with zstd's magic.
+	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) == hash {
+		return b, nil
 	}
-	return b, nil
+	if bytes.HasPrefix(b, zstdMagic) {
+		if d, err := zstdDecoder.DecodeAll(b, nil); err == nil {
+			if s := sha256.Sum256(d); hex.EncodeToString(s[:]) == hash {
+				return d, nil
+			}
+		}
+	}
+	return nil, &VerifyError{Kind: KindIntegrity, What: fmt.Sprintf("blob %s: hash mismatch", hash)}
 }
+
+// writeBlobContent writes r's content to w, zstd-compressed when that makes
+// it smaller (raw otherwise), and hashes the uncompressed content into h:
+// a blob's name is always the hash of its content. Content up to
+// blobInMemory is compressed in one piece; larger content is compressed
+// as it streams.
+func writeBlobContent(w io.Writer, h io.Writer, r io.Reader) error {
+	head, err := io.ReadAll(io.LimitReader(r, blobInMemory+1))
+	if err != nil {
+		return err
+	}
+	h.Write(head)
+	if len(head) <= blobInMemory {
+		body := head
+		if c := zstdEncoder.EncodeAll(head, make([]byte, 0, len(head)/2)); len(c) < len(head) {
+			body = c
+		}
+		_, err := w.Write(body)
+		return err
+	}
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	if _, err := zw.Write(head); err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.MultiWriter(zw, h), r); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// blobInMemory is the largest content putBlob compresses in one piece.
+const blobInMemory = 16 << 20
+
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// One encoder and one decoder serve every blob: EncodeAll and DecodeAll
+// may be called concurrently. The decoder's window and memory are bounded
+// so that a crafted blob cannot make it allocate without limit.
+var (
+	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2))
+	zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(1<<30), zstd.WithDecoderMaxWindow(64<<20))
+)

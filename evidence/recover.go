@@ -217,14 +217,7 @@ func (l *Log) blobsStored(r *Record) bool {
 		if h == "" {
 			continue
 		}
-		f, err := os.Open(l.blobPath(h))
-		if err != nil {
-			return false
-		}
-		sum := sha256.New()
-		_, err = io.Copy(sum, f)
-		f.Close()
-		if err != nil || hex.EncodeToString(sum.Sum(nil)) != h {
+		if _, err := readBlob(l.dir, h); err != nil { // raw or compressed, checked against h
 			return false
 		}
 	}
