@@ -320,6 +320,13 @@ func restoreSessions(reg *principal.Registry, stateDir string) error {
 			t, _ := parseTaints(r.Taint)
 			started, _ := time.Parse(time.RFC3339Nano, m.Time)
 			reg.Restore(m.Session, p, parent, cg, t, started)
+			if r.Payload != nil {
+				if _, a, ok := strings.Cut(r.Payload.Detail, "; agent: "); ok {
+					if s := reg.Session(m.Session); s != nil {
+						s.SetAgent(strings.TrimSpace(a))
+					}
+				}
+			}
 		case r.Type == evidence.TypeTaint:
 			if s := reg.Session(m.Session); s != nil {
 				t, _ := parseTaints(r.Taint)

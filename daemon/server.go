@@ -343,6 +343,9 @@ func (s *controlServer) register(pid int, req Request) *Response {
 		return refused(v, fmt.Sprintf("cannot start a %s session from a %s process", p, peer.Subject().Principal))
 	}
 	sess := reg.Session
+	// Before the answer: aerfs run execs the session's command only after
+	// it, so nothing the session writes predates the flag.
+	sess.SetAgent(req.Agent)
 	rec.Meta.Session = sess.ID
 	rec.Meta.Verdict = "allow"
 	rec.Taint = nonNil(sess.Taint().Names())

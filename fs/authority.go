@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,7 +62,8 @@ func AuthorityKey(res *principal.Resolved) string {
 // authWriter is the authority subject of res. Its reads and writes are kept
 // under the same key as its provenance reads (its session, or the process).
 func authWriter(res *principal.Resolved, subj policy.Subject) authority.Writer {
-	return authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Session: AuthorityKey(res), Identified: res.Identified}
+	return authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Session: AuthorityKey(res), Identified: res.Identified,
+		Agent: res.Session != nil && res.Session.Agent() != ""}
 }
 
 var actStamp = authority.Stamp{Class: authority.Act, Rule: authority.RuleWriteOwner, Origin: policy.User}
@@ -429,4 +431,33 @@ func (m *Monitor) ConsumeToken(secret, rel string, a authority.Action) (authorit
 		m.authst.mu.Unlock()
 	}
 	return r, nil
+}
+
+// quarantineBelowAct keeps a commit of content below act to a control-class
+// name for the owner instead of committing it, even where the policy would
+// allow the write: configuration (skills, hooks, settings …) acts, and an
+// agent's note (inform) or anything an untrusted source shaped (none) does
+// not become configuration without the owner (aerfs pending, aerfs approve).
+// It reports whether it did.
+func (m *Monitor) quarantineBelowAct(res *principal.Resolved, subj policy.Subject, rel string, t policy.Target, staged *os.File, hash string) (syscall.Errno, bool) {
+	if t.Class != policy.Control {
+		return 0, false
+	}
+	st := m.pendingStamp(rel, hash, false)
+	if st == nil || st.Class == authority.Act {
+		return 0, false
+	}
+	m.pendingStamp(rel, hash, true)
+	if _, err := m.rec.PutBlobFile(fdPath(staged)); err != nil {
+		m.log.Error().Err(err).Msg("cannot store staged content")
+		return syscall.EIO, true
+	}
+	rule := authority.RuleControlInform
+	if st.Class == authority.None {
+		rule = authority.RuleControlNone
+		m.noteDenial(res)
+	}
+	r := m.verdictRecord(res, subj, policy.OpWrite, rel, policy.Verdict{})
+	r.Meta.Rule, r.Meta.Reason, r.Meta.Class = rule.ID(), rule.Reason(), st.Class.String()
+	return m.keepInQuarantine(r, rel, hash), true
 }

@@ -469,6 +469,9 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 		return syscall.EIO
 	}
 	m.stampCommit(res, rel, newHash)
+	if errno, held := m.quarantineBelowAct(res, subj, rel, t, staged, newHash); held {
+		return errno
+	}
 	var rep *replacement
 	var preKey *fileKey
 	return m.apply(&txn{

@@ -34,7 +34,26 @@ type Session struct {
 	held     atomic.Bool // quarantined after a burst of refusals
 
 	confinement atomic.Pointer[string] // what the registration asked for (owner.go)
+	agent       atomic.Pointer[string] // the agent it runs (aerfs run --agent), "" for none
 	ended       atomic.Int64           // unix ns when the owner ended it (owner.go)
+}
+
+// SetAgent says which agent the session runs (aerfs run --agent NAME).
+func (s *Session) SetAgent(name string) {
+	if name != "" {
+		s.agent.Store(&name)
+	}
+}
+
+// Agent is the agent the session, or a session it was started from, runs
+// ("" for none): what an agent's session writes informs, it does not act.
+func (s *Session) Agent() string {
+	for x := s; x != nil; x = x.parent {
+		if a := x.agent.Load(); a != nil {
+			return *a
+		}
+	}
+	return ""
 }
 
 // Parent is the session this one was started from (nil for none).
