@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aerfs/aerfs/daemon"
 )
 
 // policyLoads counts the policy_load records in the log.
@@ -124,7 +126,7 @@ func TestStatusConfinement(t *testing.T) {
 c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])
 c.sendall((json.dumps({"op": "confined", "sandbox": json.dumps({"landlock_abi": 7, "landlock": True, "seccomp": True, "no_new_privs": True})}) + "\n").encode())
 print("fake:", c.makefile().readline().strip())`
-	r := s.session("WEB", "conf-off", "/usr/bin/python3 -c '"+fake+"' /run/aerfs/*/control.sock; sleep 1", "--sandbox=off")
+	r := s.session("WEB", "conf-off", "/usr/bin/python3 -c '"+fake+"' "+daemon.RootSocketPath(s.State)+"; sleep 1", "--sandbox=off")
 	// Refused either way: the reporter is not the session's root process
 	// (sh runs python as a child), and the session registered unconfined.
 	if !strings.Contains(r.Stdout, `"ok":false`) || !(strings.Contains(r.Stdout, "reported once") || strings.Contains(r.Stdout, "root process")) {
