@@ -58,6 +58,9 @@ type Request struct {
 	// edit (session_requests.go): the new content and the version it replaces
 	Content  []byte `json:"content,omitempty"`
 	BaseHash string `json:"base_hash,omitempty"`
+	// read (ownerread.go): the command that reads the state directory
+	// and its arguments, as the owner typed them
+	Args []string `json:"args,omitempty"`
 }
 
 // Response answers a Request.

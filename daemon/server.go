@@ -44,6 +44,10 @@ type serverShared struct {
 	limits *connLimits
 	admit  chan struct{} // connections being admitted
 	conf   *confinements // what aerfs run applied to each session
+	// readers: the owner's readers of the state running (ownerread.go);
+	// done is closed when the daemon stops serving, which ends them.
+	readers chan struct{}
+	done    chan struct{}
 }
 
 func (s *controlServer) listen(path string) error {
@@ -59,7 +63,8 @@ func (s *controlServer) listen(path string) error {
 		return err
 	}
 	s.ln = ln
-	s.shared = &serverShared{limits: newConnLimits(), admit: make(chan struct{}, admitting), conf: newConfinements()}
+	s.shared = &serverShared{limits: newConnLimits(), admit: make(chan struct{}, admitting), conf: newConfinements(),
+		readers: make(chan struct{}, ownerReaders), done: make(chan struct{})}
 	l := s.shared.limits
 	s.log.Debug().Int("total", l.total).Int("per_uid", l.perUID).Int("per_session", l.perKey).Msg("control socket limits")
 	return nil
@@ -67,6 +72,7 @@ func (s *controlServer) listen(path string) error {
 
 func (s *controlServer) close() {
 	s.ln.Close()
+	close(s.shared.done)
 	s.shared.wg.Wait()
 }
 
@@ -188,6 +194,10 @@ func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 		} else if req.Path == "" {
 			req.Path, err = string(b), nil
 		}
+	}
+	if err == nil && req.Op == "read" {
+		s.serveRead(c, p, req) // ownerread.go: answered frame by frame
+		return
 	}
 	if err != nil {
 		resp = &Response{Error: "malformed request: " + err.Error()}

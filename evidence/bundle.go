@@ -78,6 +78,39 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	if _, err := os.Lstat(out); err == nil {
 		return nil, fmt.Errorf("evidence: export: %s already exists", out)
 	}
+	tmp := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".tmp")
+	os.RemoveAll(tmp)
+	var w bundleWriter
+	var err error
+	if strings.HasSuffix(out, ".zip") {
+		w, err = newZipWriter(tmp)
+	} else {
+		w, err = newDirWriter(tmp)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("evidence: export: %w", err)
+	}
+	m, err := exportTo(stateDir, f, w)
+	if err == nil {
+		if err = os.Rename(tmp, out); err != nil {
+			err = fmt.Errorf("evidence: export: %w", err)
+		}
+	}
+	if err != nil {
+		w.abort()
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return m, nil
+}
+
+// ExportZip writes the bundle Export would write, as a zip, to dst (the
+// owner's `aerfs export` served by a root daemon streams it this way).
+func ExportZip(stateDir string, f Filter, dst io.Writer) (*Manifest, error) {
+	return exportTo(stateDir, f, &zipWriter{z: zip.NewWriter(dst)})
+}
+
+func exportTo(stateDir string, f Filter, w bundleWriter) (*Manifest, error) {
 	vkey, err := PublicKey(stateDir)
 	if err != nil {
 		return nil, err
@@ -101,25 +134,6 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	if !f.Since.IsZero() {
 		m.Filter.Since = FormatTime(f.Since)
 	}
-
-	tmp := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".tmp")
-	os.RemoveAll(tmp)
-	var w bundleWriter
-	if strings.HasSuffix(out, ".zip") {
-		w, err = newZipWriter(tmp)
-	} else {
-		w, err = newDirWriter(tmp)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("evidence: export: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			w.abort()
-			os.RemoveAll(tmp)
-		}
-	}()
 
 	hr := rd.hashReader()
 	prove := func(idx int64) ([]string, error) {
@@ -245,10 +259,6 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	if err := w.finish(); err != nil {
 		return nil, fmt.Errorf("evidence: export: %w", err)
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		return nil, fmt.Errorf("evidence: export: %w", err)
-	}
-	ok = true
 	return m, nil
 }
 
@@ -294,7 +304,7 @@ func (d *dirWriter) finish() error { return nil }
 func (d *dirWriter) abort()        {}
 
 type zipWriter struct {
-	f *os.File
+	f *os.File // nil: the zip goes to a stream the caller closes
 	z *zip.Writer
 }
 
@@ -327,6 +337,9 @@ func (z *zipWriter) put(name string, data []byte) error {
 }
 
 func (z *zipWriter) finish() error {
+	if z.f == nil {
+		return z.z.Close()
+	}
 	if err := z.z.Close(); err != nil {
 		z.f.Close()
 		return err
@@ -338,7 +351,11 @@ func (z *zipWriter) finish() error {
 	return z.f.Close()
 }
 
-func (z *zipWriter) abort() { z.f.Close() }
+func (z *zipWriter) abort() {
+	if z.f != nil {
+		z.f.Close()
+	}
+}
 
 // sha256Hex is the blob naming function.
 func sha256Hex(b []byte) string {

@@ -69,16 +69,25 @@ func newExportCommand() *cobra.Command {
 				return err
 			}
 			syncLog(t.stateDir)
-			m, err := evidence.Export(t.stateDir, f, out)
+			var m *evidence.Manifest
+			say := cmd.OutOrStdout()
+			if out == "-" {
+				// The zip itself on standard output; the summary on
+				// standard error.
+				m, err = evidence.ExportZip(t.stateDir, f, cmd.OutOrStdout())
+				say = cmd.ErrOrStderr()
+			} else {
+				m, err = evidence.Export(t.stateDir, f, out)
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "exported %s: %d records, %d blobs, tree size %d, root %s\n",
+			fmt.Fprintf(say, "exported %s: %d records, %d blobs, tree size %d, root %s\n",
 				out, m.RecordCount, m.BlobCount, m.TreeSize, m.RootHash)
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&out, "output", "o", "", "where to write the bundle (a directory, or a path ending in .zip)")
+	c.Flags().StringVarP(&out, "output", "o", "", "where to write the bundle (a directory, a path ending in .zip, or '-' for a zip on standard output)")
 	c.Flags().StringVar(&o.path, "path", "", "only records about this path")
 	c.Flags().StringVar(&o.session, "session", "", "only records of this session")
 	c.Flags().StringVar(&o.since, "since", "", "only records at or after this time")

@@ -62,7 +62,7 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 	if len(args) == 1 {
 		bundle, source = args[0], args[0]
 	} else {
-		t, err := findTarget(false)
+		t, err := findTargetReading()
 		if err != nil {
 			return err
 		}
@@ -72,9 +72,18 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		bundle = filepath.Join(tmp, "bundle")
-		if _, err := evidence.Export(t.stateDir, evidence.Filter{}, bundle); err != nil {
-			return fail(exitError, "check it with: aerfs verify --state "+t.stateDir, "cannot export the evidence log: %v", err)
+		if t.viaDaemon {
+			// The daemon's state: it exports the log for the owner,
+			// and the report is made here, as the owner.
+			bundle = filepath.Join(tmp, "bundle.zip")
+			if err := exportThroughDaemon(t, bundle); err != nil {
+				return err
+			}
+		} else {
+			bundle = filepath.Join(tmp, "bundle")
+			if _, err := evidence.Export(t.stateDir, evidence.Filter{}, bundle); err != nil {
+				return fail(exitError, "check it with: aerfs verify --state "+t.stateDir, "cannot export the evidence log: %v", err)
+			}
 		}
 		source = "state directory " + t.stateDir
 		// A source path is taken as aerfs scope takes it: relative to the

@@ -111,6 +111,9 @@ func commandsWithoutExample(root *cobra.Command) []string {
 	var out []string
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
+		if c.Hidden {
+			return // not for users: the daemon's own child
+		}
 		if c.Name() != "help" && strings.TrimSpace(c.Example) == "" {
 			out = append(out, c.CommandPath())
 		}

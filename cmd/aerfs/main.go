@@ -71,7 +71,7 @@ from which process writes and what it has read, never from the bytes.`,
 		newWatchCommand(), newReportCommand(), newGCCommand(),
 		newSessionCommand(), newWhyCommand(), newEditCommand(), newAdoptCommand(),
 	)
-	root.AddCommand(newManCommand(root))
+	root.AddCommand(newManCommand(root), newOwnerReadCommand())
 	// cobra would add completion and help when it runs; make them now so
 	// that they get their examples too.
 	root.InitDefaultCompletionCmd()
@@ -97,6 +97,10 @@ func main() {
 func report(err error) int {
 	if err == nil {
 		return exitOK
+	}
+	var eo *exitOnly
+	if errors.As(err, &eo) {
+		return eo.code
 	}
 	code, hint := exitError, ""
 	var ce *cliError

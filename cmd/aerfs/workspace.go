@@ -49,6 +49,10 @@ type target struct {
 	workspace string
 	stateDir  string
 	mounted   bool
+	// viaDaemon: the state directory is the daemon's and the caller
+	// cannot read it; the daemon serving it reads it for the owner
+	// (findTargetReading).
+	viaDaemon bool
 }
 
 // findTarget locates the workspace from --workspace or the current
@@ -65,7 +69,18 @@ func findTargetMountedBySocket() (*target, error) {
 	return findTargetFor(false, true)
 }
 
+// findTargetReading is findTarget(false) for a command that reads the
+// state directory through the daemon itself when it cannot read it
+// (t.viaDaemon), instead of being run by the daemon whole.
+func findTargetReading() (*target, error) {
+	return findTargetOpts(false, false, false)
+}
+
 func findTargetFor(needMount, socketWhenMounted bool) (*target, error) {
+	return findTargetOpts(needMount, socketWhenMounted, true)
+}
+
+func findTargetOpts(needMount, socketWhenMounted, forward bool) (*target, error) {
 	ws := gopts.workspace
 	if ws == "" && gopts.state != "" {
 		// The state directory records the workspace it belongs to; a
@@ -117,15 +132,34 @@ func findTargetFor(needMount, socketWhenMounted bool) (*target, error) {
 	if _, err := os.Stat(t.stateDir); errors.Is(err, os.ErrNotExist) {
 		return nil, fail(exitNotMounted, "run: aerfs init "+t.workspace+" (with --state DIR if its state is elsewhere)", "no state directory at %s", t.stateDir)
 	}
-	if !needMount && !(socketWhenMounted && t.mounted) && unix.Access(t.stateDir, unix.R_OK|unix.X_OK) != nil {
+	if !needMount && !(socketWhenMounted && t.mounted) && !stateReadable(t.stateDir) {
 		// The commands that read the state directory themselves (log,
 		// history, verify, export, report …). A root daemon's state is
 		// its own: the owner reads it as root; the requests that change
 		// something go through the control socket and work as the owner.
+		// While it serves the workspace, the daemon runs the command for
+		// the owner (ownerread.go).
+		if t.mounted && os.Getenv(daemon.OwnerReadEnv) == "" {
+			if !forward {
+				t.viaDaemon = true
+				return t, nil
+			}
+			return nil, forwardRead(t)
+		}
 		return nil, fail(exitError, "run it as root: sudo aerfs "+strings.Join(os.Args[1:], " "),
-			"the state directory %s is the aerfs daemon's (root-owned, mode 0700): its log, versions and policy are read as root", t.stateDir)
+			"the state directory %s is the aerfs daemon's (root-owned, mode 0700): while the workspace is not mounted, its log, versions and policy are read as root", t.stateDir)
 	}
 	return t, nil
+}
+
+// stateReadable says whether this process can read the state directory:
+// the daemon's is root's, and a confined session's view of it is empty.
+func stateReadable(dir string) bool {
+	if unix.Access(dir, unix.R_OK|unix.X_OK) != nil {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, "evidence"))
+	return !errors.Is(err, os.ErrNotExist)
 }
 
 // stateSummary says who holds the state directory, for aerfs status.

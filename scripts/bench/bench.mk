@@ -1,6 +1,11 @@
 # Benchmark targets, included by the main Makefile (include scripts/bench/bench.mk).
 # Run as root: FUSE mounts with allow_other, kernel passthrough, drop_caches.
-#   make bench        full run (5 runs, 256 MiB fio files, 10,000 files); ~25 min
+#   make bench        full run (5 runs, 256 MiB fio files, 10,000 files); ~25 min,
+#                     then bench-agents
+#   make bench-agents wall time per model turn of the real agent clients (Claude
+#                     Code, Codex, OpenClaw) on aerfs vs a plain directory, median
+#                     of 5 interleaved runs (AERFS_E2E_RUNS); installs the clients
+#                     from npm into the e2e cache first; ~10 min
 #   make bench-requests  FUSE requests per file of each metadata workload (~30 s)
 #   make bench-quick  reduced sizes, 3 runs: checks that everything works
 # BENCH_FLAGS passes extra flags, e.g. BENCH_FLAGS='-only fio,meta -keep'.
@@ -8,7 +13,7 @@
 GO ?= go
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-quick bench-bins bench-requests
+.PHONY: bench bench-quick bench-bins bench-requests bench-agents
 
 bench-bins:
 	$(GO) build -o bin/aerfs ./cmd/aerfs
@@ -17,6 +22,11 @@ bench-bins:
 
 bench: bench-bins
 	./bin/aerfs-bench $(BENCH_FLAGS)
+	$(MAKE) bench-agents
+
+bench-agents:
+	bash e2e/install.sh
+	cd e2e && bash -o pipefail -c "$(GO) test -tags e2e -count=1 -timeout 40m -run '^TestTurnTiming\$$' -v . | sed -n '/== wall time per model turn/,\$$p'"
 
 bench-quick: bench-bins
 	./bin/aerfs-bench -quick $(BENCH_FLAGS)

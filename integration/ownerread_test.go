@@ -1,0 +1,157 @@
+package integration
+
+// The owner's commands that read a root daemon's state directory (log,
+// history, pending, verify, export, report, watch …) are run by the daemon
+// for the owner's channel, confined to reading (daemon/ownerread.go).
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aerfs/aerfs/daemon"
+)
+
+func TestOwnerReadsThroughTheDaemon(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n", "MEMORY.md": "# memory\n"})
+	if r := s.asOwner("sh", "-c", "echo 'owner line' >> MEMORY.md && echo 'second line' >> MEMORY.md"); r.Code != 0 {
+		t.Fatalf("owner's append: %s", r)
+	}
+	if r := s.session("WEB", "web-r", "echo poisoned >> MEMORY.md"); r.Code == 0 {
+		t.Fatalf("a WEB session's append to MEMORY.md was not refused: %s", r)
+	}
+	home := s.home
+	out := filepath.Join(home, "owner-read-"+filepath.Base(s.WS))
+	os.MkdirAll(out, 0o755)
+	os.Chown(out, s.uid, s.gid)
+	t.Cleanup(func() { os.RemoveAll(out) })
+
+	checks := []struct {
+		name string
+		argv []string
+		code int
+		want string
+	}{
+		{"log", []string{"log", "--path", "MEMORY.md"}, 0, "MEMORY.md"},
+		{"log --json", []string{"log", "--json", "--refused"}, 0, `"verdict":"deny"`},
+		{"history (relative path, from the workspace)", []string{"history", "MEMORY.md"}, 0, "USER"},
+		{"diff", []string{"diff", "MEMORY.md", "--from", "1"}, 0, "+second line"},
+		{"pending", []string{"pending"}, 0, ""},
+		{"snapshot list", []string{"snapshot", "list"}, 0, ""},
+		{"verify --state", []string{"verify"}, 0, "verified " + s.State},
+		{"export to a directory", []string{"export", "-o", filepath.Join(out, "bundle")}, 0, "exported " + filepath.Join(out, "bundle")},
+		{"export to a zip", []string{"export", "--output=" + filepath.Join(out, "bundle.zip")}, 0, "exported " + filepath.Join(out, "bundle.zip")},
+		{"report", []string{"report", "-o", filepath.Join(out, "report.html")}, 0, "wrote"},
+	}
+	for _, c := range checks {
+		r := s.asOwner(append([]string{aerfsBin}, c.argv...)...)
+		if r.Code != c.code || !strings.Contains(r.Stdout+r.Stderr, c.want) || strings.Contains(r.Stderr, "sudo") {
+			t.Errorf("owner's aerfs %s: want exit %d and %q: %s", c.name, c.code, c.want, r)
+		}
+	}
+	// What the owner got is theirs, and it verifies.
+	for _, b := range []string{"bundle", "bundle.zip"} {
+		p := filepath.Join(out, b)
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+		if r := s.asOwner(aerfsBin, "verify", p); r.Code != 14 {
+			t.Errorf("the owner's verify of the exported %s: %s", b, r)
+		}
+	}
+	if html, err := os.ReadFile(filepath.Join(out, "report.html")); err != nil || !strings.Contains(string(html), "<html") {
+		t.Errorf("report.html: %v %.200s", err, html)
+	}
+
+	// A reader that follows the log runs until the owner interrupts it,
+	// and then the daemon's reader ends too.
+	r := s.asOwner("timeout", "-s", "INT", "2", aerfsBin, "watch", "--all")
+	if !strings.Contains(r.Stdout, "MEMORY.md") {
+		t.Errorf("owner's aerfs watch --all through the daemon: %s", r)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		out, _ := exec.Command("pgrep", "-f", "aerfs --state "+s.State).Output()
+		if len(out) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the daemon's reader outlived the owner's aerfs watch: pids %s", out)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A session cannot have the daemon read the state for it: refused as
+	// RO-owner, and recorded.
+	r = s.session("USER", "user-r", aerfsBin+" log --path MEMORY.md")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "RO-owner") {
+		t.Errorf("a session's aerfs log through the daemon: want refused (exit 4, RO-owner): %s", r)
+	}
+	found := false
+	for _, le := range s.Log() {
+		m := le.Record.Meta
+		if m.Verdict == "deny" && m.Rule == "RO-owner" && m.Session == "user-r" && strings.Contains(m.Reason, "aerfs log") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no RO-owner refusal recorded for the session's read of the state")
+	}
+
+	// Raw requests the owner's client would never send: the reader is
+	// confined to reading the state (not its signing key) and the
+	// workspace, and writes nothing.
+	sock := daemon.RootSocketPath(s.State)
+	key := filepath.Join(s.State, "evidence", "key")
+	planted := "/root/aerfs-owner-read-planted.zip"
+	os.Remove(planted)
+	t.Cleanup(func() { os.Remove(planted) })
+	raw := func(args ...string) string {
+		b, _ := json.Marshal(map[string]any{"op": "read", "args": args})
+		r := s.asOwner("python3", "-c", `import socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(sys.argv[2].encode() + b"\n")
+print(c.makefile().read())`, sock, string(b))
+		// The frames, decoded.
+		var got strings.Builder
+		for _, l := range strings.Split(r.Stdout, "\n") {
+			var f daemon.ReadFrame
+			if json.Unmarshal([]byte(l), &f) == nil {
+				got.Write(f.Out)
+				got.Write(f.Err)
+				if f.Exit != nil {
+					fmt.Fprintf(&got, "exit %d\n", *f.Exit)
+				}
+				got.WriteString(f.Error)
+			}
+		}
+		return got.String() + r.Stderr
+	}
+	if got := raw("verify", "--key", "@"+key); !strings.Contains(got, "permission denied") || strings.Contains(got, "exit 0") {
+		t.Errorf("the reader read the signing key: %s", got)
+	}
+	if got := raw("export", "-o", planted); !strings.Contains(got, "exit ") || strings.Contains(got, "exit 0") {
+		t.Errorf("the reader's export to a path of its choice: %s", got)
+	}
+	if _, err := os.Stat(planted); err == nil {
+		t.Errorf("the owner's reader wrote %s", planted)
+	}
+	for _, bad := range [][]string{{"log", "--state", "/etc"}, {"restore", "MEMORY.md"}, {"snapshot"}, {"owner-read"}} {
+		if got := raw(bad...); !strings.Contains(got, "read refused") {
+			t.Errorf("raw read %q not refused: %s", bad, got)
+		}
+	}
+
+	// Unmounted, the daemon is not there to ask: the owner is told to
+	// use sudo.
+	s.Unmount()
+	r = s.asOwner(aerfsBin, "log", "--state", s.State)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "sudo aerfs log") {
+		t.Errorf("owner's aerfs log while unmounted: want a refusal naming sudo: %s", r)
+	}
+}
