@@ -126,9 +126,12 @@ func (s *controlServer) serveRead(c *net.UnixConn, p *peer, req Request) {
 	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", p.pid)); err == nil && (cwd == ws || strings.HasPrefix(cwd, ws+"/")) {
 		dir = cwd
 	}
-	cmd := exec.Command("/proc/self/exe", append([]string{"owner-read", s.stateDir, ws, "--"}, req.Args...)...)
+	// The child changes to dir itself, after it has executed: a child of
+	// the daemon between fork and exec must not touch the mount (the
+	// daemon's runtime waits for it and serves nothing meanwhile).
+	cmd := exec.Command("/proc/self/exe", append([]string{"owner-read", s.stateDir, ws, dir, "--"}, req.Args...)...)
 	cmd.Args[0] = "aerfs"
-	cmd.Dir = dir
+	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", OwnerReadEnv + "=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	stdout, err := cmd.StdoutPipe()

@@ -43,6 +43,7 @@ func TestOwnerReadsThroughTheDaemon(t *testing.T) {
 		{"diff", []string{"diff", "MEMORY.md", "--from", "1"}, 0, "+second line"},
 		{"pending", []string{"pending"}, 0, ""},
 		{"snapshot list", []string{"snapshot", "list"}, 0, ""},
+		{"key", []string{"key"}, 0, ""},
 		{"verify --state", []string{"verify"}, 0, "verified " + s.State},
 		{"export to a directory", []string{"export", "-o", filepath.Join(out, "bundle")}, 0, "exported " + filepath.Join(out, "bundle")},
 		{"export to a zip", []string{"export", "--output=" + filepath.Join(out, "bundle.zip")}, 0, "exported " + filepath.Join(out, "bundle.zip")},

@@ -234,18 +234,22 @@ func stripGlobalFlags(in []string) []string {
 // the workspace, then executes the command.
 func newOwnerReadCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:                "owner-read STATE WORKSPACE -- COMMAND [ARG...]",
+		Use:                "owner-read STATE WORKSPACE DIR -- COMMAND [ARG...]",
 		Short:              "Run a command that reads the state directory, confined to reading (the daemon's, for the owner)",
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 4 || args[2] != "--" {
-				return fail(exitUsage, "", "usage: aerfs owner-read STATE WORKSPACE -- COMMAND [ARG...]")
+			if len(args) < 5 || args[3] != "--" {
+				return fail(exitUsage, "", "usage: aerfs owner-read STATE WORKSPACE DIR -- COMMAND [ARG...]")
 			}
 			if os.Getenv(daemon.OwnerReadEnv) == "" {
 				return fail(exitUsage, "", "owner-read is run by the aerfs daemon")
 			}
-			state, ws, rest := args[0], args[1], args[3:]
+			state, ws, dir, rest := args[0], args[1], args[2], args[4:]
+			// Where the owner ran the command (relative FILE arguments).
+			if err := os.Chdir(dir); err != nil {
+				return err
+			}
 			read, exec, hidden := daemon.OwnerReadPaths(state, ws)
 			// The confinement holds for this thread and what it
 			// executes next.
