@@ -148,12 +148,13 @@ func xHash(c string) Hash {
 }
 
 func (m *Monitor) clone() *Monitor {
-	n := &Monitor{cfg: m.cfg, rand: m.rand,
+	n := &Monitor{rand: m.rand,
 		sessions:  make(map[string]*session, len(m.sessions)),
 		producers: make(map[Hash][]producer, len(m.producers)),
 		attests:   make(map[Hash][]Attestation, len(m.attests)),
 		tokens:    make(map[[32]byte]*token, len(m.tokens)),
 	}
+	n.cfg.Store(m.cfg.Load())
 	for k, s := range m.sessions {
 		n.sessions[k] = &session{floor: s.floor, sources: append([]Source(nil), s.sources...)}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aerfs/aerfs/policy"
@@ -26,7 +27,7 @@ const MaxTTL = 24 * time.Hour
 // concurrent use; each is atomic.
 type Monitor struct {
 	mu        sync.Mutex
-	cfg       Config
+	cfg       atomic.Pointer[Config] // replaced whole by SetConfig (a policy reload)
 	rand      io.Reader
 	sessions  map[string]*session
 	producers map[Hash][]producer
@@ -65,27 +66,36 @@ type token struct {
 // New returns a monitor for cfg. Attestors are copied; cfg may be reused.
 // rnd supplies token nonces; nil means crypto/rand.
 func New(cfg Config, rnd io.Reader) *Monitor {
-	att := make(map[string]string, len(cfg.Attestors))
-	for n, d := range cfg.Attestors {
-		att[n] = d
-	}
-	cfg.Attestors = att
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	return &Monitor{
-		cfg:       cfg,
+	m := &Monitor{
 		rand:      rnd,
 		sessions:  map[string]*session{},
 		producers: map[Hash][]producer{},
 		attests:   map[Hash][]Attestation{},
 		tokens:    map[[32]byte]*token{},
 	}
+	m.SetConfig(cfg)
+	return m
 }
 
 // Config returns the monitor's configuration (its Attestors map must not be
 // modified).
-func (m *Monitor) Config() *Config { return &m.cfg }
+func (m *Monitor) Config() *Config { return m.cfg.Load() }
+
+// SetConfig replaces the configuration (a policy reload): the attestors
+// and thresholds count from the next decision on. Attestors are copied;
+// cfg may be reused. Attestations already made keep the domain they were
+// counted under.
+func (m *Monitor) SetConfig(cfg Config) {
+	att := make(map[string]string, len(cfg.Attestors))
+	for n, d := range cfg.Attestors {
+		att[n] = d
+	}
+	cfg.Attestors = att
+	m.cfg.Store(&cfg)
+}
 
 // Read records that the subject whose reads are kept under key (its
 // session, or the implicit session fs gives an owner process) read the
@@ -151,7 +161,7 @@ func (m *Monitor) EndSession(key string) {
 // a paraphrase or an echo is a read followed by a write and gets its class
 // from the read; a rename or hard link is not a write and keeps the label.
 func (m *Monitor) Write(w Writer, path string, h Hash) Stamp {
-	cls, rule := m.cfg.Base(&w)
+	cls, rule := m.Config().Base(&w)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := Stamp{Class: cls, Rule: rule, Hash: h, Origin: w.Principal, Session: w.Session}
@@ -186,11 +196,11 @@ type AttestResult struct {
 // below act, and did not produce h itself. Ignored attestations are kept,
 // with the rule that ignored them, for `aerfs authority`.
 func (m *Monitor) Attest(a Writer, h Hash) AttestResult {
-	dom, registered := m.cfg.Attestors[a.Name]
+	dom, registered := m.Config().Attestors[a.Name]
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := AttestResult{Domain: dom}
-	base, _ := m.cfg.Base(&a)
+	base, _ := m.Config().Base(&a)
 	floor := Act
 	if s := m.sessions[a.Session]; s != nil {
 		floor = s.floor
@@ -245,7 +255,7 @@ type Elevation struct {
 func (m *Monitor) Elevation(h Hash, a Action) Elevation {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := Elevation{K: m.cfg.k(a)}
+	e := Elevation{K: m.Config().k(a)}
 	for _, x := range m.attests[h] {
 		e.All = append(e.All, x)
 		if x.Counted && !containsString(e.Domains, x.Domain) {
@@ -269,7 +279,7 @@ func containsString(l []string, s string) bool {
 // elevatedLocked counts distinct counted domains without allocating more
 // than the threshold's worth.
 func (m *Monitor) elevatedLocked(h Hash, a Action) bool {
-	k := m.cfg.k(a)
+	k := m.Config().k(a)
 	var seen [8]string
 	doms := seen[:0]
 	for _, x := range m.attests[h] {
@@ -372,7 +382,7 @@ type Request struct {
 // not match refuses with the token's rule (no quarantine: an explicit
 // authorisation failed).
 func (m *Monitor) Authorize(r Request) Decision {
-	d := Check(r.Stamp, r.Action, &m.cfg)
+	d := Check(r.Stamp, r.Action, m.Config())
 	if d.Outcome == Allow || d.Rule == RuleInvalid {
 		return d
 	}

@@ -141,6 +141,16 @@ func (r Rule) ID() string {
 	return fmt.Sprintf("AU-invalid(%d)", uint8(r))
 }
 
+// RuleByID is the rule whose ID is id (as records carry it).
+func RuleByID(id string) (Rule, bool) {
+	for r, x := range ruleIDs {
+		if x == id && x != "" {
+			return Rule(r), true
+		}
+	}
+	return RuleUnset, false
+}
+
 // Reason is a short explanation: lower case, no trailing period.
 func (r Rule) Reason() string {
 	if r < numRules {

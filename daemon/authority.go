@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,7 +212,9 @@ func (s *controlServer) attest(pid int, rel string) *Response {
 	rec := &evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: nonNil(subj.Taint.Names()),
 		Meta: evidence.Meta{Path: rel, Op: "attest", Verdict: verdict, Session: subj.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe,
 			UID: peer.Proc.UID, Rule: ar.Rule.ID(), Class: st.Class.String(),
-			Reason: fmt.Sprintf("attestation of content %.12s by %q (domain %q): %s", st.Hash, subj.Session, ar.Domain, ar.Rule.Reason())}}
+			Reason: fmt.Sprintf("attestation of content %.12s by %q (domain %q): %s", st.Hash, subj.Session, ar.Domain, ar.Rule.Reason())},
+		// What the next mount replays (replayAttestations).
+		Payload: &evidence.Payload{Detail: attestDetail(st.Hash, ar.Domain)}}
 	if _, err := s.m.Record(rec); err != nil {
 		return &Response{Error: "the attestation could not be recorded: " + err.Error()}
 	}
@@ -220,4 +223,46 @@ func (s *controlServer) attest(pid int, rel string) *Response {
 		return &Response{Refused: true, Rule: ar.Rule.ID(), Error: "attestation of " + rel + " not counted: " + ar.Rule.Reason(), Data: b}
 	}
 	return &Response{OK: true, Data: b}
+}
+
+// attestDetail is an attestation record's payload detail: the content hash
+// and the attestor's domain, which the next mount replays.
+func attestDetail(h authority.Hash, domain string) string {
+	return "sha256=" + h.String() + " domain=" + strconv.Quote(domain)
+}
+
+func parseAttestDetail(d string) (authority.Hash, string, bool) {
+	hs, dom, ok := strings.Cut(d, " domain=")
+	if !ok || !strings.HasPrefix(hs, "sha256=") {
+		return authority.Hash{}, "", false
+	}
+	h, err := authority.ParseHash(strings.TrimPrefix(hs, "sha256="))
+	if err != nil {
+		return authority.Hash{}, "", false
+	}
+	dom, err = strconv.Unquote(dom)
+	return h, dom, err == nil
+}
+
+// replayAttestations restores the attestations the log records into the
+// mount's authority monitor, as they were decided (authority.Replay): an
+// elevation survives a remount. Tokens are not replayed: a remount voids
+// every unspent token, which fails closed.
+func replayAttestations(mon *aerfs.Monitor, stateDir string) (int, error) {
+	n := 0
+	am := mon.Authority()
+	err := evidence.ReadAll(stateDir, func(_ int64, _ string, r *evidence.Record) error {
+		if r.Type != evidence.TypeVerdict || r.Meta.Op != "attest" || r.Payload == nil {
+			return nil
+		}
+		h, dom, ok := parseAttestDetail(r.Payload.Detail)
+		rule, rok := authority.RuleByID(r.Meta.Rule)
+		if !ok || !rok {
+			return nil
+		}
+		am.Replay(h, authority.Attestation{Name: r.Meta.Session, Domain: dom, Rule: rule, Counted: r.Meta.Verdict == "allow"})
+		n++
+		return nil
+	})
+	return n, err
 }

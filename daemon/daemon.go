@@ -157,6 +157,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := restoreSessions(reg, o.StateDir); err != nil {
 		return fmt.Errorf("reading the session registrations from the log: %w", err)
 	}
+	if n, err := replayAttestations(mon, o.StateDir); err != nil {
+		return fmt.Errorf("reading the attestations from the log: %w", err)
+	} else if n > 0 {
+		o.Log.Info().Int("attestations", n).Msg("attestations replayed from the log")
+	}
 
 	// Before the mount serves: finish a restore a crash interrupted, and
 	// compare the guarded files with the log (drift while unmounted).

@@ -76,6 +76,7 @@ func reloadPolicy(m *aerfs.Monitor, log zerolog.Logger, file, hash string) {
 		log.Warn().Err(err).Msg("policy edit refused; the previous policy stays in force")
 	} else {
 		m.SetPolicy(p)
+		m.SetAuthorityConfig(authorityConfig(p))
 		r.Meta.Verdict, r.Meta.Reason = "allow", "policy file changed: loaded "+hash[:12]
 		log.Info().Str("policy", file).Msg("policy reloaded")
 	}

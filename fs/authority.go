@@ -31,7 +31,6 @@ type authState struct {
 	once    sync.Once
 	mu      sync.Mutex
 	mon     *authority.Monitor
-	cfg     authority.Config
 	pending map[string]authority.Stamp // rel + "\x00" + hash → stamp
 	armed   map[string]string          // rel + "\x00" + action → owner token the next such action presents
 }
@@ -39,16 +38,17 @@ type authState struct {
 // Authority is the mount's authority monitor.
 func (m *Monitor) Authority() *authority.Monitor {
 	m.authst.once.Do(func() {
-		m.authst.mon = authority.New(m.authst.cfg, nil)
+		m.authst.mon = authority.New(authority.Config{}, nil)
 		m.authst.pending = map[string]authority.Stamp{}
 		m.authst.armed = map[string]string{}
 	})
 	return m.authst.mon
 }
 
-// SetAuthorityConfig sets the configuration of the monitor Authority
-// builds; it has effect only before the first call of Authority.
-func (m *Monitor) SetAuthorityConfig(c authority.Config) { m.authst.cfg = c }
+// SetAuthorityConfig sets the configuration of the authority monitor: at
+// mount, and again at each policy reload (attestors and thresholds count
+// from the next decision on).
+func (m *Monitor) SetAuthorityConfig(c authority.Config) { m.Authority().SetConfig(c) }
 
 // AuthorityKey is the key the authority monitor keeps res's reads under:
 // its session, or the process outside sessions.

@@ -313,7 +313,34 @@ func TestAuthorityAttestations(t *testing.T) {
 	if !strings.Contains(r.Stdout, `"AU4-elevated"`) {
 		bugErrorf(t, "aerfs authority does not show the elevation: %s", r)
 	}
-	expectOK(t, "WEB changes pay.sh", e.Sh("WEB", "web", "printf 'echo more\\n' >> pay.sh"))
+	// The attestations are in the log: a remount keeps the elevation.
+	e.Unmount()
+	e.Mount()
+	if !runs() {
+		bugErrorf(t, "the elevation did not survive a remount: %s", e.Owner("./pay.sh"))
+	}
+	// A policy reload changes the threshold of the running mount.
+	setK := func(k string) {
+		loads := policyLoads(e)
+		b, _ := os.ReadFile(pol)
+		nb := strings.Replace(string(b), "elevation:\n  k: 2\n", "elevation:\n  k: "+k+"\n", 1)
+		nb = strings.Replace(nb, "elevation:\n  k: 3\n", "elevation:\n  k: "+k+"\n", 1)
+		if err := os.WriteFile(pol, []byte(nb), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); policyLoads(e) == loads && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	setK("3")
+	if runs() {
+		bugErrorf(t, "pay.sh ran with two domains after the policy raised k to 3")
+	}
+	setK("2")
+	if !runs() {
+		bugErrorf(t, "pay.sh did not run after the policy set k back to 2: %s", e.Owner("./pay.sh"))
+	}
+	expectOK(t, "WEB changes pay.sh", e.Sh("WEB", "web2", "printf 'echo more\\n' >> pay.sh"))
 	if runs() {
 		bugErrorf(t, "the elevation survived a content change")
 	}
