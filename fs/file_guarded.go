@@ -296,12 +296,34 @@ func (g *guardedFile) Release(ctx context.Context) syscall.Errno {
 	errno := g.commit(ctx, true)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.created && !g.closed {
+		g.dropPlaceholder()
+	}
 	if !g.closed {
 		g.closed = true
 		g.staging.Close()
 		g.m.writeClosedKey(g.key)
 	}
 	return errno
+}
+
+// dropPlaceholder removes the empty file this handle created when nothing
+// it staged was ever committed (its writes or its commit were refused):
+// the log never recorded the name, so it is absent again. Only that very
+// placeholder goes: not a file another commit has put there since. Called
+// with g.mu held.
+func (g *guardedFile) dropPlaceholder() {
+	rel := g.node.rel()
+	defer g.m.lockPath(rel)()
+	st, err := g.m.lstatRel(rel)
+	if err != nil || keyOf(st) != g.key || st.Size != 0 || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	if err := g.m.unlinkRel(rel, 0); err != nil {
+		g.m.log.Warn().Err(err).Str("path", rel).Msg("cannot remove the empty file a refused create left")
+		return
+	}
+	g.created = false
 }
 
 // commit decides again for every process that wrote through the handle,
