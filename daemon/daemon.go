@@ -45,6 +45,9 @@ type Options struct {
 	Ready func(error)
 	// Warn receives notices for the user (processes that bypass the mount).
 	Warn func(string)
+	// NewState accepts a state directory whose evidence log is not the
+	// one the workspace is pinned to (pin.go), and pins it instead.
+	NewState bool
 }
 
 // ErrNoWorkspace is returned when the workspace is missing or not a
@@ -77,6 +80,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if m := FindMount(ws); m != nil && m.Mountpoint == ws {
 		return fmt.Errorf("%s is already mounted (state %s)", ws, m.StateDir)
+	}
+	// A root daemon serves a workspace only from the evidence log it was
+	// pinned to (pin.go), before it reads anything else of the state.
+	if os.Geteuid() == 0 && !o.NewState {
+		if err := checkPin(ws, o.StateDir); err != nil {
+			return err
+		}
 	}
 	pol, err := policy.Load(filepath.Join(o.StateDir, PolicyName))
 	if err != nil {
@@ -167,8 +177,18 @@ func Run(ctx context.Context, o Options) (err error) {
 	// compare the guarded files with the log (drift while unmounted).
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	why := "mounting over " + ws
+	if os.Geteuid() == 0 {
+		old, err := writePin(ws, o.StateDir, o.NewState)
+		if err != nil {
+			return fmt.Errorf("pinning the evidence log of %s: %w", ws, err)
+		}
+		if old != nil {
+			why += fmt.Sprintf("; a new log for this workspace (--new-state): it replaces the log with key %s in %s", keyShort(old.PublicKey), old.StateDir)
+		}
+	}
 	mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
-		Meta:    evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "mounting over " + ws},
+		Meta:    evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: why},
 		Payload: &evidence.Payload{Detail: "aerfs " + o.Version}})
 	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
 		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})

@@ -459,5 +459,5 @@ func (m *Monitor) quarantineBelowAct(res *principal.Resolved, subj policy.Subjec
 	}
 	r := m.verdictRecord(res, subj, policy.OpWrite, rel, policy.Verdict{})
 	r.Meta.Rule, r.Meta.Reason, r.Meta.Class = rule.ID(), rule.Reason(), st.Class.String()
-	return m.keepInQuarantine(r, rel, hash), true
+	return m.keepInQuarantine(r, rel, hash, t.Absent), true
 }

@@ -415,11 +415,13 @@ func (m *Monitor) commitCheck(res *principal.Resolved, rel string, staged *os.Fi
 	if v.Allow {
 		return 0
 	}
-	return m.quarantine(res, subj, rel, staged, v)
+	return m.quarantine(res, subj, rel, staged, v, t.Absent)
 }
 
 // quarantine keeps refused content as a blob and records the refusal.
-func (m *Monitor) quarantine(res *principal.Resolved, subj policy.Subject, rel string, staged *os.File, v policy.Verdict) syscall.Errno {
+// absent: the file is not there for the log (at most the committing
+// handle's empty placeholder is, which goes at its release).
+func (m *Monitor) quarantine(res *principal.Resolved, subj policy.Subject, rel string, staged *os.File, v policy.Verdict, absent bool) syscall.Errno {
 	newHash, err := m.rec.PutBlobFile(fdPath(staged))
 	if err != nil {
 		m.log.Error().Err(err).Msg("cannot store staged content")
@@ -429,7 +431,7 @@ func (m *Monitor) quarantine(res *principal.Resolved, subj policy.Subject, rel s
 	if v.Rule != policy.RuleReview {
 		m.noteDenial(res)
 	}
-	return m.keepInQuarantine(r, rel, newHash)
+	return m.keepInQuarantine(r, rel, newHash, absent)
 }
 
 // decideCommit is the decision at commit (see gateCommit).
@@ -439,9 +441,9 @@ func (m *Monitor) decideCommit(res *principal.Resolved, subj policy.Subject, t p
 
 // keepInQuarantine records refused content with the hash of the file it
 // would have replaced, so that an approval can check nothing changed since.
-func (m *Monitor) keepInQuarantine(r *evidence.Record, rel, newHash string) syscall.Errno {
+func (m *Monitor) keepInQuarantine(r *evidence.Record, rel, newHash string, absent bool) syscall.Errno {
 	base := ""
-	if _, err := m.lstatRel(rel); err == nil {
+	if _, err := m.lstatRel(rel); err == nil && !absent {
 		h, err := m.putBlobRel(rel)
 		if err != nil {
 			return syscall.EIO
@@ -484,7 +486,7 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 	}
 	v := m.decideCommit(res, subj, t)
 	if !v.Allow {
-		return m.quarantine(res, subj, rel, staged, v)
+		return m.quarantine(res, subj, rel, staged, v, t.Absent)
 	}
 	newHash, err := hashReader(staged)
 	if err != nil {

@@ -190,3 +190,64 @@ func TestStateDirRootless(t *testing.T) {
 	}
 	expectOK(t, "aerfs unmount as the owner", asUser(u, "/", bin+" unmount "+ws))
 }
+
+// The state directory's parent is the owner's: an owner process renames the
+// root daemon's state directory away and puts a fresh one of its own in its
+// place (a new log, a policy of its choosing). The next root mount refuses
+// it: the workspace is pinned to its evidence log (daemon/pin.go).
+func TestStateDirSubstitutionRefused(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"MEMORY.md": "# memory\n"})
+	expectOK(t, "owner's line", s.asOwner("sh", "-c", "echo 'owner line' >> MEMORY.md"))
+	s.Unmount()
+	old := s.State + ".old"
+	t.Cleanup(func() { os.RemoveAll(old) })
+	sub := s.asOwner("sh", "-c", `mv "$STATE" "$STATE.old" && `+aerfsBin+` init --state "$STATE" "$WS" && printf '\n# the attacker was here\n' >> "$STATE/aerfs.yaml"`)
+	if sub.Code != 0 {
+		t.Fatalf("the owner's substitution: %s", sub)
+	}
+	r := s.Aerfs("mount", "--state", s.State, s.WS)
+	if r.Code == 0 {
+		s.Unmount()
+		t.Fatalf("a root mount adopted the owner's substitute state directory: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "another evidence log") || !strings.Contains(r.Stderr, "--new-state") {
+		t.Errorf("the refusal does not say why and how: %s", r)
+	}
+	// The genuine state directory, moved back, mounts: it has the key.
+	expectOK(t, "the owner moves the old state back", s.asOwner("sh", "-c", `rm -rf "$STATE" && mv "$STATE.old" "$STATE"`))
+	s.Mount()
+	if got := s.Read("MEMORY.md"); !strings.Contains(got, "owner line") {
+		t.Errorf("MEMORY.md = %q", got)
+	}
+	s.Unmount()
+	// Moved whole elsewhere, it still mounts (same log), and the pin follows.
+	moved := s.State + ".moved"
+	t.Cleanup(func() { os.RemoveAll(moved) })
+	if err := os.Rename(s.State, moved); err != nil {
+		t.Fatal(err)
+	}
+	expectOK(t, "mount of the moved state", s.Aerfs("mount", "--state", moved, s.WS))
+	s.State = moved
+	s.Unmount()
+	// A new log on purpose: root says so, and the mount record carries it.
+	fresh := s.State + ".fresh"
+	t.Cleanup(func() { os.RemoveAll(fresh) })
+	expectOK(t, "owner inits a fresh state", s.asOwner(aerfsBin, "init", "--state", fresh, s.WS))
+	if r := s.Aerfs("mount", "--state", fresh, s.WS); r.Code == 0 {
+		t.Errorf("a fresh state mounted without --new-state: %s", r)
+		s.State = fresh
+		s.Unmount()
+	}
+	expectOK(t, "mount --new-state", s.Aerfs("mount", "--new-state", "--state", fresh, s.WS))
+	s.State = fresh
+	found := false
+	for _, le := range s.Log() {
+		if le.Record.Type == "mount" && strings.Contains(le.Record.Meta.Reason, "new log for this workspace") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the new log's mount record does not say it replaced a pinned log")
+	}
+	s.Unmount()
+}

@@ -102,6 +102,17 @@ func runInitAgent(wsArg, state, agent string, out interface{ Write([]byte) (int,
 	if err := evidence.Init(state, "aerfs/"+filepath.Base(ws)); err != nil {
 		return err
 	}
+	if os.Geteuid() == 0 {
+		// Root starts a new log for the workspace on purpose: the next
+		// mount pins this one (daemon/pin.go).
+		rws := ws
+		if r, err := filepath.EvalSymlinks(ws); err == nil {
+			rws = r
+		}
+		if err := daemon.ForgetPin(rws); err != nil {
+			return err
+		}
+	}
 	if def := defaultStateDir(ws); def != state {
 		// Leave a pointer where the workspace alone leads, so that later
 		// commands find this state directory without --state.

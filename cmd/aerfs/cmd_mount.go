@@ -31,6 +31,7 @@ type mountOptions struct {
 	readyFd    int
 	debug      bool
 	noPT       bool
+	newState   bool // --new-state: accept and pin another evidence log
 }
 
 func newMountCommand() *cobra.Command {
@@ -51,6 +52,7 @@ func newMountCommand() *cobra.Command {
 	c.Flags().StringVar(&o.metrics, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	c.Flags().Int64Var(&o.logMax, "log-max-size", 10<<20, "rotate daemon.log in the state directory past this many bytes (0: never)")
 	c.Flags().IntVar(&o.logKeep, "log-keep", 5, "rotated daemon logs to keep (daemon.log.1 … daemon.log.N)")
+	c.Flags().BoolVar(&o.newState, "new-state", false, "accept a state directory whose evidence log is not the one this workspace was first mounted with (root: the pin is replaced, the mount record says so)")
 	c.Flags().MarkHidden("ready-fd")
 	return c
 }
@@ -147,7 +149,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		}
 		announce(err)
 	}
-	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, MetricsAddr: o.metrics, Version: v.Version, Log: log, Ready: ready, Warn: warn})
+	err = daemon.Run(ctx, daemon.Options{Workspace: ws, StateDir: state, Debug: o.debug, NoPassthrough: o.noPT, MetricsAddr: o.metrics, Version: v.Version, Log: log, Ready: ready, Warn: warn, NewState: o.newState})
 	switch {
 	case err != nil && !served:
 		// The user is told by the command itself; the line is for the
@@ -178,6 +180,9 @@ func startDaemon(ws, state string, o mountOptions) error {
 	args := []string{"mount", "--foreground", "--ready-fd", "3", "--state", state, ws}
 	if o.noPT {
 		args = append(args, "--no-passthrough")
+	}
+	if o.newState {
+		args = append(args, "--new-state")
 	}
 	if o.debug {
 		args = append(args, "--debug")
