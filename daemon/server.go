@@ -159,6 +159,10 @@ func answerAndClose(c *net.UnixConn, resp *Response) {
 	c.Close()
 }
 
+// maxOwnerLine bounds a request line from the owner outside sessions (or
+// root): an edit of a file of up to 8 MiB, in base64.
+const maxOwnerLine = 12 << 20
+
 // lineReader gives the request line lineTimeout once its first byte came.
 type lineReader struct {
 	c       *net.UnixConn
@@ -177,7 +181,13 @@ func (r *lineReader) Read(b []byte) (int, error) {
 func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 	c.SetReadDeadline(time.Now().Add(idleTimeout))
 	sc := bufio.NewScanner(&lineReader{c: c})
-	sc.Buffer(make([]byte, 4096), 64<<10)
+	// A request line is small (64 KiB), but for the owner's channel: an
+	// edit carries the whole new content of an identity or memory file.
+	maxLine := 64 << 10
+	if p.session == "" && (p.uid == 0 || p.uid == s.reg.OwnerUID) {
+		maxLine = maxOwnerLine
+	}
+	sc.Buffer(make([]byte, 4096), maxLine)
 	if !sc.Scan() {
 		return
 	}

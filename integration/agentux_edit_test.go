@@ -49,6 +49,22 @@ func TestAgentuxEditSoul(t *testing.T) {
 		t.Fatalf("SOUL.md = %q after aerfs edit --yes", got)
 	}
 
+	// A large identity file fits one edit (the owner's requests may be
+	// long; a session's are not).
+	big := strings.Repeat("a line of the soul, long enough to add up\n", 5000) // 210 KB
+	bigFile := filepath.Join(t.TempDir(), "big-soul")
+	if err := os.WriteFile(bigFile, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expectOK(t, "edit to a large SOUL.md", e.aerfsIn([]string{"EDITOR=cp " + bigFile}, "", "edit", "--yes", "SOUL.md"))
+	if got := e.Read("SOUL.md"); got != big {
+		t.Fatalf("SOUL.md has %d bytes after the large edit, want %d", len(got), len(big))
+	}
+	expectOK(t, "edit back", e.aerfsIn([]string{"EDITOR=sh -c 'printf \"soul v3\\n\" > \"$0\"'"}, "", "edit", "--yes", "SOUL.md"))
+	if got := e.Read("SOUL.md"); got != "soul v3\n" {
+		t.Fatalf("SOUL.md = %q after editing it back", got)
+	}
+
 	// From a session: refused with RO-owner, nothing changes.
 	r = e.Run("USER", "agent", "env", "EDITOR=sed -i s/v3/evil/", aerfsBin, "edit", "--yes", "SOUL.md")
 	if r.Code != 4 || e.Read("SOUL.md") != "soul v3\n" {

@@ -39,9 +39,9 @@ changed meanwhile, nothing is committed. Only the owner's channel may edit
 	return c
 }
 
-// maxEditSize keeps an edit within one control request (a line of at most
-// 64 KiB, the content in base64).
-const maxEditSize = 40 << 10
+// maxEditSize keeps an edit within one control request (the owner's lines
+// are at most 12 MiB, the content in base64).
+const maxEditSize = 8 << 20
 
 func runEdit(in io.Reader, out io.Writer, arg string, yes bool) error {
 	t, err := findTarget(true)
