@@ -22,9 +22,10 @@ import (
 // "read" request names the command and its arguments, and the daemon,
 // once the caller is shown to be the owner's channel (RO-owner: a process
 // outside every session), runs that one command as a child of its own
-// binary, `aerfs owner-read`, which confines itself with Landlock before it
-// executes the command: it may read the state directory (not the signing
-// key) and the workspace, and write nothing anywhere. The child's standard
+// binary, `aerfs owner-read`, which confines itself before it executes the
+// command: the signing key masked in a mount namespace of its own, and
+// Landlock to read the state directory and the workspace and write nothing
+// anywhere. The child's standard
 // output and error come back over the connection as ReadFrame lines, then
 // its exit code; the client prints them as if it had run the command.
 
@@ -201,11 +202,12 @@ func (s *controlServer) serveRead(c *net.UnixConn, p *peer, req Request) {
 }
 
 // OwnerReadPaths are what the owner's reader may read: the state
-// directory without the signing key, the workspace, and what the program
-// itself needs (the dynamic loader and libraries, time zones, its own
-// /proc entry). It may execute only the aerfs binary and the loader.
+// directory, the workspace, and what the program itself needs (the dynamic
+// loader and libraries, time zones, its own /proc entry); it may execute
+// only the aerfs binary and the loader. hidden are masked in its own mount
+// namespace: the signing key.
 func OwnerReadPaths(stateDir, workspace string) (read, exec, hidden []string) {
-	read = []string{stateDir, workspace, "/proc/self", "/etc/localtime", "/etc/ld.so.cache"}
+	read = []string{stateDir, workspace, "/proc/self", "/etc/localtime", "/etc/ld.so.cache", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf"}
 	exec = []string{"/proc/self/exe", "/usr", "/lib", "/lib64"}
 	hidden = []string{filepath.Join(stateDir, "evidence", "key")}
 	return read, exec, hidden

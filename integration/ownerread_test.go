@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aerfs/aerfs/configs"
 	"github.com/aerfs/aerfs/daemon"
 )
 
@@ -133,8 +134,15 @@ print(c.makefile().read())`, sock, string(b))
 		}
 		return got.String() + r.Stderr
 	}
-	if got := raw("verify", "--key", "@"+key); !strings.Contains(got, "permission denied") || strings.Contains(got, "exit 0") {
-		t.Errorf("the reader read the signing key: %s", got)
+	secret, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"verify", "--key", "@" + key}, {"verify", key}, {"verify", filepath.Dir(key)}} {
+		got := raw(args...)
+		if strings.Contains(got, "exit 0") || strings.Contains(got, strings.TrimSpace(string(secret))) || strings.Contains(got, "PRIVATE") {
+			t.Errorf("the reader read the signing key (%q): %s", args, got)
+		}
 	}
 	if got := raw("export", "-o", planted); !strings.Contains(got, "exit ") || strings.Contains(got, "exit 0") {
 		t.Errorf("the reader's export to a path of its choice: %s", got)
@@ -154,5 +162,39 @@ print(c.makefile().read())`, sock, string(b))
 	r = s.asOwner(aerfsBin, "log", "--state", s.State)
 	if r.Code == 0 || !strings.Contains(r.Stderr, "sudo aerfs log") {
 		t.Errorf("owner's aerfs log while unmounted: want a refusal naming sudo: %s", r)
+	}
+}
+
+// An agent profile under a root daemon: the owner cannot read the policy,
+// and aerfs run --agent learns the guarded home-directory root from the
+// daemon — no false "guards no home directory" warning, and the confined
+// session may write the agent's memory there (the mount decides it).
+func TestOwnerAgentRootsFromTheDaemon(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	s.Unmount()
+	pol, err := configs.AgentPolicy("claude-code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.State, "aerfs.yaml"), pol, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	claude := filepath.Join(s.home, ".claude")
+	os.MkdirAll(claude, 0o755)
+	os.Chown(claude, s.uid, s.gid)
+	t.Cleanup(func() { os.RemoveAll(claude) })
+	s.Mount()
+	r := s.asOwner(aerfsBin, "run", "--workspace", s.WS, "--agent", "claude-code", "--", "sh", "-c",
+		`mkdir -p ~/.claude/projects/p/memory && echo 'a clean note' >> ~/.claude/projects/p/memory/MEMORY.md && cat ~/.claude/projects/p/memory/MEMORY.md`)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "a clean note") {
+		t.Errorf("a confined claude-code session writing its home-directory memory: %s", r)
+	}
+	if strings.Contains(r.Stderr, "guards no home directory") {
+		t.Errorf("aerfs run --agent warned falsely: %s", r.Stderr)
+	}
+	// The write is the mount's: recorded under the root's name.
+	r = s.asOwner(aerfsBin, "history", "~/.claude/projects/p/memory/MEMORY.md")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "write") {
+		t.Errorf("owner's history of the home-directory memory: %s", r)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/sandbox"
@@ -254,7 +256,11 @@ func newOwnerReadCommand() *cobra.Command {
 			// The confinement holds for this thread and what it
 			// executes next.
 			runtime.LockOSThread()
-			if err := sandbox.RestrictToReading(read, exec, hidden); err != nil {
+			if err := maskPaths(hidden); err != nil {
+				return fail(exitError, "run it as root: sudo aerfs "+strings.Join(rest, " "),
+					"cannot hide the signing key from the reader of the state directory: %v", err)
+			}
+			if err := sandbox.RestrictToReading(read, exec, nil); err != nil {
 				return fail(exitError, "run it as root: sudo aerfs "+strings.Join(rest, " "),
 					"cannot confine the reader of the state directory: %v", err)
 			}
@@ -262,4 +268,30 @@ func newOwnerReadCommand() *cobra.Command {
 			return syscall.Exec("/proc/self/exe", argv, os.Environ())
 		},
 	}
+}
+
+// maskPaths hides each file in paths from this thread and what it executes
+// next: in a mount namespace of its own, /dev/null is bound over it. The
+// reader's Landlock rules cover whole directories (a checkpoint the daemon
+// replaces while the reader runs stays readable); the signing key in them
+// is masked this way instead.
+func maskPaths(paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("private mounts: %w", err)
+	}
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			return fmt.Errorf("mask %s: %w", p, err)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,12 @@ func policyRoots(t *target) []policy.Root {
 		return nil
 	}
 	pol, err := policy.Load(filepath.Join(t.stateDir, daemon.PolicyName))
+	if err != nil && t.mounted {
+		// A root daemon's policy is its own (and a confined session
+		// does not see the state directory): the daemon serving it
+		// says which roots it guards.
+		return daemonRoots(t)
+	}
 	if err != nil || len(pol.Roots()) == 0 {
 		return nil
 	}
@@ -37,6 +44,25 @@ func policyRoots(t *target) []policy.Root {
 		return nil
 	}
 	return rs
+}
+
+// daemonRoots asks the daemon serving t for the further roots it guards,
+// nil when none serves it.
+func daemonRoots(t *target) []policy.Root {
+	resp, err := daemon.Call(t.stateDir, daemon.Request{Op: "status"})
+	if err != nil || !resp.OK {
+		return nil
+	}
+	var st daemon.Status
+	if json.Unmarshal(resp.Data, &st) != nil {
+		return nil
+	}
+	var out []policy.Root
+	for name, dir := range st.Roots {
+		out = append(out, policy.Root{Name: strings.TrimPrefix(name, policy.RootPrefix), Dir: dir})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // rootRel turns a FILE argument inside a further root (absolute, or
@@ -114,6 +140,9 @@ func checkRunAgent(t *target, agent string) error {
 		if r.Name == root {
 			return nil
 		}
+	}
+	if v := os.Getenv(mountNSEnv); v != "" && v != mountNS() {
+		return nil // said once, by the aerfs run that made the namespaces
 	}
 	fmt.Fprintf(os.Stderr, "aerfs: warning: the policy guards no home directory of %s (no root %q): its memory there is open; see aerfs init --agent %s and docs/agents.md\n", agent, root, agent)
 	return nil
