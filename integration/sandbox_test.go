@@ -161,6 +161,9 @@ func (s *sbEnv) startSession(t *testing.T, principal, session string) int {
 // its usual socket under /tmp, and returns the socket path.
 func (s *sbEnv) startOwnerTmux(t *testing.T) string {
 	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("tmux is not installed: CI installs it (.ci/run)")
+		}
 		t.Skip("tmux is not installed")
 	}
 	dir := filepath.Join("/tmp", "tmux-"+strconv.Itoa(s.uid))
@@ -226,6 +229,7 @@ try unshare-userns unshare -rm true
 try umount-in-userns unshare -rm umount -l "$WS"
 try fusermount fusermount -u "$WS"
 try systemd-run systemd-run --user --quiet sh -c 'echo pwned > "$HOME/pwned-by-systemd"' 
+try crontab sh -c 'echo "* * * * * echo pwned > \$HOME/pwned-by-cron" | crontab -'
 `
 
 // parseAttempts reads the lines attackScript prints.
@@ -286,6 +290,19 @@ func TestSandboxWebRefused(t *testing.T) {
 	if got["fusermount"] == "ok" {
 		t.Errorf("fusermount -u of the workspace succeeded in a confined session")
 	}
+	// crontab is setgid crontab: under no_new_privs it runs without the
+	// group and cannot write the spool; where cron is installed the
+	// owner's crontab stays empty.
+	if _, err := exec.LookPath("crontab"); err == nil {
+		if got["crontab"] == "ok" {
+			t.Errorf("crontab - installed a crontab for a confined session")
+		}
+		if out, _ := exec.Command("crontab", "-l", "-u", sbOwner).CombinedOutput(); strings.Contains(string(out), "pwned") {
+			t.Errorf("the owner's crontab holds the session's line: %s", out)
+		}
+	} else if os.Getenv("CI") != "" {
+		t.Errorf("crontab is not installed: CI installs cron (.ci/run)")
+	}
 	if after, _ := os.ReadFile(bashrc); !bytes.Equal(before, after) {
 		t.Errorf("~/.bashrc changed: %q", after)
 	}
@@ -306,6 +323,7 @@ func TestSandboxOffUnconfined(t *testing.T) {
 			os.WriteFile(bashrc, before, 0o644)
 		}
 		os.Remove(filepath.Join(s.home, "pwned-by-tmux"))
+		exec.Command("crontab", "-r", "-u", sbOwner).Run() // the unconfined session's crontab
 	})
 	pid := s.startOwnerProcess(t)
 	sock := s.startOwnerTmux(t)
