@@ -158,6 +158,42 @@ func newEnv(t *testing.T, files map[string]string, prepare func(ws string)) *env
 	return e
 }
 
+// newEnvAgent is newEnv with the policy of aerfs init --agent profile,
+// its home-directory roots placed in home (the client's home for the run)
+// instead of the owner's: the client's memory there is guarded by the same
+// daemon and log as the workspace.
+func newEnvAgent(t *testing.T, files map[string]string, profile, home string, rootDirs ...string) *env {
+	t.Helper()
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	state := filepath.Join(root, "state")
+	os.MkdirAll(ws, 0o755)
+	for rel, content := range files {
+		p := filepath.Join(ws, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range rootDirs {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	e := &env{t: t, WS: ws, State: state}
+	e.must("init", "--agent", profile, "--state", state, ws)
+	pol := filepath.Join(state, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.ReplaceAll(string(b), "path: ~/", "path: "+home+"/"))
+	if err := os.WriteFile(pol, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.must("mount", "--state", state, ws)
+	t.Cleanup(e.unmount)
+	return e
+}
+
 func (e *env) must(args ...string) string {
 	e.t.Helper()
 	out, err := e.aerfs(args...)
@@ -396,8 +432,13 @@ func runClient(t *testing.T, c *client, dir, principal, session, prompt string, 
 // runClientMode runs the client's first-run command when first is set.
 func runClientMode(t *testing.T, c *client, dir, principal, session, prompt string, steps []fakemodel.Step, first bool) result {
 	t.Helper()
+	return runClientHome(t, c, dir, principal, session, prompt, steps, first, t.TempDir())
+}
+
+// runClientHome is runClientMode with the client's home directory given.
+func runClientHome(t *testing.T, c *client, dir, principal, session, prompt string, steps []fakemodel.Step, first bool, home string) result {
+	t.Helper()
 	model.SetScript(dir, steps)
-	home := t.TempDir()
 	envv, argv := c.commandFor(t, home, dir, prompt, first)
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	if os.Getenv("AERFS_E2E_STRACE") != "" {
