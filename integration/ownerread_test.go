@@ -197,4 +197,9 @@ func TestOwnerAgentRootsFromTheDaemon(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "write") {
 		t.Errorf("owner's history of the home-directory memory: %s", r)
 	}
+	// The daemon's reader may read the further root's current content.
+	r = s.asOwner("sh", "-c", "echo 'a second note' >> ~/.claude/projects/p/memory/MEMORY.md && "+aerfsBin+" diff ~/.claude/projects/p/memory/MEMORY.md --from 1")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "+a second note") {
+		t.Errorf("owner's diff of the home-directory memory against its current content: %s", r)
+	}
 }

@@ -253,6 +253,11 @@ func newOwnerReadCommand() *cobra.Command {
 				return err
 			}
 			read, exec, hidden := daemon.OwnerReadPaths(state, ws)
+			// The further roots' files are the workspace's too (diff
+			// --to current of "@claude/…").
+			for _, r := range policyRoots(&target{workspace: ws, stateDir: state}) {
+				read = append(read, r.Dir)
+			}
 			// The confinement holds for this thread and what it
 			// executes next.
 			runtime.LockOSThread()
