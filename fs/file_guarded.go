@@ -498,6 +498,24 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 	}
 	var rep *replacement
 	var preKey *fileKey
+	// The replacement next to the file is staged while the blob is stored
+	// and the record made durable: publication waits for both. A staging
+	// that fails after the record is durable fails the publication, which
+	// the transaction records as not applied.
+	type staging struct {
+		rep   *replacement
+		errno syscall.Errno
+	}
+	var stagec chan staging
+	waitStage := func() syscall.Errno {
+		if stagec == nil {
+			return 0
+		}
+		r := <-stagec
+		stagec = nil
+		rep = r.rep
+		return r.errno
+	}
 	return m.apply(&txn{
 		keep: []string{rel},
 		after: func(map[string]string) map[string]string {
@@ -508,30 +526,25 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 			if created {
 				oldHash = "" // this handle's empty placeholder
 			}
-			// The blob and the replacement next to the file are written
-			// and flushed at the same time.
-			blobc := make(chan error, 1)
+			stagec = make(chan staging, 1)
 			go func() {
-				h, err := m.rec.PutBlobFile(fdPath(staged))
-				if err == nil && h != newHash {
-					err = fmt.Errorf("staged content changed while it was stored (%.12s, then %.12s)", newHash, h)
-				}
-				blobc <- err
+				r, errno := m.stageReplacement(rel, staged, st)
+				stagec <- staging{r, errno}
 			}()
-			var errno syscall.Errno
-			rep, errno = m.stageReplacement(rel, staged, st)
-			if err := <-blobc; err != nil {
-				m.log.Error().Err(err).Str("path", rel).Msg("cannot store staged content")
-				if errno == 0 {
-					errno = syscall.EIO
-				}
+			h, err := m.rec.PutBlobFile(fdPath(staged))
+			if err == nil && h != newHash {
+				err = fmt.Errorf("staged content changed while it was stored (%.12s, then %.12s)", newHash, h)
 			}
-			if errno != 0 {
-				return nil, errno
+			if err != nil {
+				m.log.Error().Err(err).Str("path", rel).Msg("cannot store staged content")
+				return nil, syscall.EIO
 			}
 			return []*evidence.Record{m.writeRecord(res, subj, rel, oldHash, newHash, v)}, 0
 		},
 		publish: func(ids []string) syscall.Errno {
+			if errno := waitStage(); errno != 0 {
+				return errno
+			}
 			if pl := labelForWriter(subj); pl != nil && rep.st != nil {
 				// A labelled version is labelled before anyone can open
 				// it: a reader between the rename and bindWrite inherits
@@ -563,6 +576,7 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 			return m.bindWrite(subj, rel, newHash, ids[0], nst)
 		},
 		abort: func() {
+			waitStage()
 			if rep != nil {
 				rep.abort()
 			}
