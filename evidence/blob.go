@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,12 +50,19 @@ func (l *Log) PutBlobFile(path string) (string, error) {
 func (l *Log) putBlob(r io.Reader) (string, error) {
 	dir := l.dir
 	root := filepath.Join(dir, blobsName)
-	tmp, err := os.CreateTemp(root, ".tmp-blob-*")
+	// Made read-only from the start (a blob never changes), with a name
+	// of its own.
+	tmp, err := createTemp(root, ".tmp-blob-", 0o400)
 	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
+	renamed := false
+	defer func() {
+		tmp.Close()
+		if !renamed {
+			os.Remove(tmp.Name())
+		}
+	}()
 	h := sha256.New()
 	if err := writeBlobContent(tmp, h, r); err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
@@ -67,25 +76,52 @@ func (l *Log) putBlob(r io.Reader) (string, error) {
 		l.dirsMu.Unlock()
 		return sum, nil
 	}
-	if err := tmp.Chmod(0o400); err != nil {
-		return "", fmt.Errorf("evidence: blob: %w", err)
-	}
-	_, err = os.Stat(filepath.Dir(dst))
-	created := err != nil
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return "", fmt.Errorf("evidence: blob: %w", err)
+	sub := filepath.Dir(dst)
+	l.dirsMu.Lock()
+	known := l.subdirs[sub]
+	l.dirsMu.Unlock()
+	created := false
+	if !known {
+		_, err = os.Stat(sub)
+		created = err != nil
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return "", fmt.Errorf("evidence: blob: %w", err)
+		}
 	}
 	l.dirsMu.Lock()
 	defer l.dirsMu.Unlock()
-	if err := os.Rename(tmp.Name(), dst); err != nil {
+	err = os.Rename(tmp.Name(), dst)
+	if errors.Is(err, fs.ErrNotExist) && known {
+		// The directory went since (aerfs gc removes empty ones).
+		if err = os.MkdirAll(sub, 0o700); err == nil {
+			created = true
+			err = os.Rename(tmp.Name(), dst)
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
+	renamed = true
+	l.subdirs[sub] = true
 	l.blobFiles[dst] = true
-	l.blobDirs[filepath.Dir(dst)] = true
+	l.blobDirs[sub] = true
 	if created {
 		l.blobDirs[root] = true
 	}
 	return sum, nil
+}
+
+// createTemp creates a new file named prefix and a random suffix in dir,
+// with mode perm, open for reading and writing.
+func createTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
+	for i := 0; ; i++ {
+		name := filepath.Join(dir, fmt.Sprintf("%s%016x", prefix, rand.Uint64()))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) && i < 100 {
+			continue
+		}
+		return f, err
+	}
 }
 
 // syncBlobDirs makes the blobs stored since the last call durable: their

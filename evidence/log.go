@@ -59,6 +59,7 @@ type Log struct {
 
 	dirsMu    sync.Mutex
 	blobDirs  map[string]bool // blob directories with names not yet synced
+	subdirs   map[string]bool // blob directories known to exist (under dirsMu)
 	blobFiles map[string]bool // blobs whose content is not yet synced
 }
 
@@ -98,7 +99,7 @@ func (l *Log) Flush() error {
 // partial or whose stored hash does not match) and records the cut.
 func Open(stateDir string) (*Log, error) {
 	dir := evDir(stateDir)
-	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}}
+	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}, subdirs: map[string]bool{}}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
