@@ -112,6 +112,14 @@ func Open(stateDir string) (*Log, error) {
 		return nil, fmt.Errorf("evidence: lock %s: %w", dir, err)
 	}
 	l.lock = lock
+	// Blobs whose writer died before their rename: never referenced (a
+	// record names a blob only once it is in place). Only the lock holder
+	// writes blobs, so every temporary here is from a process that died.
+	if torn, _ := filepath.Glob(filepath.Join(dir, blobsName, ".tmp-blob-*")); len(torn) > 0 {
+		for _, p := range torn {
+			os.Remove(p)
+		}
+	}
 	ok := false
 	defer func() {
 		if !ok {

@@ -150,3 +150,23 @@ func TestBlobs(t *testing.T) {
 		}
 	}
 }
+
+// A blob being written when the process died stays behind under its
+// temporary name; the next Open (holding the lock) removes it.
+func TestOpenRemovesTornBlobTemporaries(t *testing.T) {
+	dir := newState(t)
+	root := filepath.Join(dir, "evidence", "blobs")
+	os.MkdirAll(root, 0o700)
+	torn := filepath.Join(root, ".tmp-blob-0123456789abcdef")
+	if err := os.WriteFile(torn, []byte("half a blo"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	l := openLog(t, dir)
+	defer l.Close()
+	if _, err := os.Stat(torn); err == nil {
+		t.Fatalf("%s is still there after Open", torn)
+	}
+	if _, err := l.PutBlob([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+}
