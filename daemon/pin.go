@@ -74,11 +74,13 @@ func checkPin(ws, stateDir string) error {
 	if err != nil || p == nil {
 		return err
 	}
-	key, kerr := evidence.PublicKey(stateDir)
+	// The signing key must belong to the public key: a copy of the
+	// pinned public key (aerfs key prints it) does not make a log.
+	key, kerr := evidence.KeyPair(stateDir)
 	if kerr == nil && key == p.PublicKey {
 		return nil
 	}
-	have := "no evidence key"
+	have := "no usable evidence key (" + errText(kerr) + ")"
 	if kerr == nil {
 		have = "key " + keyShort(key)
 	}
@@ -86,6 +88,13 @@ func checkPin(ws, stateDir string) error {
 		"the state directory may have been replaced. If the old state directory was moved, mount with --state at its new place; "+
 		"to start a new log for this workspace on purpose: sudo aerfs mount --new-state --state %s %s",
 		ErrStateReplaced, stateDir, have, ws, keyShort(p.PublicKey), p.StateDir, p.Pinned, stateDir, ws)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // keyShort is a public key's name and hash prefix, as a user compares it.

@@ -170,3 +170,24 @@ func TestOpenRemovesTornBlobTemporaries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// KeyPair accepts a state's own keys and refuses a signing key that does
+// not belong to the public key beside it.
+func TestKeyPair(t *testing.T) {
+	a, b := newState(t), newState(t)
+	pa, err := KeyPair(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := os.ReadFile(filepath.Join(a, "evidence", "key.pub"))
+	if strings.TrimSpace(string(pub)) != pa {
+		t.Fatalf("KeyPair returned %q, key.pub holds %q", pa, pub)
+	}
+	os.Chmod(filepath.Join(b, "evidence", "key.pub"), 0o644)
+	if err := os.WriteFile(filepath.Join(b, "evidence", "key.pub"), pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := KeyPair(b); err == nil || !strings.Contains(err.Error(), "not one key pair") {
+		t.Fatalf("KeyPair of a copied public key: %v", err)
+	}
+}

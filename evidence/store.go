@@ -111,6 +111,37 @@ func PublicKey(stateDir string) (string, error) {
 	return vkey, nil
 }
 
+// KeyPair returns the public key of stateDir's log once it has checked that
+// the signing key beside it belongs to it (a note signed with the one
+// opens with the other): a state directory made by someone else cannot
+// pass as this log by carrying a copy of its public key.
+func KeyPair(stateDir string) (string, error) {
+	vkey, err := PublicKey(stateDir)
+	if err != nil {
+		return "", err
+	}
+	skey, err := os.ReadFile(filepath.Join(evDir(stateDir), keyName))
+	if err != nil {
+		return "", fmt.Errorf("evidence: %w", err)
+	}
+	signer, err := note.NewSigner(strings.TrimSpace(string(skey)))
+	if err != nil {
+		return "", fmt.Errorf("evidence: %s: %w", keyName, err)
+	}
+	verifier, err := note.NewVerifier(vkey)
+	if err != nil {
+		return "", fmt.Errorf("evidence: %s: %w", pubName, err)
+	}
+	msg, err := note.Sign(&note.Note{Text: "aerfs key pair check\n"}, signer)
+	if err == nil {
+		_, err = note.Open(msg, note.VerifierList(verifier))
+	}
+	if err != nil {
+		return "", fmt.Errorf("evidence: %s and %s are not one key pair: %w", keyName, pubName, err)
+	}
+	return vkey, nil
+}
+
 func writeNew(path string, data []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {

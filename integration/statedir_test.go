@@ -213,6 +213,23 @@ func TestStateDirSubstitutionRefused(t *testing.T) {
 	if !strings.Contains(r.Stderr, "another evidence log") || !strings.Contains(r.Stderr, "--new-state") {
 		t.Errorf("the refusal does not say why and how: %s", r)
 	}
+	// The same with the genuine public key copied in (aerfs key prints
+	// it to anyone): the substitute's signing key is not the pinned one.
+	pub := strings.TrimSpace(s.Aerfs("key", "--state", old).Stdout)
+	if !strings.Contains(pub, "+") {
+		t.Fatalf("aerfs key --state %s: %q", old, pub)
+	}
+	if err := os.WriteFile(filepath.Join(s.State, "evidence", "key.pub"), []byte(pub+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = s.Aerfs("mount", "--state", s.State, s.WS)
+	if r.Code == 0 {
+		s.Unmount()
+		t.Fatalf("a root mount adopted a substitute carrying the genuine public key: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "another evidence log") {
+		t.Errorf("the refusal of a substitute with the genuine public key does not say why: %s", r)
+	}
 	// The genuine state directory, moved back, mounts: it has the key.
 	expectOK(t, "the owner moves the old state back", s.asOwner("sh", "-c", `rm -rf "$STATE" && mv "$STATE.old" "$STATE"`))
 	s.Mount()
