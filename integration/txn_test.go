@@ -389,3 +389,79 @@ func TestTxnRefusedCreateLeavesNoPlaceholder(t *testing.T) {
 		t.Errorf("memory/new.md = %q", got)
 	}
 }
+
+// The workspace's own file system full: a guarded commit stages its
+// replacement next to the file while its record is made durable, so the
+// staging can fail after the record. Then the change is recorded as not
+// applied (a restore record back to the kept version), the file keeps its
+// content, the log verifies, and once space is back the next commit works
+// and a remount completes nothing.
+func TestTxnWorkspaceFullRecordedNotApplied(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "v0\n"})
+	saved := t.TempDir()
+	if out, err := exec.Command("cp", "-a", e.WS+"/.", saved+"/").CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if err := syscall.Mount("tmpfs", e.WS, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
+		t.Fatalf("tmpfs for the workspace: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(e.WS, syscall.MNT_DETACH) })
+	if out, err := exec.Command("cp", "-a", saved+"/.", e.WS+"/").CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	e.Mount()
+	// Fill it through the mount (a plain file).
+	r := e.Owner("dd if=/dev/zero of=fill bs=64k 2>/dev/null; dd if=/dev/zero of=fill-small bs=512 2>/dev/null; true")
+	t.Logf("fill: %s", r)
+	commit := func(content string) Result {
+		return e.Run("USER", "", "python3", "-c", fmt.Sprintf(`
+import sys
+try:
+    with open("MEMORY.md", "w") as f:
+        f.write(%q)
+except OSError as e:
+    print(e, file=sys.stderr); sys.exit(3)
+`, content))
+	}
+	r = commit("v1\n")
+	if r.Code == 0 {
+		t.Fatalf("a guarded commit on a full workspace succeeded: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "No space left") {
+		t.Errorf("the failed commit: want ENOSPC, got %s", r)
+	}
+	if got := e.Read("MEMORY.md"); got != "v0\n" {
+		t.Fatalf("MEMORY.md = %q after a commit that could not be staged", got)
+	}
+	var wrote, notApplied bool
+	for _, le := range e.Log() {
+		rec := le.Record
+		switch {
+		case rec.Type == "write" && rec.Meta.Path == "MEMORY.md" && rec.Payload != nil && rec.Payload.NewHash == sha("v1\n"):
+			wrote = true
+		case rec.Type == "restore" && rec.Meta.Op == "not-applied" && wrote && rec.Payload != nil && len(rec.Payload.Files) == 1 &&
+			rec.Payload.Files[0].Path == "MEMORY.md" && rec.Payload.Files[0].Hash == sha("v0\n"):
+			notApplied = true
+		}
+	}
+	if !wrote || !notApplied {
+		t.Errorf("want the write record of v1 and then a not-applied restore to v0: write %v, not-applied %v", wrote, notApplied)
+	}
+	if r := e.Aerfs("verify", "--state", e.State); r.Code != 0 {
+		t.Errorf("verify --state after a change recorded as not applied: %s", r)
+	}
+	expectOK(t, "free the space", e.Owner("rm -f fill fill-small"))
+	if r := commit("v2\n"); r.Code != 0 {
+		t.Fatalf("the commit once space is back: %s", r)
+	}
+	e.Unmount()
+	e.Mount()
+	if got := e.Read("MEMORY.md"); got != "v2\n" {
+		t.Errorf("MEMORY.md = %q after a remount, want v2", got)
+	}
+	for _, le := range e.Log() {
+		if le.Record.Type == "drift" || (le.Record.Type == "recovery" && le.Record.Meta.Path == "MEMORY.md") {
+			t.Errorf("the remount found something to repair: %s %s", le.Record.Type, le.Record.Meta.Reason)
+		}
+	}
+}
