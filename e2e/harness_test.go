@@ -137,6 +137,27 @@ type env struct {
 // plain directory before aerfs init), initialises and mounts it.
 func newEnv(t *testing.T, files map[string]string, prepare func(ws string)) *env {
 	t.Helper()
+	return makeEnv(t, files, prepare, nil, nil)
+}
+
+// newEnvAgent is newEnv with the policy of aerfs init --agent profile,
+// its home-directory roots placed in home (the client's home for the run)
+// instead of the owner's: the client's memory there is guarded by the same
+// daemon and log as the workspace. rootDirs are made in home first.
+func newEnvAgent(t *testing.T, files map[string]string, profile, home string, rootDirs ...string) *env {
+	t.Helper()
+	for _, d := range rootDirs {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	return makeEnv(t, files, nil, []string{"--agent", profile}, func(pol []byte) []byte {
+		return []byte(strings.ReplaceAll(string(pol), "path: ~/", "path: "+home+"/"))
+	})
+}
+
+// makeEnv writes files, runs prepare, runs aerfs init with initArgs,
+// passes the policy through edit (when not nil) and mounts.
+func makeEnv(t *testing.T, files map[string]string, prepare func(ws string), initArgs []string, edit func([]byte) []byte) *env {
+	t.Helper()
 	root := t.TempDir()
 	ws := filepath.Join(root, "ws")
 	state := filepath.Join(root, "state")
@@ -152,42 +173,16 @@ func newEnv(t *testing.T, files map[string]string, prepare func(ws string)) *env
 		prepare(ws)
 	}
 	e := &env{t: t, WS: ws, State: state}
-	e.must("init", "--state", state, ws)
-	e.must("mount", "--state", state, ws)
-	t.Cleanup(e.unmount)
-	return e
-}
-
-// newEnvAgent is newEnv with the policy of aerfs init --agent profile,
-// its home-directory roots placed in home (the client's home for the run)
-// instead of the owner's: the client's memory there is guarded by the same
-// daemon and log as the workspace.
-func newEnvAgent(t *testing.T, files map[string]string, profile, home string, rootDirs ...string) *env {
-	t.Helper()
-	root := t.TempDir()
-	ws := filepath.Join(root, "ws")
-	state := filepath.Join(root, "state")
-	os.MkdirAll(ws, 0o755)
-	for rel, content := range files {
-		p := filepath.Join(ws, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+	e.must(append(append([]string{"init"}, initArgs...), "--state", state, ws)...)
+	if edit != nil {
+		pol := filepath.Join(state, "aerfs.yaml")
+		b, err := os.ReadFile(pol)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	for _, d := range rootDirs {
-		os.MkdirAll(filepath.Join(home, d), 0o755)
-	}
-	e := &env{t: t, WS: ws, State: state}
-	e.must("init", "--agent", profile, "--state", state, ws)
-	pol := filepath.Join(state, "aerfs.yaml")
-	b, err := os.ReadFile(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = []byte(strings.ReplaceAll(string(b), "path: ~/", "path: "+home+"/"))
-	if err := os.WriteFile(pol, b, 0o600); err != nil {
-		t.Fatal(err)
+		if err := os.WriteFile(pol, edit(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.must("mount", "--state", state, ws)
 	t.Cleanup(e.unmount)
