@@ -55,8 +55,12 @@ func ReadPin(ws string) (*Pin, error) {
 		return nil, err
 	}
 	var p Pin
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("pin %s: %w", pinPath(ws), err)
+	if err := json.Unmarshal(b, &p); err != nil || p.PublicKey == "" {
+		if err == nil {
+			err = errors.New("no public key in it")
+		}
+		return nil, fmt.Errorf("the pin of %s (%s) is unreadable: %v; a mount that starts a new log replaces it: sudo aerfs mount --new-state --state DIR %s",
+			ws, pinPath(ws), err, ws)
 	}
 	return &p, nil
 }
