@@ -200,6 +200,10 @@ func (m *Monitor) openFileRel(rel string, flags int) (*os.File, error) {
 }
 
 func (g *guardedFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if pageFill(ctx) {
+		// A map's page: never the staged content (pagefill.go).
+		return g.readCommitted(dest, off)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	n, err := g.staging.ReadAt(dest, off)

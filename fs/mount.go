@@ -69,8 +69,12 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 		// itself: exactly what happens on an unprivileged mount.
 		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
 	}
-	server, err := gofs.Mount(mountpoint, root, opts)
+	server, err := fuse.NewServer(rawFS{gofs.NewNodeFS(root, opts)}, mountpoint, &opts.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	return server, nil

@@ -4,11 +4,11 @@
 #   fsx 20,000 ops on a plain file (every operation the kernel offers,
 #   mapped reads and writes included);
 #   fsx 5,000 ops on a guarded file (memory/fsx.md), every operation but
-#   maps: fsx maps through its read-write descriptor, and a guarded file
-#   open for writing cannot be mapped (ENODEV) — the page cache is one per
-#   inode, and a map would show the staged, undecided content to every
-#   reader (docs/guarded-writes.md); a read-only descriptor maps fine
-#   (integration TestCommitMmap);
+#   maps: fsx reads back through a map of its read-write descriptor what it
+#   wrote through that descriptor, and a guarded file's map shows the
+#   committed version, never a handle's staged bytes (the page cache is one
+#   per inode: staged pages would be what every other reader reads;
+#   docs/guarded-writes.md, integration TestMmapStagedContentNeverReachesReaders);
 #   fsstress 10,000 ops × 4 processes on a plain directory;
 #   twenty rounds of SIGKILL during eight guarded writers.
 # Ends with a closing "N passed, N failed" line over the three runs.

@@ -1,0 +1,73 @@
+package fs
+
+import (
+	"context"
+	"io"
+	"os"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// # Page-cache fills
+//
+// The kernel keeps one page cache per inode, shared by every open of it.
+// A guarded file's staging handle is direct I/O, so its read(2)s never
+// touch that cache — but the kernel still lets a program map such a file
+// MAP_PRIVATE, and fills the cache for that map through the very handle
+// that mapped it. If the daemon answered those reads with the handle's
+// staged content, the staged, undecided bytes would sit in the cache that
+// every other reader of the file reads from: a tainted session could write
+// its line, map the file and keep touching the map, and the owner's cat
+// (or the agent's next start) would read a line the commit will refuse
+// (integration TestMmapStagedContentNeverReachesReaders saw it in half of
+// the owner's reads).
+//
+// So a read that fills the page cache is answered, on a staging handle,
+// with the file's committed content: what every reader is served. The
+// kernel marks the reads a process makes with read(2) on a direct-I/O file
+// with its lock owner (FUSE_READ_LOCKOWNER); the reads that fill pages
+// (faults, readahead) carry none. rawFS passes that distinction to the
+// handle. Should a kernel ever mark none, a writer would read the
+// committed version through its own handle too: less convenient, never a
+// leak.
+
+// rawFS is go-fuse's node bridge with the page-fill mark on reads.
+type rawFS struct{ fuse.RawFileSystem }
+
+// pageFillMark replaces the cancel channel of a read that fills the page
+// cache; it is never closed (a page fill is not interrupted by a signal of
+// the process that faulted).
+var pageFillMark = make(chan struct{})
+
+func (r rawFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	if in.ReadFlags&fuse.READ_LOCKOWNER == 0 {
+		cancel = pageFillMark
+	}
+	return r.RawFileSystem.Read(cancel, in, buf)
+}
+
+// pageFill says whether the read of ctx fills the kernel's page cache.
+func pageFill(ctx context.Context) bool {
+	c, ok := ctx.(*fuse.Context)
+	return ok && c.Cancel == (<-chan struct{})(pageFillMark)
+}
+
+// readCommitted answers a page fill on a staging handle from the file's
+// committed content.
+func (g *guardedFile) readCommitted(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f, err := g.m.openFileRel(g.node.rel(), os.O_RDONLY)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return fuse.ReadResultData(nil), 0
+		}
+		return nil, gofs.ToErrno(err)
+	}
+	defer f.Close()
+	n, err := f.ReadAt(dest, off)
+	if err != nil && err != io.EOF {
+		return nil, gofs.ToErrno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
