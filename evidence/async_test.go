@@ -59,12 +59,12 @@ func TestAppendAsyncAndFlush(t *testing.T) {
 // follows shares its flush of the log. Without a waiting request the
 // queued record is still written once the wait is over.
 func TestQueuedRecordsShareTheNextFlush(t *testing.T) {
-	oldLinger, oldSync := queuedLinger, syncFile
-	t.Cleanup(func() { queuedLinger, syncFile = oldLinger, oldSync })
+	oldLinger, oldSync := queuedLinger, fdatasync
+	t.Cleanup(func() { queuedLinger, fdatasync = oldLinger, oldSync })
 	var mu sync.Mutex
-	logSyncs := 0
-	syncFile = func(f *os.File) error {
-		if filepath.Base(f.Name()) == logName {
+	logSyncs := 0 // flushes of the journal: a batch's one flush
+	fdatasync = func(f *os.File) error {
+		if filepath.Base(f.Name()) == journalName {
 			mu.Lock()
 			logSyncs++
 			mu.Unlock()

@@ -28,6 +28,9 @@ func (l *Log) blobPath(hash string) string { return blobPath(l.dir, hash) }
 // PutBlob stores data and returns its hex SHA-256. Storing the same
 // content twice is a no-op.
 func (l *Log) PutBlob(data []byte) (string, error) {
+	if len(data) <= journalBlobMax {
+		return l.putBlobMem(data), nil
+	}
 	return l.putBlob(bytes.NewReader(data))
 }
 
@@ -38,7 +41,137 @@ func (l *Log) PutBlobFile(path string) (string, error) {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() <= journalBlobMax {
+		data, err := io.ReadAll(io.LimitReader(f, journalBlobMax+1))
+		if err != nil {
+			return "", fmt.Errorf("evidence: blob: %w", err)
+		}
+		if len(data) <= journalBlobMax {
+			return l.putBlobMem(data), nil
+		}
+		return l.putBlob(io.MultiReader(bytes.NewReader(data), f))
+	}
 	return l.putBlob(f)
+}
+
+// putBlobMem stores small content through the journal: it travels in the
+// frame of the next batch of records, and is written as a blob file once
+// that frame is durable (materialize). Nothing touches the disk here.
+func (l *Log) putBlobMem(data []byte) string {
+	sum := sha256.Sum256(data)
+	h := hex.EncodeToString(sum[:])
+	l.dirsMu.Lock()
+	_, known := l.memBlobs[h]
+	l.dirsMu.Unlock()
+	if known {
+		return h
+	}
+	if _, err := os.Stat(l.blobPath(h)); err == nil {
+		l.dirsMu.Lock() // see putBlob: a file being placed is queued once this returns
+		l.dirsMu.Unlock()
+		return h
+	}
+	body := data
+	if c := zstdEncoder.EncodeAll(data, make([]byte, 0, len(data)/2)); len(c) < len(data) {
+		body = c
+	} else {
+		body = bytes.Clone(data)
+	}
+	l.dirsMu.Lock()
+	if _, known := l.memBlobs[h]; !known {
+		l.memBlobs[h] = &memBlob{body: body}
+	}
+	l.dirsMu.Unlock()
+	return h
+}
+
+// takePending returns the blobs no durable frame carries yet.
+func (l *Log) takePending() map[string][]byte {
+	l.dirsMu.Lock()
+	defer l.dirsMu.Unlock()
+	var out map[string][]byte
+	for h, b := range l.memBlobs {
+		if !b.journaled {
+			if out == nil {
+				out = map[string][]byte{}
+			}
+			out[h] = b.body
+		}
+	}
+	return out
+}
+
+// materialize writes the blobs a durable frame carries as blob files (not
+// flushed: the frame is their durable copy until the next checkpoint,
+// which flushes them first). journaled are marked, then written.
+func (l *Log) materialize(journaled map[string][]byte) {
+	if len(journaled) == 0 {
+		return
+	}
+	l.dirsMu.Lock()
+	for h := range journaled {
+		if b := l.memBlobs[h]; b != nil {
+			b.journaled = true
+		}
+	}
+	l.dirsMu.Unlock()
+	for h, body := range journaled {
+		if err := l.writeBlobBody(h, body, true); err != nil {
+			// Stays in memory (and in the journal) until the next batch
+			// tries again; readers in this process still find it.
+			continue
+		}
+		l.dirsMu.Lock()
+		delete(l.memBlobs, h)
+		l.dirsMu.Unlock()
+	}
+}
+
+// retryMaterialize writes the journaled blobs an earlier materialize could
+// not; called before a checkpoint (which ends the journal's copy).
+func (l *Log) retryMaterialize() error {
+	l.dirsMu.Lock()
+	left := map[string][]byte{}
+	for h, b := range l.memBlobs {
+		if b.journaled {
+			left[h] = b.body
+		}
+	}
+	l.dirsMu.Unlock()
+	for h, body := range left {
+		if err := l.writeBlobBody(h, body, true); err != nil {
+			return err
+		}
+		l.dirsMu.Lock()
+		delete(l.memBlobs, h)
+		l.dirsMu.Unlock()
+	}
+	return nil
+}
+
+// writeBlobBody writes a blob file whose bytes (raw or zstd) are known,
+// temp file then rename; late: flushed with the next checkpoint rather
+// than the next batch.
+func (l *Log) writeBlobBody(h string, body []byte, late bool) error {
+	tmp, err := createTemp(filepath.Join(l.dir, blobsName), ".tmp-blob-", 0o400)
+	if err != nil {
+		return err
+	}
+	renamed := false
+	defer func() {
+		tmp.Close()
+		if !renamed {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(body); err != nil {
+		return err
+	}
+	if err := l.placeBlob(tmp.Name(), h, late); err != nil {
+		return err
+	}
+	renamed = true
+	return nil
 }
 
 // putBlob writes to a temp file in the blob tree while hashing and renames
@@ -76,39 +209,55 @@ func (l *Log) putBlob(r io.Reader) (string, error) {
 		l.dirsMu.Unlock()
 		return sum, nil
 	}
+	if err := l.placeBlob(tmp.Name(), sum, false); err != nil {
+		return "", fmt.Errorf("evidence: blob: %w", err)
+	}
+	renamed = true
+	return sum, nil
+}
+
+// placeBlob renames a written temporary into place as blob sum and queues
+// its content and name for a flush: with the next batch, or (late) with
+// the next checkpoint.
+func (l *Log) placeBlob(tmp, sum string, late bool) error {
+	root := filepath.Join(l.dir, blobsName)
+	dst := blobPath(l.dir, sum)
 	sub := filepath.Dir(dst)
 	l.dirsMu.Lock()
 	known := l.subdirs[sub]
 	l.dirsMu.Unlock()
 	created := false
 	if !known {
-		_, err = os.Stat(sub)
+		_, err := os.Stat(sub)
 		created = err != nil
 		if err := os.MkdirAll(sub, 0o700); err != nil {
-			return "", fmt.Errorf("evidence: blob: %w", err)
+			return err
 		}
 	}
 	l.dirsMu.Lock()
 	defer l.dirsMu.Unlock()
-	err = os.Rename(tmp.Name(), dst)
+	err := os.Rename(tmp, dst)
 	if errors.Is(err, fs.ErrNotExist) && known {
 		// The directory went since (aerfs gc removes empty ones).
 		if err = os.MkdirAll(sub, 0o700); err == nil {
 			created = true
-			err = os.Rename(tmp.Name(), dst)
+			err = os.Rename(tmp, dst)
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("evidence: blob: %w", err)
+		return err
 	}
-	renamed = true
+	files, dirs := l.blobFiles, l.blobDirs
+	if late {
+		files, dirs = l.lateFiles, l.lateDirs
+	}
 	l.subdirs[sub] = true
-	l.blobFiles[dst] = true
-	l.blobDirs[sub] = true
+	files[dst] = true
+	dirs[sub] = true
 	if created {
-		l.blobDirs[root] = true
+		dirs[root] = true
 	}
-	return sum, nil
+	return nil
 }
 
 // createTemp creates a new file named prefix and a random suffix in dir,
@@ -124,12 +273,22 @@ func createTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
 	}
 }
 
-// syncBlobDirs makes the blobs stored since the last call durable: their
-// content and their names, all flushed at once.
-func (l *Log) syncBlobDirs() error {
+// syncBlobDirs makes the blob files stored since the last call durable:
+// their content and their names, all flushed at once. Those written from
+// the journal are included when late is set (a checkpoint, a close).
+func (l *Log) syncBlobDirs(late bool) error {
 	l.dirsMu.Lock()
 	dirs, files := l.blobDirs, l.blobFiles
 	l.blobDirs, l.blobFiles = map[string]bool{}, map[string]bool{}
+	if late {
+		for d := range l.lateDirs {
+			dirs[d] = true
+		}
+		for f := range l.lateFiles {
+			files[f] = true
+		}
+		l.lateDirs, l.lateFiles = map[string]bool{}, map[string]bool{}
+	}
 	l.dirsMu.Unlock()
 	var wg sync.WaitGroup
 	var errs []error
@@ -175,8 +334,17 @@ func syncPath(p string) error {
 	return f.Sync()
 }
 
-// Blob returns a stored blob, checking its hash.
-func (l *Log) Blob(hash string) ([]byte, error) { return readBlob(l.dir, hash) }
+// Blob returns a stored blob, checking its hash: one still on its way
+// through the journal from memory.
+func (l *Log) Blob(hash string) ([]byte, error) {
+	l.dirsMu.Lock()
+	b := l.memBlobs[hash]
+	l.dirsMu.Unlock()
+	if b != nil {
+		return decodeBlob(hash, b.body)
+	}
+	return readBlob(l.dir, hash)
+}
 
 // ReadBlob reads a blob from stateDir without opening the log.
 func ReadBlob(stateDir, hash string) ([]byte, error) { return readBlob(evDir(stateDir), hash) }
@@ -189,6 +357,12 @@ func readBlob(dir, hash string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: blob %s: %w", hash, err)
 	}
+	return decodeBlob(hash, b)
+}
+
+// decodeBlob checks a blob file's bytes against its hash and returns the
+// content.
+func decodeBlob(hash string, b []byte) ([]byte, error) {
 	// Stored raw (every blob written before compression, and content
 	// compression does not shrink), or as one zstd stream. The raw check
 	// comes first: raw content may itself begin with zstd's magic.

@@ -37,6 +37,7 @@ func TestBlobCompression(t *testing.T) {
 	if s := sha256.Sum256(text); hex.EncodeToString(s[:]) != h {
 		t.Fatalf("blob name is not the hash of the content")
 	}
+	l.Flush()
 	if n := storedSize(t, dir, h); n*4 > int64(len(text)) {
 		t.Errorf("text stored in %d bytes of %d: not compressed", n, len(text))
 	}
@@ -52,6 +53,7 @@ func TestBlobCompression(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		l.Flush()
 		if n := storedSize(t, dir, h); n != int64(len(c)) {
 			t.Errorf("incompressible %d bytes stored in %d", len(c), n)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -124,11 +125,23 @@ func TestTornTail(t *testing.T) {
 		{"last batch written, checkpoint not: record kept", func(t *testing.T, d string, cps [][]byte) {
 			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
 		}, 5, false, ""},
-		{"last batch written, checkpoint not, log line torn", func(t *testing.T, d string, cps [][]byte) {
+		{"last batch written, checkpoint not, log line torn, its journal frame not durable", func(t *testing.T, d string, cps [][]byte) {
 			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
 			fi, _ := os.Stat(ev(d, "log"))
 			os.Truncate(ev(d, "log"), fi.Size()-7)
+			os.Truncate(ev(d, "journal"), 0)
 		}, 4, true, "last good record 3"},
+		{"last batch acknowledged (journal frame durable), checkpoint not, log line torn: rebuilt from the journal", func(t *testing.T, d string, cps [][]byte) {
+			copyFile(t, ev(d, "checkpoint.initial"), ev(d, "checkpoint"))
+			fi, _ := os.Stat(ev(d, "log"))
+			os.Truncate(ev(d, "log"), fi.Size()-7)
+		}, 5, true, "journal: 1 acknowledged records rebuilt"},
+		{"acknowledged records lost from the log whole: rebuilt from the journal", func(t *testing.T, d string, cps [][]byte) {
+			copyFile(t, ev(d, "checkpoint.initial"), ev(d, "checkpoint"))
+			os.Truncate(ev(d, "log"), 0)
+			os.Truncate(ev(d, "index"), 0)
+			os.Truncate(ev(d, "hashes"), 0)
+		}, 5, true, "journal: 5 acknowledged records rebuilt"},
 		{"last batch written, checkpoint not, stored hash wrong: rebuilt from the log", func(t *testing.T, d string, cps [][]byte) {
 			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
 			// Record 4's leaf is stored hash index StoredHashIndex(0,4) = 7.
@@ -149,11 +162,20 @@ func TestTornTail(t *testing.T) {
 			writeFile(t, ev(d, "checkpoint"), string(cps[3]))
 			fi, _ := os.Stat(ev(d, "log"))
 			os.Truncate(ev(d, "log"), fi.Size()-1) // record 4's newline lost
+			os.Truncate(ev(d, "journal"), 0)       // and its frame
 		}, 4, true, "1 index entries"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.name, "journal:") || strings.Contains(tc.name, "from the journal") {
+				// No checkpoint until Close: the state a crash leaves
+				// while the records are only in the journal.
+				d0, e0 := checkpointDelay, checkpointEvery
+				checkpointDelay, checkpointEvery = time.Hour, time.Hour
+				defer func() { checkpointDelay, checkpointEvery = d0, e0 }()
+			}
 			d := newState(t)
+			copyFile(t, ev(d, "checkpoint"), ev(d, "checkpoint.initial"))
 			cps := appendN(t, d, 5)
 			tc.crash(t, d, cps)
 			l, err := Open(d)
@@ -194,6 +216,15 @@ func TestTornTail(t *testing.T) {
 	}
 }
 
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, to, string(b))
+}
+
 // TestTruncatedBelowCheckpoint: losing records the checkpoint covers is
 // not a crash tail. Open refuses instead of cutting, and VerifyState names
 // the damage.
@@ -211,10 +242,10 @@ func TestTruncatedBelowCheckpoint(t *testing.T) {
 	checkKind(t, err, KindIntegrity, "record 3: truncated")
 }
 
-// A blob's name is synced with the log batch of the record that first names
-// it. A crash can leave such a record (never acknowledged) in the log past
-// the checkpoint without its blob: Open cuts it there. With the blob in
-// place the record is kept.
+// A blob travels in the journal frame of the record that first names it. A
+// crash can leave such a record (never acknowledged: its frame not
+// durable) in the log past the checkpoint without its blob: Open cuts it
+// there. With the blob in place the record is kept.
 func TestTailRecordWithLostBlob(t *testing.T) {
 	ev := func(d, n string) string { return filepath.Join(d, "evidence", n) }
 	for _, lost := range []bool{true, false} {
@@ -244,6 +275,7 @@ func TestTailRecordWithLostBlob(t *testing.T) {
 				if err := os.Remove(blobPath(ev(d, ""), h)); err != nil {
 					t.Fatal(err)
 				}
+				os.Truncate(ev(d, "journal"), 0)
 			}
 			l = openLog(t, d)
 			size := l.Size()

@@ -15,10 +15,10 @@ import (
 // record behind, the next append heals the files without a reopen, the
 // first record after it says what happened, and the state verifies.
 func TestLogHealsAfterAFailedFlush(t *testing.T) {
-	for _, target := range []string{logName, indexName, hashesName} {
+	for _, target := range []string{journalName, logName, indexName, hashesName} {
 		t.Run(target, func(t *testing.T) {
-			old := syncFile
-			t.Cleanup(func() { syncFile = old })
+			old, oldData := syncFile, fdatasync
+			t.Cleanup(func() { syncFile, fdatasync = old, oldData })
 			var mu sync.Mutex
 			failing := false
 			syncFile = func(f *os.File) error {
@@ -29,6 +29,7 @@ func TestLogHealsAfterAFailedFlush(t *testing.T) {
 				}
 				return f.Sync()
 			}
+			fdatasync = syncFile
 			setFailing := func(b bool) { mu.Lock(); failing = b; mu.Unlock() }
 
 			d := newState(t)
@@ -42,17 +43,18 @@ func TestLogHealsAfterAFailedFlush(t *testing.T) {
 			}
 			setFailing(true)
 			_, err := l.Append(sampleRecord(2))
-			if target == logName {
+			if target == journalName {
 				// The record's own flush failed: it is refused.
 				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("append while the log cannot be flushed: %v, want ENOSPC", err)
+					t.Fatalf("append while the journal cannot be flushed: %v, want ENOSPC", err)
 				}
 			} else {
 				if err != nil {
-					// The log line was durable: acknowledged; the derived
-					// files fail after the answer, when the checkpoint
-					// is due (a reader's flush makes it due at once).
-					t.Fatalf("append whose log line is durable: %v", err)
+					// The journal frame was durable: acknowledged; the
+					// log and derived files fail after the answer, when
+					// the checkpoint is due (a reader's flush makes it
+					// due at once).
+					t.Fatalf("append whose journal frame is durable: %v", err)
 				}
 				if err := l.Flush(); !errors.Is(err, syscall.ENOSPC) {
 					t.Fatalf("flush while %s cannot be synced: %v, want ENOSPC", target, err)
@@ -82,7 +84,7 @@ func TestLogHealsAfterAFailedFlush(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []int{101, 104}
-			if target != logName {
+			if target != journalName {
 				want = []int{101, 102, 104}
 			}
 			if len(pids) != len(want) {
@@ -109,14 +111,14 @@ func TestLogHealsAfterAFailedFlush(t *testing.T) {
 // The records of one change commit together or not at all: a later one
 // may name an earlier one as parent, and a failed flush leaves none.
 func TestAppendAllIsAtomic(t *testing.T) {
-	old := syncFile
-	t.Cleanup(func() { syncFile = old })
+	old := fdatasync
+	t.Cleanup(func() { fdatasync = old })
 	var mu sync.Mutex
 	failing := false
-	syncFile = func(f *os.File) error {
+	fdatasync = func(f *os.File) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if failing && filepath.Base(f.Name()) == logName {
+		if failing && filepath.Base(f.Name()) == journalName {
 			return syscall.EIO
 		}
 		return f.Sync()
@@ -177,10 +179,17 @@ func TestAppendAllIsAtomic(t *testing.T) {
 	}
 }
 
-// A blob is flushed with the batch of the first record that names it, not
-// before: a record past the checkpoint whose blob a crash cut short was
-// never acknowledged, and Open cuts it.
+// A blob travels in the journal frame of the first record that names it:
+// a record past the checkpoint whose blob a crash cut short and whose
+// frame is not durable was never acknowledged, and Open cuts it; with its
+// frame durable, Open writes the blob again from the frame and keeps it.
 func TestRecordWithCutBlobIsCutAtOpen(t *testing.T) {
+	for _, framed := range []bool{false, true} {
+		t.Run(fmt.Sprint("frame durable: ", framed), func(t *testing.T) { recordWithCutBlob(t, framed) })
+	}
+}
+
+func recordWithCutBlob(t *testing.T, framed bool) {
 	d := newState(t)
 	l := openLog(t, d)
 	if _, err := l.Append(sampleRecord(1)); err != nil {
@@ -212,6 +221,9 @@ func TestRecordWithCutBlobIsCutAtOpen(t *testing.T) {
 	if err := os.Truncate(bp, 5); err != nil {
 		t.Fatal(err)
 	}
+	if !framed {
+		os.Truncate(filepath.Join(evDir(d), journalName), 0)
+	}
 	l = openLog(t, d)
 	l.Close()
 	var types []string
@@ -219,6 +231,15 @@ func TestRecordWithCutBlobIsCutAtOpen(t *testing.T) {
 		types = append(types, r.Type)
 		return nil
 	})
+	if framed {
+		if got := fmt.Sprint(types); got != "[verdict write]" {
+			t.Fatalf("records after open: %s, want the acknowledged write kept, its blob written again from the journal", got)
+		}
+		if b, err := ReadBlob(d, h); err != nil || string(b) != "the new content of MEMORY.md\n" {
+			t.Fatalf("blob after open: %q %v", b, err)
+		}
+		return
+	}
 	if got := fmt.Sprint(types); got != "[verdict recovery]" {
 		t.Fatalf("records after open: %s, want the record with the cut blob gone and the cut recorded", got)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,10 +58,22 @@ type Log struct {
 	// with the first batch after it.
 	healedFrom error
 
+	// The journal (journal.go): jpos is where the next frame goes,
+	// jalloc how far its space is allocated. Written by the committer.
+	jf     *os.File
+	jpos   int64
+	jalloc int64
+
 	dirsMu    sync.Mutex
 	blobDirs  map[string]bool // blob directories with names not yet synced
 	subdirs   map[string]bool // blob directories known to exist (under dirsMu)
 	blobFiles map[string]bool // blobs whose content is not yet synced
+	// lateDirs, lateFiles: the same for blob files written from a
+	// durable journal frame, flushed before the next checkpoint instead of
+	// with the next batch.
+	lateDirs, lateFiles map[string]bool
+	// memBlobs: content on its way through the journal (putBlobMem).
+	memBlobs map[string]*memBlob
 }
 
 type appendReq struct {
@@ -99,7 +112,8 @@ func (l *Log) Flush() error {
 // partial or whose stored hash does not match) and records the cut.
 func Open(stateDir string) (*Log, error) {
 	dir := evDir(stateDir)
-	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}, subdirs: map[string]bool{}}
+	l := &Log{dir: dir, blobDirs: map[string]bool{}, blobFiles: map[string]bool{}, subdirs: map[string]bool{},
+		lateDirs: map[string]bool{}, lateFiles: map[string]bool{}, memBlobs: map[string]*memBlob{}}
 	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w (run aerfs init first?)", err)
@@ -153,30 +167,49 @@ func Open(stateDir string) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w", err)
 	}
+	replayed, err := l.openJournal(cp)
+	if err != nil {
+		return nil, err
+	}
 	cut, err := l.recover(cp)
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := l.jf.Stat(); err == nil {
+		l.jalloc = fi.Size()
+	}
+	if l.n > cp.Size {
+		// Records past a stale checkpoint (replayed from the journal, or
+		// flushed before a crash): sign what is there before the journal
+		// starts again, so that its frames always begin at a durable
+		// checkpoint.
+		if err := l.writeCheckpoint(); err != nil {
+			return nil, err
+		}
+	}
+	l.lastCP = time.Now() // verified (or signed) just now
 	l.reqs = make(chan *appendReq, maxBatch)
 	l.done = make(chan struct{})
 	go l.committer()
 	ok = true
-	if cut != nil {
+	if cut != nil || replayed > 0 {
+		detail := fmt.Sprintf("journal: %d acknowledged records rebuilt in the log", replayed)
+		if cut != nil {
+			detail = cut.String() + "; " + detail
+		}
+		reason := "torn tail cut at open"
+		if cut == nil {
+			reason = "acknowledged records restored from the journal at open"
+		}
 		r := &Record{
 			Type: TypeRecovery, Principal: "SYS",
 			Meta: Meta{Op: "open", UID: uint32(os.Getuid()), Pid: os.Getpid(),
-				Reason: "torn tail cut at open"},
-			Payload: &Payload{Detail: cut.String()},
+				Reason: reason},
+			Payload: &Payload{Detail: detail},
 		}
 		if _, err := l.Append(r); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("evidence: record recovery: %w", err)
-		}
-	} else if l.n > cp.Size {
-		// Valid records past a stale checkpoint: sign what is there.
-		if err := l.writeCheckpoint(); err != nil {
-			l.Close()
-			return nil, err
 		}
 	}
 	return l, nil
@@ -255,10 +288,18 @@ func (l *Log) AppendAsync(r *Record, onErr func(error)) (string, error) {
 	return hex.EncodeToString(req.id[:]), nil
 }
 
-// HasBlob reports whether content with this hash is stored.
+// HasBlob reports whether content with this hash is stored (or on its
+// way through the journal, which makes it durable no later than any record
+// naming it).
 func (l *Log) HasBlob(hash string) bool {
 	if !IsHash(hash) {
 		return false
+	}
+	l.dirsMu.Lock()
+	_, mem := l.memBlobs[hash]
+	l.dirsMu.Unlock()
+	if mem {
+		return true
 	}
 	_, err := os.Stat(l.blobPath(hash))
 	return err == nil
@@ -303,7 +344,7 @@ func (l *Log) makeReq(r *Record, queued bool) (*appendReq, error) {
 	if p := r.Payload; p != nil {
 		for _, h := range p.BlobRefs() {
 			if h != "" {
-				if _, err := os.Stat(l.blobPath(h)); err != nil {
+				if !l.HasBlob(h) {
 					return nil, fmt.Errorf("evidence: append: payload names blob %s, which is not stored (PutBlob first)", h)
 				}
 			}
@@ -322,6 +363,9 @@ func (l *Log) makeReq(r *Record, queued bool) (*appendReq, error) {
 func (l *Log) heal() error {
 	cause := l.broken
 	fail := func(err error) error { return err } // l.broken keeps the first cause
+	if err := l.cutJournal(); err != nil {
+		return fail(err)
+	}
 	if err := l.logf.Truncate(l.logEnd); err != nil {
 		return fail(err)
 	}
@@ -341,7 +385,10 @@ func (l *Log) heal() error {
 		// else means the files are not what this process wrote.
 		return fail(fmt.Errorf("evidence: heal found %d records, expected %d", l.n, n))
 	}
-	if err := errors.Join(syncFile(l.idxf), syncFile(l.hashf), l.syncBlobDirs()); err != nil {
+	if err := l.retryMaterialize(); err != nil {
+		return fail(err)
+	}
+	if err := errors.Join(syncFile(l.idxf), syncFile(l.hashf), l.syncBlobDirs(true)); err != nil {
 		return fail(err)
 	}
 	if err := l.writeCheckpointLocked(); err != nil {
@@ -461,8 +508,12 @@ func (l *Log) checkpointIfDue(now bool) {
 	if !now && time.Since(l.lastCP) < checkpointEvery {
 		return
 	}
+	if err := l.retryMaterialize(); err != nil {
+		l.broken = fmt.Errorf("evidence: blob not written, healed with the next append: %w", err)
+		return
+	}
 	if err := l.syncDerived(); err != nil {
-		l.broken = fmt.Errorf("evidence: index or hashes not synced, healed with the next append: %w", err)
+		l.broken = fmt.Errorf("evidence: log, index, hashes or blobs not synced, healed with the next append: %w", err)
 		return
 	}
 	if err := l.writeCheckpointLocked(); err != nil {
@@ -504,6 +555,7 @@ func (l *Log) commit(batch []*appendReq) {
 		l.healedFrom = nil
 	}
 	var logBuf, idxBuf []byte
+	var frameRecs [][]byte
 	var accepted []*appendReq
 	local := map[[32]byte]bool{}
 	end := l.logEnd
@@ -555,6 +607,7 @@ func (l *Log) commit(batch []*appendReq) {
 			continue
 		}
 		for _, q := range members {
+			frameRecs = append(frameRecs, q.canon)
 			logBuf = append(append(logBuf, q.canon...), '\n')
 			end += int64(len(q.canon)) + 1
 			var e [indexEntrySize]byte
@@ -567,8 +620,21 @@ func (l *Log) commit(batch []*appendReq) {
 	}
 	if len(accepted) == 0 {
 		// A flush with nothing new to write still makes the blobs stored
-		// so far durable, and the records acknowledged so far checkpointed.
-		if err := l.syncBlobDirs(); err != nil {
+		// so far durable (those still in memory written as files first:
+		// a reader of the state directory may want them), and the
+		// records acknowledged so far checkpointed.
+		if len(barriers) > 0 {
+			for h, body := range l.takePending() {
+				if err := l.writeBlobBody(h, body, false); err != nil {
+					l.broken = fmt.Errorf("evidence: blob not written, healed with the next append: %w", err)
+					return
+				}
+				l.dirsMu.Lock()
+				delete(l.memBlobs, h)
+				l.dirsMu.Unlock()
+			}
+		}
+		if err := l.syncBlobDirs(false); err != nil {
 			l.broken = fmt.Errorf("evidence: blob directory not synced, healed with the next append: %w", err)
 			return
 		}
@@ -579,14 +645,26 @@ func (l *Log) commit(batch []*appendReq) {
 	for _, h := range l.hashes.pending {
 		hashBuf = append(hashBuf, h[:]...)
 	}
+	// The records and the content they name not yet durable go into one
+	// journal frame, and that one file is flushed: the commit's only flush
+	// (journal.go). The log, index and hashes are written beside it and
+	// flushed before the next checkpoint. Content too large for the journal
+	// was written as blob files, flushed here with the frame.
+	pending := l.takePending()
 	err := l.writeBatch(logBuf, idxBuf, hashBuf)
+	var frame []byte
 	if err == nil {
-		// The log and the names of the blobs its new records point to
-		// are flushed together; a record is acknowledged only once both
-		// are durable.
-		blobErr := make(chan error, 1)
-		go func() { blobErr <- l.syncBlobDirs() }()
-		err = errors.Join(syncFile(l.logf), <-blobErr)
+		frame = encodeFrame(l.n, frameRecs, pending)
+		l.dirsMu.Lock()
+		direct := len(l.blobFiles) > 0 || len(l.blobDirs) > 0
+		l.dirsMu.Unlock()
+		if direct {
+			blobErr := make(chan error, 1)
+			go func() { blobErr <- l.syncBlobDirs(false) }()
+			err = errors.Join(l.writeFrame(frame), <-blobErr)
+		} else {
+			err = l.writeFrame(frame)
+		}
 	}
 	if err == nil {
 		i := l.n
@@ -608,9 +686,15 @@ func (l *Log) commit(batch []*appendReq) {
 		// a new checkpoint. A flush barrier (a reader) gets them at once.
 		// Taking those flushes off the appenders' path is what keeps a
 		// guarded commit to one round of flushes.
+		l.jpos += int64(len(frame))
 		for _, r := range accepted {
 			r.err <- nil
 		}
+		// The answered appenders wait on this goroutine's processor
+		// (the runtime queues a woken receiver behind its waker): let them
+		// run before the blob files are written.
+		runtime.Gosched()
+		l.materialize(pending)
 		l.uncp = true
 		l.checkpointIfDue(len(barriers) > 0)
 		return
@@ -652,20 +736,21 @@ func (l *Log) writeBatch(logBuf, idxBuf, hashBuf []byte) error {
 	return nil
 }
 
-// syncDerived makes the index and the stored hashes durable. They are
-// derived from the log (recovery rebuilds them past the checkpoint), so a
-// commit answers once the log alone is flushed and syncs these after, in
-// parallel, before the checkpoint that covers them is written.
+// syncDerived makes the log, the index, the stored hashes and the blob
+// files written from the journal durable, in parallel, before the
+// checkpoint that covers them is written. Until then the journal holds
+// every acknowledged record and its content (recovery rebuilds the rest).
 func (l *Log) syncDerived() error {
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, f := range []*os.File{l.idxf, l.hashf} {
+	errs := make([]error, 4)
+	for i, f := range []*os.File{l.logf, l.idxf, l.hashf} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			errs[i] = syncFile(f)
 		}()
 	}
+	errs[3] = l.syncBlobDirs(true)
 	wg.Wait()
 	return errors.Join(errs...)
 }
@@ -692,7 +777,14 @@ func (l *Log) writeCheckpointLocked() error {
 	if err := writeAtomic(filepath.Join(l.dir, checkpointName), cp, 0o644); err != nil {
 		return fmt.Errorf("evidence: checkpoint: %w", err)
 	}
+	// The checkpoint's name is durable before the journal starts again:
+	// its frames must never be needed past a checkpoint a crash could
+	// take back.
+	if err := syncDir(l.dir); err != nil {
+		return fmt.Errorf("evidence: checkpoint: %w", err)
+	}
 	l.cp = cp
+	l.jpos = 0
 	return nil
 }
 
@@ -732,12 +824,17 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Blobs stored after the last batch (no record names them yet).
-	return errors.Join(l.syncBlobDirs(), l.closeFiles())
+	var errs []error
+	for h, body := range l.takePending() {
+		errs = append(errs, l.writeBlobBody(h, body, true))
+	}
+	errs = append(errs, l.retryMaterialize(), l.syncBlobDirs(true), l.closeFiles())
+	return errors.Join(errs...)
 }
 
 func (l *Log) closeFiles() error {
 	var first error
-	for _, f := range []*os.File{l.logf, l.idxf, l.hashf, l.lock} {
+	for _, f := range []*os.File{l.logf, l.idxf, l.hashf, l.jf, l.lock} {
 		if f != nil {
 			if err := f.Close(); err != nil && first == nil {
 				first = err

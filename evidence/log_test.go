@@ -126,6 +126,7 @@ func TestBlobs(t *testing.T) {
 	if h3, err := l.PutBlobFile(p); err != nil || h3 != h1 {
 		t.Fatalf("PutBlobFile %s %v", h3, err)
 	}
+	l.Flush()
 	if _, err := os.Stat(filepath.Join(dir, "evidence", "blobs", "2c", h1[2:])); err != nil {
 		t.Fatal(err)
 	}
