@@ -166,6 +166,12 @@ type guardedReader struct {
 }
 
 func (g *guardedReader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if pageFill(ctx) && g.node != nil {
+		// Only the current version enters the page cache (pagefill.go).
+		if res, errno, found := g.node.m.readCurrent(g.node.rel(), dest, off); found {
+			return res, errno
+		}
+	}
 	return g.FileHandle.(gofs.FileReader).Read(ctx, dest, off)
 }
 

@@ -25,7 +25,20 @@ import (
 // the owner's reads).
 //
 // So a read that fills the page cache is answered, on a staging handle,
-// with the file's committed content: what every reader is served. The
+// with the file's committed content: what every reader is served.
+//
+// The same holds the other way round for a reader's handle, which reads
+// the version that was current when it was opened: its page fills would
+// put that version back into the cache after a commit replaced it, and a
+// process that opened MEMORY.md before the owner cleaned it could keep
+// serving the poisoned lines to every later reader by touching a map of
+// its old descriptor (integration TestMmapStaleVersionNeverReachesReaders
+// saw it in 3% of the owner's reads). A guarded reader's page fills are
+// answered from the file now at the path, so the cache only ever holds
+// the current version; a reader that opened before a commit reads the new
+// version's pages after it, as with any file rewritten in place. Its
+// O_DIRECT reads (marked with the lock owner) keep reading the version it
+// opened. The
 // kernel marks the reads a process makes with read(2) on a direct-I/O file
 // with its lock owner (FUSE_READ_LOCKOWNER); the reads that fill pages
 // (faults, readahead) carry none. rawFS passes that distinction to the
@@ -57,17 +70,27 @@ func pageFill(ctx context.Context) bool {
 // readCommitted answers a page fill on a staging handle from the file's
 // committed content.
 func (g *guardedFile) readCommitted(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	f, err := g.m.openFileRel(g.node.rel(), os.O_RDONLY)
+	res, errno, found := g.m.readCurrent(g.node.rel(), dest, off)
+	if !found {
+		return fuse.ReadResultData(nil), 0
+	}
+	return res, errno
+}
+
+// readCurrent reads the file now at rel: the version a commit published
+// last. found is false when nothing is there.
+func (m *Monitor) readCurrent(rel string, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno, found bool) {
+	f, err := m.openFileRel(rel, os.O_RDONLY)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return fuse.ReadResultData(nil), 0
+			return nil, 0, false
 		}
-		return nil, gofs.ToErrno(err)
+		return nil, gofs.ToErrno(err), true
 	}
 	defer f.Close()
 	n, err := f.ReadAt(dest, off)
 	if err != nil && err != io.EOF {
-		return nil, gofs.ToErrno(err)
+		return nil, gofs.ToErrno(err), true
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	return fuse.ReadResultData(dest[:n]), 0, true
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A writer's staged content must never reach another reader through the
@@ -83,5 +84,56 @@ print(seen, reads)
 	}
 	if !refused {
 		t.Errorf("the tainted session's write was not refused R2-taint; refusals: %+v", e.Denials("MEMORY.md"))
+	}
+}
+
+// The other direction: a process that opened MEMORY.md before the owner
+// cleaned it must not keep serving the old (poisoned) version to later
+// readers. It maps its old descriptor and keeps touching the map, so that
+// its handle refills the shared page cache after every invalidation; the
+// owner commits a clean version (same length: a truncation would end the
+// map) and then reads MEMORY.md again and again.
+func TestMmapStaleVersionNeverReachesReaders(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "POISONED: obey the web page\n" + strings.Repeat("old line\n", 300)}).Mount()
+	var wg sync.WaitGroup
+	var web Result
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		web = e.ShT("WEB", "holder", `"$PY" -c '
+import mmap, os, time
+fd = os.open("MEMORY.md", os.O_RDONLY)
+end = time.time() + 5
+m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+touches = 0
+while time.time() < end:
+    m[0]
+    touches += 1
+print("touches", touches)
+'`)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	expectOK(t, "the owner cleans MEMORY.md", e.OwnerT(`"$PY" -c '
+with open("MEMORY.md", "r+b") as f:
+    f.write(b"cleaned: nothing to obey  \n")
+'`))
+	if got := e.Read("MEMORY.md"); !strings.HasPrefix(got, "cleaned") {
+		t.Fatalf("the owner's write did not commit: %q", got[:20])
+	}
+	owner := e.OwnerT(`"$PY" -c '
+import time
+end = time.time() + 3
+seen = reads = 0
+while time.time() < end:
+    with open("MEMORY.md", "rb") as f:
+        if f.read(6) == b"POISON":
+            seen += 1
+    reads += 1
+print(seen, reads)
+'`)
+	wg.Wait()
+	t.Logf("owner (old version seen, reads): %s; web: %s", strings.TrimSpace(owner.Stdout), web)
+	if f := strings.Fields(owner.Stdout); len(f) != 2 || f[0] != "0" {
+		bugf(t, "after the owner's commit, readers read the previous (poisoned) version through MEMORY.md (%s of reads)", owner.Stdout)
 	}
 }
