@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 )
 
 // Blobs are stored once under evidence/blobs/<first two hex>/<other 62>,
@@ -323,6 +324,45 @@ func (l *Log) syncBlobDirs(late bool) error {
 	}
 	return errors.Join(errs...)
 }
+
+// syncLateBlobs flushes the blob files written since the last checkpoint
+// (and any still waiting for a batch). Many of them — a steady stream of
+// commits between two checkpoints — are flushed with one syncfs of the
+// state directory's file system rather than one fsync each: one device
+// flush instead of hundreds (250 small files: 4.7 ms against 12–67 ms here).
+func (l *Log) syncLateBlobs() error {
+	l.dirsMu.Lock()
+	many := len(l.lateFiles) >= syncfsFrom
+	l.dirsMu.Unlock()
+	if !many {
+		return l.syncBlobDirs(true)
+	}
+	l.dirsMu.Lock()
+	files, dirs := l.lateFiles, l.lateDirs
+	l.lateFiles, l.lateDirs = map[string]bool{}, map[string]bool{}
+	l.dirsMu.Unlock()
+	d, err := os.Open(l.dir)
+	if err == nil {
+		err = unix.Syncfs(int(d.Fd()))
+		d.Close()
+	}
+	if err != nil {
+		l.dirsMu.Lock()
+		for f := range files {
+			l.lateFiles[f] = true
+		}
+		for f := range dirs {
+			l.lateDirs[f] = true
+		}
+		l.dirsMu.Unlock()
+		return err
+	}
+	return l.syncBlobDirs(false)
+}
+
+// syncfsFrom is how many waiting blob files make a checkpoint flush them
+// with syncfs.
+const syncfsFrom = 32
 
 // syncPath flushes the file at p.
 func syncPath(p string) error {

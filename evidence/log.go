@@ -750,7 +750,7 @@ func (l *Log) syncDerived() error {
 			errs[i] = syncFile(f)
 		}()
 	}
-	errs[3] = l.syncBlobDirs(true)
+	errs[3] = l.syncLateBlobs()
 	wg.Wait()
 	return errors.Join(errs...)
 }
