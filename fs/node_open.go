@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -74,7 +75,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		return &guardedReader{FileHandle: fh, node: n}, guardedReadFlags, 0
+		return &guardedReader{FileHandle: fh, node: n, key: keyOf(st)}, guardedReadFlags, 0
 	}
 	fh, fl, errno := n.loopOpen(ctx, flags)
 	fl |= keepCache(t)
@@ -163,12 +164,14 @@ func isReserved(name string) bool {
 type guardedReader struct {
 	gofs.FileHandle
 	node *Node
+	mu   sync.Mutex
+	key  fileKey // the version whose taint the handle's readers have taken
 }
 
 func (g *guardedReader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if pageFill(ctx) && g.node != nil {
 		// Only the current version enters the page cache (pagefill.go).
-		if res, errno, found := g.node.m.readCurrent(g.node.rel(), dest, off); found {
+		if res, errno, found := g.fill(ctx, dest, off); found {
 			return res, errno
 		}
 	}

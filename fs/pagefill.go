@@ -8,6 +8,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/aerfs/aerfs/policy"
 )
 
 // # Page-cache fills
@@ -70,7 +72,7 @@ func pageFill(ctx context.Context) bool {
 // readCommitted answers a page fill on a staging handle from the file's
 // committed content.
 func (g *guardedFile) readCommitted(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	res, errno, found := g.m.readCurrent(g.node.rel(), dest, off)
+	res, errno, _, found := g.m.readCurrent(g.node.rel(), dest, off)
 	if !found {
 		return fuse.ReadResultData(nil), 0
 	}
@@ -78,19 +80,52 @@ func (g *guardedFile) readCommitted(dest []byte, off int64) (fuse.ReadResult, sy
 }
 
 // readCurrent reads the file now at rel: the version a commit published
-// last. found is false when nothing is there.
-func (m *Monitor) readCurrent(rel string, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno, found bool) {
+// last, and its identity. found is false when nothing is there.
+func (m *Monitor) readCurrent(rel string, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno, st *syscall.Stat_t, found bool) {
 	f, err := m.openFileRel(rel, os.O_RDONLY)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, 0, false
+			return nil, 0, nil, false
 		}
-		return nil, gofs.ToErrno(err), true
+		return nil, gofs.ToErrno(err), nil, true
 	}
 	defer f.Close()
+	var fst syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &fst); err != nil {
+		return nil, gofs.ToErrno(err), nil, true
+	}
 	n, err := f.ReadAt(dest, off)
 	if err != nil && err != io.EOF {
-		return nil, gofs.ToErrno(err), true
+		return nil, gofs.ToErrno(err), nil, true
 	}
-	return fuse.ReadResultData(dest[:n]), 0, true
+	return fuse.ReadResultData(dest[:n]), 0, &fst, true
+}
+
+// fill answers a page fill on a guarded reader's handle from the current
+// version. When that is not the version the handle opened (a commit
+// replaced it since), the process that asked for the page reads that
+// version now: its label's taint reaches the process as an open of it
+// would have (R6), once per version and handle.
+func (g *guardedReader) fill(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno, bool) {
+	m, rel := g.node.m, g.node.rel()
+	res, errno, st, found := m.readCurrent(rel, dest, off)
+	if !found || st == nil {
+		return res, errno, found
+	}
+	k := keyOf(st)
+	g.mu.Lock()
+	seen := g.key == k
+	g.mu.Unlock()
+	if seen {
+		return res, errno, true
+	}
+	if t, l := m.target(rel, st); t.LabelTaint != 0 {
+		if _, gerr := m.gate(ctx, nil, policy.OpRead, rel, t, l); gerr != 0 {
+			return nil, gerr, true
+		}
+	}
+	g.mu.Lock()
+	g.key = k
+	g.mu.Unlock()
+	return res, errno, true
 }

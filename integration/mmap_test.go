@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -135,5 +136,55 @@ print(seen, reads)
 	t.Logf("owner (old version seen, reads): %s; web: %s", strings.TrimSpace(owner.Stdout), web)
 	if f := strings.Fields(owner.Stdout); len(f) != 2 || f[0] != "0" {
 		bugf(t, "after the owner's commit, readers read the previous (poisoned) version through MEMORY.md (%s of reads)", owner.Stdout)
+	}
+}
+
+// A reader whose map shows a version committed after it opened the file
+// takes that version's taint, as an open of it would. The reader (a USER
+// session) maps MEMORY.md; then another USER session that read .env
+// (SECRET_RISK, which does not block memory writes) rewrites MEMORY.md, so
+// that the new version carries SECRET_RISK; the reader then reads the new
+// version through its old map. Its session must now carry SECRET_RISK.
+func TestMmapNewVersionCarriesItsTaint(t *testing.T) {
+	e := newEnv(t, map[string]string{
+		"MEMORY.md": "v1: the owner's notes\n" + strings.Repeat("line\n", 2000),
+		".env":      "TOKEN=s3cr3t\n",
+	}).Mount()
+	var wg sync.WaitGroup
+	var reader Result
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		reader = e.ShT("USER", "mapreader", `"$PY" -c '
+import mmap, os, time
+fd = os.open("MEMORY.md", os.O_RDONLY)
+m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+print("opened", m[:2].decode())
+open("ready", "w").close()
+end = time.time() + 20
+while not os.path.exists("go") and time.time() < end:
+    time.sleep(0.02)
+print("then", m[:2].decode())
+'`)
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for !e.Exists("ready") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	expectOK(t, "a session that read .env rewrites MEMORY.md", e.ShT("USER", "secretwriter", `cat .env >/dev/null && "$PY" -c '
+with open("MEMORY.md", "r+b") as f:
+    f.write(b"v2")
+'`))
+	expectOK(t, "go", e.Owner("touch go"))
+	wg.Wait()
+	if !strings.Contains(reader.Stdout, "opened v1") || !strings.Contains(reader.Stdout, "then v2") {
+		t.Fatalf("want the reader to map v1 and then read v2 through its map: %s", reader)
+	}
+	s := e.sessionList(t)
+	if !slices.Contains(s["secretwriter"].Taint, "SECRET_RISK") {
+		t.Fatalf("the writer is not SECRET_RISK (the test's premise): %+v", s["secretwriter"])
+	}
+	if !slices.Contains(s["mapreader"].Taint, "SECRET_RISK") {
+		bugf(t, "the reader read the SECRET_RISK version through its map and was not tainted: %+v", s["mapreader"])
 	}
 }
