@@ -312,17 +312,26 @@ func (l *Log) syncBlobDirs(late bool) error {
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		// Whatever failed is flushed again with the next batch.
-		l.dirsMu.Lock()
-		for d := range dirs {
-			l.blobDirs[d] = true
-		}
-		for f := range files {
-			l.blobFiles[f] = true
-		}
-		l.dirsMu.Unlock()
+		l.requeue(files, dirs, false) // flushed again with the next batch
 	}
 	return errors.Join(errs...)
+}
+
+// requeue puts blob files and directories whose flush failed back among
+// those waiting for one: the next batch's, or (late) the next checkpoint's.
+func (l *Log) requeue(files, dirs map[string]bool, late bool) {
+	l.dirsMu.Lock()
+	defer l.dirsMu.Unlock()
+	fq, dq := l.blobFiles, l.blobDirs
+	if late {
+		fq, dq = l.lateFiles, l.lateDirs
+	}
+	for f := range files {
+		fq[f] = true
+	}
+	for d := range dirs {
+		dq[d] = true
+	}
 }
 
 // syncLateBlobs flushes the blob files written since the last checkpoint
@@ -347,14 +356,7 @@ func (l *Log) syncLateBlobs() error {
 		d.Close()
 	}
 	if err != nil {
-		l.dirsMu.Lock()
-		for f := range files {
-			l.lateFiles[f] = true
-		}
-		for f := range dirs {
-			l.lateDirs[f] = true
-		}
-		l.dirsMu.Unlock()
+		l.requeue(files, dirs, true)
 		return err
 	}
 	return l.syncBlobDirs(false)

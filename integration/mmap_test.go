@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -49,18 +50,7 @@ os.close(fd)
 print("maps", maps, "map shows", "|".join(sorted(mapped)))
 '`)
 	}()
-	owner := e.OwnerT(`"$PY" -c '
-import time
-end = time.time() + 3.5
-seen = 0
-reads = 0
-while time.time() < end:
-    with open("MEMORY.md", "rb") as f:
-        if f.read(8) == b"POISONED":
-            seen += 1
-    reads += 1
-print(seen, reads)
-'`)
+	owner := ownerReadsFor(e, 3.5, "POISONED")
 	wg.Wait()
 	t.Logf("owner (staged seen, reads): %s; web: %s", strings.TrimSpace(owner.Stdout), strings.TrimSpace(web.Stdout))
 	if owner.Code != 0 {
@@ -86,6 +76,23 @@ print(seen, reads)
 	if !refused {
 		t.Errorf("the tainted session's write was not refused R2-taint; refusals: %+v", e.Denials("MEMORY.md"))
 	}
+}
+
+// ownerReadsFor has the owner read MEMORY.md again and again for secs
+// seconds; it prints how many reads began with prefix, and how many reads
+// there were.
+func ownerReadsFor(e *Env, secs float64, prefix string) Result {
+	return e.OwnerT(fmt.Sprintf(`"$PY" -c '
+import time
+end = time.time() + %g
+seen = reads = 0
+while time.time() < end:
+    with open("MEMORY.md", "rb") as f:
+        if f.read(%d) == b"%s":
+            seen += 1
+    reads += 1
+print(seen, reads)
+'`, secs, len(prefix), prefix))
 }
 
 // The other direction: a process that opened MEMORY.md before the owner
@@ -121,17 +128,7 @@ with open("MEMORY.md", "r+b") as f:
 	if got := e.Read("MEMORY.md"); !strings.HasPrefix(got, "cleaned") {
 		t.Fatalf("the owner's write did not commit: %q", got[:20])
 	}
-	owner := e.OwnerT(`"$PY" -c '
-import time
-end = time.time() + 3
-seen = reads = 0
-while time.time() < end:
-    with open("MEMORY.md", "rb") as f:
-        if f.read(6) == b"POISON":
-            seen += 1
-    reads += 1
-print(seen, reads)
-'`)
+	owner := ownerReadsFor(e, 3, "POISON")
 	wg.Wait()
 	t.Logf("owner (old version seen, reads): %s; web: %s", strings.TrimSpace(owner.Stdout), web)
 	if f := strings.Fields(owner.Stdout); len(f) != 2 || f[0] != "0" {
