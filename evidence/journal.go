@@ -203,6 +203,9 @@ func (l *Log) openJournal(cp Checkpoint) (int, error) {
 			if _, err := readBlob(l.dir, h); err == nil {
 				continue
 			}
+			if _, err := decodeBlob(h, body); err != nil {
+				continue // not the content its hash names: never written
+			}
 			if err := l.writeBlobBody(h, body, true); err != nil {
 				return 0, fmt.Errorf("evidence: journal: blob %s: %w", h, err)
 			}
