@@ -219,7 +219,7 @@ func (l *Log) openJournal(cp Checkpoint) (int, error) {
 	if cp.Size > 0 {
 		_, end, _, err := readEntry(l.idxf, cp.Size-1)
 		if err != nil {
-			return 0, fmt.Errorf("evidence: journal: index: %w", err)
+			return 0, nil // damage below the checkpoint: recover refuses it and says what
 		}
 		cpEnd = end
 	}

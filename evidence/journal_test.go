@@ -102,3 +102,16 @@ func TestJournalStaleFramesIgnored(t *testing.T) {
 		t.Fatalf("a torn frame was read: %+v", frames)
 	}
 }
+
+// An index cut below the signed checkpoint is damage, reported as such
+// (not as a journal error) whether or not the journal has frames.
+func TestJournalDoesNotHideDamage(t *testing.T) {
+	d := newState(t)
+	appendN(t, d, 3)
+	if err := os.Truncate(filepath.Join(evDir(d), indexName), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(d); err == nil || !strings.Contains(err.Error(), "below its signed checkpoint") {
+		t.Fatalf("Open: %v, want the damage named", err)
+	}
+}
