@@ -678,14 +678,14 @@ func (l *Log) commit(batch []*appendReq) {
 		l.logEnd = end
 		l.hashes.n += int64(len(l.hashes.pending))
 		l.hashes.pending = l.hashes.pending[:0]
-		// The records are durable (the log is flushed): answer now. The
-		// index, the hashes and the checkpoint follow lazily
-		// (checkpointIfDue): a crash before they are durable loses none of
-		// the records, since recovery keeps every whole record past the
-		// checkpoint, rebuilds the index and hashes from the log and signs
-		// a new checkpoint. A flush barrier (a reader) gets them at once.
-		// Taking those flushes off the appenders' path is what keeps a
-		// guarded commit to one round of flushes.
+		// The records and their content are durable (the journal frame
+		// is flushed): answer now. The log, the index, the hashes, the
+		// blob files and the checkpoint follow lazily (checkpointIfDue): a
+		// crash before they are durable loses none of the records, since
+		// Open rebuilds the log past the checkpoint from the journal and
+		// the index and hashes from the log, and signs a new checkpoint. A
+		// flush barrier (a reader) gets them at once. Taking those flushes
+		// off the appenders' path is what keeps a guarded commit to one.
 		l.jpos += int64(len(frame))
 		for _, r := range accepted {
 			r.err <- nil
