@@ -182,6 +182,14 @@ func (t *aliasTable) collect() {
 // it frees that inode's blocks (a hundred microseconds and more) — work the
 // committing process need not wait for.
 func closeLater(f *os.File) {
+	closerOnce.Do(func() {
+		closing = make(chan *os.File, 256)
+		go func() {
+			for f := range closing {
+				f.Close()
+			}
+		}()
+	})
 	select {
 	case closing <- f:
 	default:
@@ -189,15 +197,10 @@ func closeLater(f *os.File) {
 	}
 }
 
-var closing = func() chan *os.File {
-	c := make(chan *os.File, 256)
-	go func() {
-		for f := range c {
-			f.Close()
-		}
-	}()
-	return c
-}()
+var (
+	closerOnce sync.Once
+	closing    chan *os.File
+)
 
 // loopbackAttr is Node.stableAttr without a node: go-fuse's loopback
 // identity of st relative to the backing directory's device.

@@ -12,7 +12,8 @@ import (
 // A guarded file opened for writing is a staging handle with direct I/O:
 // every read and write reaches the daemon, and the kernel refuses a shared
 // map of it (ENODEV), so nothing can change a guarded file through a map
-// behind the commit's decision. A guarded file opened read-only is served
+// behind the commit's decision. A private map of it is filled with the
+// committed version, never the staged one (pagefill.go). A guarded file opened read-only is served
 // through the page cache instead, so that programs that map files to read
 // them (MAP_SHARED, PROT_READ) work. Its pages never outlive the opens
 // that read them: the open drops what an earlier one left (no

@@ -27,7 +27,13 @@ import (
 // the owner's reads).
 //
 // So a read that fills the page cache is answered, on a staging handle,
-// with the file's committed content: what every reader is served.
+// with the file's committed content: what every reader is served. The
+// kernel marks the reads a process makes with read(2) on a direct-I/O file
+// with its lock owner (FUSE_READ_LOCKOWNER); the reads that fill pages
+// (faults, readahead) carry none. rawFS passes that distinction to the
+// handle. Should a kernel ever mark none, a writer would read the
+// committed version through its own handle too: less convenient, never a
+// leak.
 //
 // The same holds the other way round for a reader's handle, which reads
 // the version that was current when it was opened: its page fills would
@@ -40,13 +46,8 @@ import (
 // the current version; a reader that opened before a commit reads the new
 // version's pages after it, as with any file rewritten in place. Its
 // O_DIRECT reads (marked with the lock owner) keep reading the version it
-// opened. The
-// kernel marks the reads a process makes with read(2) on a direct-I/O file
-// with its lock owner (FUSE_READ_LOCKOWNER); the reads that fill pages
-// (faults, readahead) carry none. rawFS passes that distinction to the
-// handle. Should a kernel ever mark none, a writer would read the
-// committed version through its own handle too: less convenient, never a
-// leak.
+// opened. A process that reads a newer version through a fill takes its
+// taint (guardedReader.fill).
 
 // rawFS is go-fuse's node bridge with the page-fill mark on reads.
 type rawFS struct{ fuse.RawFileSystem }
