@@ -224,6 +224,11 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 // record, and only then is the journal removed. A crash anywhere leaves a
 // journal that the next mount finishes.
 func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) error {
+	// The contents the steps name (kept by GuardedState, or by the
+	// versions being restored) are durable before the journal naming them.
+	if err := m.FlushLog(); err != nil {
+		return fmt.Errorf("cannot make the contents to restore durable: %w", err)
+	}
 	if err := snapshot.WriteJournal(stateDir, j); err != nil {
 		return fmt.Errorf("cannot write the restore journal: %w", err)
 	}

@@ -27,7 +27,9 @@ func blobPath(dir, hash string) string {
 func (l *Log) blobPath(hash string) string { return blobPath(l.dir, hash) }
 
 // PutBlob stores data and returns its hex SHA-256. Storing the same
-// content twice is a no-op.
+// content twice is a no-op. The content is durable no later than the
+// first record naming it; content no record names yet is durable once a
+// Flush returns (a restore journal that names it flushes first).
 func (l *Log) PutBlob(data []byte) (string, error) {
 	if len(data) <= journalBlobMax {
 		return l.putBlobMem(data), nil
@@ -128,13 +130,16 @@ func (l *Log) materialize(journaled map[string][]byte) {
 	}
 }
 
-// retryMaterialize writes the journaled blobs an earlier materialize could
-// not; called before a checkpoint (which ends the journal's copy).
-func (l *Log) retryMaterialize() error {
+// writeMemBlobs writes blobs held in memory as blob files, flushed with
+// the next checkpoint: those a durable frame carries that materialize
+// could not write (journaledOnly: before a checkpoint ends the journal's
+// copy), or all of them (a reader's flush or Close: content no record
+// names yet must be in the store all the same).
+func (l *Log) writeMemBlobs(journaledOnly bool) error {
 	l.dirsMu.Lock()
 	left := map[string][]byte{}
 	for h, b := range l.memBlobs {
-		if b.journaled {
+		if b.journaled || !journaledOnly {
 			left[h] = b.body
 		}
 	}
@@ -296,7 +301,9 @@ func (l *Log) syncBlobDirs(late bool) error {
 	var mu sync.Mutex
 	flush := func(p string, sync func(string) error) {
 		defer wg.Done()
-		if err := sync(p); err != nil {
+		// A file or directory gone since it was queued was removed by
+		// aerfs gc, after its record: nothing left to flush.
+		if err := sync(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()

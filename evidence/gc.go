@@ -54,6 +54,12 @@ func (l *Log) Prune(r *Record, hashes []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The gc record and every record before it are checkpointed before a
+	// blob goes: recovery never reads a record past the checkpoint whose
+	// blob is gone (it would take it for one a crash cut short).
+	if err := l.Flush(); err != nil {
+		return id, err
+	}
 	l.dirsMu.Lock()
 	defer l.dirsMu.Unlock()
 	dirs := map[string]bool{}
@@ -65,6 +71,7 @@ func (l *Log) Prune(r *Record, hashes []string) (string, error) {
 			continue
 		}
 		delete(l.blobFiles, p)
+		delete(l.lateFiles, p)
 		dirs[filepath.Dir(p)] = true
 	}
 	for d := range dirs {

@@ -19,7 +19,7 @@ import (
 // A guarded commit waits for exactly one flush: its records and the
 // content they name are written together as one frame of evidence/journal
 // and that one file is flushed (fdatasync, within space allocated
-// beforehand, so that no metadata rides along). The log, its index and
+// beforehand, so that the file's size never changes with a frame). The log, its index and
 // stored hashes and the blob files are written at the same time but
 // flushed later, off the appenders' path, before the checkpoint that
 // covers them is signed; after that checkpoint is durable the journal
@@ -49,7 +49,7 @@ const (
 	// larger content is written as a blob file flushed with the batch.
 	journalBlobMax = 1 << 20
 	// journalAlloc: the journal's space is allocated in steps of this
-	// size, so that a frame's flush is of data only.
+	// size, so that a frame's flush never carries a size change.
 	journalAlloc = 4 << 20
 )
 
@@ -280,8 +280,8 @@ func (l *Log) openJournal(cp Checkpoint) (int, error) {
 // writeFrame makes one frame durable at the journal's current end.
 func (l *Log) writeFrame(frame []byte) error {
 	if end := l.jpos + int64(len(frame)); end > l.jalloc {
-		// Allocate ahead when the disk has room (a frame's flush is then
-		// of data only); without it the frame is simply written.
+		// Allocate ahead when the disk has room (a frame's flush then
+		// carries no size change); without it the frame is simply written.
 		alloc := (end/journalAlloc + 1) * journalAlloc
 		if unix.Fallocate(int(l.jf.Fd()), 0, 0, alloc) == nil {
 			l.jalloc = alloc

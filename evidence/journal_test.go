@@ -1,10 +1,13 @@
 package evidence
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -113,5 +116,204 @@ func TestJournalDoesNotHideDamage(t *testing.T) {
 	}
 	if _, err := Open(d); err == nil || !strings.Contains(err.Error(), "below its signed checkpoint") {
 		t.Fatalf("Open: %v, want the damage named", err)
+	}
+}
+
+// noCheckpoint holds checkpoints back until Close: the state a crash
+// leaves while records are only in the journal.
+func noCheckpoint(t *testing.T) {
+	d0, e0 := checkpointDelay, checkpointEvery
+	checkpointDelay, checkpointEvery = time.Hour, time.Hour
+	t.Cleanup(func() { checkpointDelay, checkpointEvery = d0, e0 })
+}
+
+// crashImage copies the state directory's evidence as it is on disk now
+// (what a killed process leaves) and returns the copy's state directory.
+func crashImage(t *testing.T, d string) string {
+	t.Helper()
+	img := t.TempDir()
+	if out, err := exec.Command("cp", "-a", evDir(d), img).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	return img
+}
+
+// failJournal makes the journal's flush fail while *on is set.
+func failJournal(t *testing.T) func(bool) {
+	old := fdatasync
+	t.Cleanup(func() { fdatasync = old })
+	var mu sync.Mutex
+	failing := false
+	fdatasync = func(f *os.File) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing && filepath.Base(f.Name()) == journalName {
+			return syscall.EIO
+		}
+		return f.Sync()
+	}
+	return func(b bool) { mu.Lock(); failing = b; mu.Unlock() }
+}
+
+// aerfs gc prunes a blob whose file was written from the journal and
+// waits for the checkpoint's flush: the log keeps working (a removed blob
+// file is not an error to flush).
+func TestJournalPruneOfAFreshBlob(t *testing.T) {
+	noCheckpoint(t)
+	d := newState(t)
+	l := openLog(t, d)
+	defer l.Close()
+	h, _ := l.PutBlob([]byte("old version of MEMORY.md\n"))
+	r := sampleRecord(1)
+	r.Type, r.Payload = TypeWrite, &Payload{NewHash: h}
+	if _, err := l.Append(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Prune(sampleRecord(2), []string{h}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatalf("flush after gc: %v", err)
+	}
+	for i := 3; i < 6; i++ {
+		if _, err := l.Append(sampleRecord(i)); err != nil {
+			t.Fatalf("append after gc: %v", err)
+		}
+	}
+}
+
+// gc prunes the previous version that the newest write record (not yet
+// checkpointed) names, and the process dies: no acknowledged record is
+// lost at the next open.
+func TestJournalPruneThenCrashKeepsAcknowledged(t *testing.T) {
+	noCheckpoint(t)
+	d := newState(t)
+	l := openLog(t, d)
+	x, _ := l.PutBlob([]byte("version 1\n"))
+	r := sampleRecord(1)
+	r.Type, r.Payload = TypeWrite, &Payload{NewHash: x}
+	if _, err := l.Append(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	y, _ := l.PutBlob([]byte("version 2\n"))
+	r = sampleRecord(2)
+	r.Type, r.Payload = TypeWrite, &Payload{OldHash: x, NewHash: y}
+	if _, err := l.Append(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Prune(sampleRecord(3), []string{x}); err != nil {
+		t.Fatal(err)
+	}
+	n := l.Size()
+	img := crashImage(t, d)
+	l.Close()
+	l2 := openLog(t, img)
+	defer l2.Close()
+	if l2.Size() < n {
+		t.Fatalf("acknowledged %d records, %d after the crash", n, l2.Size())
+	}
+	if _, err := VerifyState(img, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A batch whose journal flush failed never survives: not after the heal
+// (a crash right after it), not after a Close with the log still broken.
+func TestJournalFailedFrameNeverSurvives(t *testing.T) {
+	t.Run("crash right after the heal's checkpoint", func(t *testing.T) {
+		noCheckpoint(t)
+		fail := failJournal(t)
+		d := newState(t)
+		// The crash image is taken when the heal's checkpoint is flushed,
+		// before anything is written after it, with that checkpoint in
+		// place.
+		oldSync := syncFile
+		t.Cleanup(func() { syncFile = oldSync })
+		var mu sync.Mutex
+		armed, img := false, ""
+		syncFile = func(f *os.File) error {
+			err := f.Sync()
+			mu.Lock()
+			defer mu.Unlock()
+			if armed && strings.HasPrefix(filepath.Base(f.Name()), "."+checkpointName+".tmp") {
+				armed = false
+				img = crashImage(t, d)
+				ev := filepath.Join(img, dirName)
+				os.Rename(filepath.Join(ev, filepath.Base(f.Name())), filepath.Join(ev, checkpointName))
+			}
+			return err
+		}
+		l := openLog(t, d)
+		defer l.Close()
+		if _, err := l.Append(sampleRecord(1)); err != nil {
+			t.Fatal(err)
+		}
+		fail(true)
+		if _, err := l.Append(sampleRecord(2)); err == nil {
+			t.Fatal("an append whose journal flush failed was acknowledged")
+		}
+		n := l.Size()
+		fail(false)
+		mu.Lock()
+		armed = true
+		mu.Unlock()
+		l.Flush() // heals
+		if img == "" {
+			t.Fatal("the heal signed no checkpoint")
+		}
+		l2 := openLog(t, img)
+		defer l2.Close()
+		if l2.Size() != n {
+			t.Fatalf("%d records after the crash, %d acknowledged: the failed batch came back", l2.Size(), n)
+		}
+	})
+	t.Run("close", func(t *testing.T) {
+		fail := failJournal(t)
+		d := newState(t)
+		l := openLog(t, d)
+		if _, err := l.Append(sampleRecord(1)); err != nil {
+			t.Fatal(err)
+		}
+		fail(true)
+		if _, err := l.Append(sampleRecord(2)); err == nil {
+			t.Fatal("an append whose journal flush failed was acknowledged")
+		}
+		fail(false)
+		if err := l.Close(); err != nil {
+			t.Fatalf("close heals the log: %v", err)
+		}
+		var pids []int
+		heals := 0
+		ReadAll(d, func(_ int64, _ string, r *Record) error {
+			if r.Type == TypeRecovery && r.Meta.Op == "heal" {
+				heals++
+			} else {
+				pids = append(pids, r.Meta.Pid)
+			}
+			return nil
+		})
+		if fmt.Sprint(pids) != "[101]" || heals != 1 {
+			t.Fatalf("records %v, %d heal records: want only the acknowledged one and the heal", pids, heals)
+		}
+	})
+}
+
+// Content no record names yet is in the store once a Flush returns (a
+// restore journal names such content): a process crash after it keeps it.
+func TestJournalFlushStoresUnnamedContent(t *testing.T) {
+	d := newState(t)
+	l := openLog(t, d)
+	defer l.Close()
+	h, _ := l.PutBlob([]byte("the content before a restore\n"))
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openLog(t, crashImage(t, d))
+	defer l2.Close()
+	if b, err := l2.Blob(h); err != nil || string(b) != "the content before a restore\n" {
+		t.Fatalf("content stored and flushed is gone after a crash: %q %v", b, err)
 	}
 }

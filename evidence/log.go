@@ -42,8 +42,11 @@ type Log struct {
 	reqs   chan *appendReq
 	done   chan struct{}
 
-	mu     sync.Mutex // guards the fields below; written by the committer
-	n      int64      // records durable and checkpointed
+	mu sync.Mutex // guards the fields below; written by the committer
+	n  int64      // records durable and checkpointed
+	// acked: records acknowledged to a caller (or found at open). Only a
+	// successful batch moves it; a heal must find exactly these.
+	acked  int64
 	logEnd int64
 	hashes hashFile
 	ids    map[[32]byte]int64
@@ -187,6 +190,7 @@ func Open(stateDir string) (*Log, error) {
 			return nil, err
 		}
 	}
+	l.acked = l.n
 	l.lastCP = time.Now() // verified (or signed) just now
 	l.reqs = make(chan *appendReq, maxBatch)
 	l.done = make(chan struct{})
@@ -376,16 +380,17 @@ func (l *Log) heal() error {
 	if err != nil {
 		return fail(err)
 	}
-	n := l.n
 	if _, err := l.recover(cp); err != nil {
 		return fail(err)
 	}
-	if l.n != n {
+	if l.n != l.acked {
 		// Acknowledged records are whole lines below logEnd; anything
-		// else means the files are not what this process wrote.
-		return fail(fmt.Errorf("evidence: heal found %d records, expected %d", l.n, n))
+		// else means the files are not what this process wrote. (An
+		// earlier attempt's recover may have lowered l.n: compare with
+		// what was acknowledged, which only a batch moves.)
+		return fail(fmt.Errorf("evidence: heal found %d records, expected %d", l.n, l.acked))
 	}
-	if err := l.retryMaterialize(); err != nil {
+	if err := l.writeMemBlobs(true); err != nil {
 		return fail(err)
 	}
 	if err := errors.Join(syncFile(l.idxf), syncFile(l.hashf), l.syncBlobDirs(true)); err != nil {
@@ -508,7 +513,7 @@ func (l *Log) checkpointIfDue(now bool) {
 	if !now && time.Since(l.lastCP) < checkpointEvery {
 		return
 	}
-	if err := l.retryMaterialize(); err != nil {
+	if err := l.writeMemBlobs(true); err != nil {
 		l.broken = fmt.Errorf("evidence: blob not written, healed with the next append: %w", err)
 		return
 	}
@@ -624,17 +629,12 @@ func (l *Log) commit(batch []*appendReq) {
 		// a reader of the state directory may want them), and the
 		// records acknowledged so far checkpointed.
 		if len(barriers) > 0 {
-			for h, body := range l.takePending() {
-				if err := l.writeBlobBody(h, body, false); err != nil {
-					l.broken = fmt.Errorf("evidence: blob not written, healed with the next append: %w", err)
-					return
-				}
-				l.dirsMu.Lock()
-				delete(l.memBlobs, h)
-				l.dirsMu.Unlock()
+			if err := l.writeMemBlobs(false); err != nil {
+				l.broken = fmt.Errorf("evidence: blob not written, healed with the next append: %w", err)
+				return
 			}
 		}
-		if err := l.syncBlobDirs(false); err != nil {
+		if err := l.syncBlobDirs(len(barriers) > 0); err != nil {
 			l.broken = fmt.Errorf("evidence: blob directory not synced, healed with the next append: %w", err)
 			return
 		}
@@ -675,6 +675,7 @@ func (l *Log) commit(batch []*appendReq) {
 			}
 		}
 		l.n = n
+		l.acked = n
 		l.logEnd = end
 		l.hashes.n += int64(len(l.hashes.pending))
 		l.hashes.pending = l.hashes.pending[:0]
@@ -821,14 +822,28 @@ func (l *Log) Close() error {
 	close(l.reqs)
 	l.sendMu.Unlock()
 	<-l.done
+	var errs []error
+	l.mu.Lock()
+	broken := l.broken != nil
+	l.mu.Unlock()
+	if broken {
+		// A batch failed and nothing healed the log since: heal now (and
+		// record it), so that the failed batch does not survive in the
+		// journal or the log; a log that cannot heal is at least cut back
+		// to what was acknowledged.
+		l.commit(nil)
+		l.mu.Lock()
+		if l.broken != nil {
+			errs = append(errs, l.broken, l.cutJournal(), l.logf.Truncate(l.logEnd))
+		} else {
+			l.checkpointIfDue(true)
+		}
+		l.mu.Unlock()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Blobs stored after the last batch (no record names them yet).
-	var errs []error
-	for h, body := range l.takePending() {
-		errs = append(errs, l.writeBlobBody(h, body, true))
-	}
-	errs = append(errs, l.retryMaterialize(), l.syncBlobDirs(true), l.closeFiles())
+	errs = append(errs, l.writeMemBlobs(false), l.syncBlobDirs(true), l.closeFiles())
 	return errors.Join(errs...)
 }
 
