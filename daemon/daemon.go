@@ -81,6 +81,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if m := FindMount(ws); m != nil && m.Mountpoint == ws {
 		return fmt.Errorf("%s is already mounted (state %s)", ws, m.StateDir)
 	}
+	if err := CheckStateEntries(o.StateDir); err != nil {
+		return err
+	}
 	// A root daemon serves a workspace only from the evidence log it was
 	// pinned to (pin.go), before it reads anything else of the state.
 	if os.Geteuid() == 0 && !o.NewState {

@@ -78,6 +78,19 @@ func checkPin(ws, stateDir string) error {
 	if err != nil || p == nil {
 		return err
 	}
+	// The first root mount made the state directory root's
+	// (claimStateDir): one the owner made since is not it, whatever it
+	// holds (a copy of the policy, a link to the genuine evidence).
+	var st syscall.Stat_t
+	if err := syscall.Lstat(stateDir, &st); err != nil {
+		return err
+	}
+	if st.Uid != 0 {
+		return fmt.Errorf("%w: %s is not root's, and %s was pinned at its first root mount to the state directory root took over then (%s, pinned %s); "+
+			"the state directory may have been replaced. If the old state directory was moved, mount with --state at its new place; "+
+			"to start a new log for this workspace on purpose: sudo aerfs mount --new-state --state %s %s",
+			ErrStateReplaced, stateDir, ws, p.StateDir, p.Pinned, stateDir, ws)
+	}
 	// The signing key must belong to the public key: a copy of the
 	// pinned public key (aerfs key prints it) does not make a log.
 	key, kerr := evidence.KeyPair(stateDir)

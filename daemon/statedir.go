@@ -48,6 +48,45 @@ const (
 	StateOwners  = "owner"  // the owner's (rootless): sessions kept out by confinement
 )
 
+// CheckStateEntries refuses, for a daemon running as root, a state
+// directory in which root would follow a symbolic link: the directory
+// itself, or any entry in it or in its evidence directory (the control
+// socket's link, which a root daemon makes itself, aside). The owner can
+// put links there before the first root mount, or in a substitute: root
+// would then read the policy from, append its log to, or take the
+// evidence of wherever they point. Called before anything in the state
+// directory is opened.
+func CheckStateEntries(stateDir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Lstat(stateDir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("state directory %s is not a directory (a root daemon does not follow a symbolic link there)", stateDir)
+	}
+	for _, dir := range []string{stateDir, filepath.Join(stateDir, "evidence")} {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) && dir != stateDir {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Type()&fs.ModeSymlink == 0 || dir == stateDir && e.Name() == SocketName {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			target, _ := os.Readlink(p)
+			return fmt.Errorf("%s is a symbolic link (to %s); a root daemon does not follow links in its state directory: remove it, or move the real file there", p, target)
+		}
+	}
+	return nil
+}
+
 // claimStateDir makes the state directory the root daemon's: it and
 // everything in it owned by root, the directory mode 0700, and no file in
 // it writable by group or others (a hard link made elsewhere earlier

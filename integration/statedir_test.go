@@ -254,6 +254,8 @@ func TestStateDirSubstitutionRefused(t *testing.T) {
 		t.Errorf("a fresh state mounted without --new-state: %s", r)
 		s.State = fresh
 		s.Unmount()
+	} else if !strings.Contains(r.Stderr, "another evidence log") || !strings.Contains(r.Stderr, "--new-state") {
+		t.Errorf("the refusal of a fresh state does not say why and how: %s", r)
 	}
 	expectOK(t, "mount --new-state", s.Aerfs("mount", "--new-state", "--state", fresh, s.WS))
 	s.State = fresh
@@ -267,4 +269,47 @@ func TestStateDirSubstitutionRefused(t *testing.T) {
 		t.Errorf("the new log's mount record does not say it replaced a pinned log")
 	}
 	s.Unmount()
+}
+
+// The owner builds a substitute state directory around the genuine log:
+// its own policy (MEMORY.md no longer memory), a symbolic link to the
+// genuine evidence (so the key checks out), and the daemon's log linked to
+// a file of the owner's choosing. A root mount must refuse it before it
+// reads the policy or opens the log, and root must create nothing through
+// the link. Before this, the mount succeeded, a WEB session appended to
+// MEMORY.md, and root created the linked file.
+func TestStateDirLinkedSubstituteRefused(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"MEMORY.md": "# memory\n"})
+	s.Unmount()
+	victim := filepath.Join(t.TempDir(), "made-by-root")
+	genuine := s.State + ".g"
+	t.Cleanup(func() { os.RemoveAll(genuine) })
+	sub := s.asOwner("sh", "-c", `mv "$STATE" "$STATE.g" && mkdir -m 700 "$STATE" && `+
+		`printf 'version: 1\n' > "$STATE/aerfs.yaml" && ln -s "$STATE.g/evidence" "$STATE/evidence" && `+
+		`ln -s `+victim+` "$STATE/daemon.log" && ln -s `+victim+` "$STATE/daemon.stderr"`)
+	if sub.Code != 0 {
+		t.Fatalf("the owner's substitution: %s", sub)
+	}
+	r := s.Aerfs("mount", "--state", s.State, s.WS)
+	if r.Code == 0 {
+		s.Unmount()
+		t.Fatalf("a root mount adopted a substitute linking to the genuine evidence: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "symbolic link") {
+		t.Errorf("the refusal does not say why: %s", r)
+	}
+	if _, err := os.Lstat(victim); err == nil {
+		t.Errorf("root created %s through the substitute's link", victim)
+	}
+	// Without the links, the owner's own directory is still not the one
+	// root took over at the first mount.
+	expectOK(t, "the owner removes the links", s.asOwner("sh", "-c", `rm "$STATE/daemon.log" "$STATE/daemon.stderr" "$STATE/evidence" && cp -r "$STATE.g/evidence" "$STATE/evidence" 2>/dev/null; mkdir -p "$STATE/evidence"`))
+	r = s.Aerfs("mount", "--state", s.State, s.WS)
+	if r.Code == 0 {
+		s.Unmount()
+		t.Fatalf("a root mount adopted the owner's substitute: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "is not root's") || !strings.Contains(r.Stderr, "--new-state") {
+		t.Errorf("the refusal does not say why and how: %s", r)
+	}
 }

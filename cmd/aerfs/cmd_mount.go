@@ -75,6 +75,12 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if state, err = filepath.Abs(state); err != nil {
 		return err
 	}
+	// Root follows no link the owner put in the state directory: not to
+	// read the policy, not to append the daemon's log (it would create or
+	// extend any file on the system).
+	if err := daemon.CheckStateEntries(state); err != nil {
+		return fail(exitRefused, "", "%v", err)
+	}
 	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err != nil {
 		return fail(exitNotMounted, "run: aerfs init "+ws+" (or pass the --state DIR it was initialised with)", "%s is not initialised (no policy in %s)", ws, state)
 	}
@@ -195,7 +201,7 @@ func startDaemon(ws, state string, o mountOptions) error {
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stdin = nil
 	cmd.Dir = "/"
-	errf, err := os.OpenFile(filepath.Join(state, "daemon.stderr"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	errf, err := os.OpenFile(filepath.Join(state, "daemon.stderr"), os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}

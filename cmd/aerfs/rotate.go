@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // rotatingFile is the daemon's log file: JSON lines appended to name,
@@ -29,7 +30,7 @@ func openRotating(name string, maxSize int64, keep int) (*rotatingFile, error) {
 }
 
 func (r *rotatingFile) open() error {
-	f, err := os.OpenFile(r.name, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(r.name, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
