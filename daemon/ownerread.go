@@ -68,10 +68,9 @@ func checkReadArgs(args []string) string {
 	if args[0] == "snapshot" && (len(args) < 2 || args[1] != "list") {
 		return "of the snapshot commands only 'snapshot list' reads the state directory"
 	}
+	// Every argument, "--" included: a flag that takes a value takes a
+	// following "--" as its value ("--path -- --state DIR").
 	for _, a := range args {
-		if a == "--" {
-			break
-		}
 		for _, f := range []string{"--state", "--workspace"} {
 			if a == f || strings.HasPrefix(a, f+"=") {
 				return "the daemon reads its own state: leave out " + f
@@ -84,13 +83,20 @@ func checkReadArgs(args []string) string {
 // serveRead answers a "read" request on c, frame by frame.
 func (s *controlServer) serveRead(c *net.UnixConn, p *peer, req Request) {
 	var mu sync.Mutex
+	// No write deadline: the owner's client may stop reading for a while
+	// (a pager); a frame cut short would break the stream. A client that
+	// goes away ends the reader. After a failed write nothing more is sent.
+	var broken error
 	send := func(f ReadFrame) error {
 		b, _ := json.Marshal(f)
 		mu.Lock()
 		defer mu.Unlock()
-		c.SetWriteDeadline(time.Now().Add(writeTimeout))
-		_, err := c.Write(append(b, '\n'))
-		return err
+		if broken != nil {
+			return broken
+		}
+		c.SetWriteDeadline(time.Time{})
+		_, broken = c.Write(append(b, '\n'))
+		return broken
 	}
 	res := s.reg.Resolve(p.pid)
 	if err := p.verify(res); err != nil {
@@ -100,8 +106,11 @@ func (s *controlServer) serveRead(c *net.UnixConn, p *peer, req Request) {
 	}
 	rs := *s
 	rs.caller = res
+	// The record names the command only when it is one: the arguments
+	// are the caller's text, and a refused caller's text must not reach
+	// the log (or, through it, the owner's terminal).
 	what := "read the state directory"
-	if len(req.Args) > 0 {
+	if len(req.Args) > 0 && OwnerReadCommands[req.Args[0]] {
 		what = "aerfs " + req.Args[0]
 	}
 	if _, refusal := rs.ownerChannel(p.pid, what); refusal != nil {

@@ -70,6 +70,25 @@ func TestOwnerReadsThroughTheDaemon(t *testing.T) {
 		t.Errorf("report.html: %v %.200s", err, html)
 	}
 
+	// The daemon's reader does not see the signing key: in its own mount
+	// namespace the key is masked (read here through /proc/PID/root while
+	// an aerfs watch keeps a reader running).
+	watching := make(chan Result, 1)
+	go func() { watching <- s.asOwner("timeout", "-s", "INT", "3", aerfsBin, "watch", "--all") }()
+	keyPath := filepath.Join(s.State, "evidence", "key")
+	var readers []string
+	waitFor(t, "the daemon's reader to start", func() bool {
+		out, _ := exec.Command("pgrep", "-f", "aerfs --state "+s.State).Output()
+		readers = strings.Fields(string(out))
+		return len(readers) > 0
+	})
+	for _, pid := range readers {
+		if b, err := os.ReadFile("/proc/" + pid + "/root" + keyPath); err == nil && len(b) > 0 {
+			t.Errorf("the daemon's reader (pid %s) can read the signing key: %d bytes at %s", pid, len(b), keyPath)
+		}
+	}
+	<-watching
+
 	// A reader that follows the log runs until the owner interrupts it,
 	// and then the daemon's reader ends too.
 	r := s.asOwner("timeout", "-s", "INT", "2", aerfsBin, "watch", "--all")
@@ -104,6 +123,34 @@ func TestOwnerReadsThroughTheDaemon(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no RO-owner refusal recorded for the session's read of the state")
+	}
+	// A session's raw request whose command is text of its choosing is
+	// refused as RO-owner, and that text reaches neither the record nor
+	// the owner's terminal.
+	forged := "log\n2099-01-01 FORGED allow \x1b[31mRED"
+	b, _ := json.Marshal(map[string]any{"op": "read", "args": []string{forged}})
+	r = s.session("USER", "user-inj", `python3 -c 'import socket, sys
+c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(sys.argv[2].encode() + b"\n")
+print(c.makefile().read())' `+daemon.RootSocketPath(s.State)+` '`+string(b)+`'`)
+	if !strings.Contains(r.Stdout, "RO-owner") {
+		t.Errorf("a session's raw read request: want refused RO-owner: %s", r)
+	}
+	found = false
+	for _, le := range s.Log() {
+		m := le.Record.Meta
+		if m.Session != "user-inj" {
+			continue
+		}
+		if strings.Contains(m.Reason, "FORGED") {
+			t.Errorf("the session's text reached the record: %q", m.Reason)
+		}
+		found = found || m.Verdict == "deny" && m.Rule == "RO-owner"
+	}
+	if !found {
+		t.Errorf("no RO-owner refusal recorded for the session's raw request")
+	}
+	if out := s.Aerfs("log", "--state", s.State, "--workspace", s.WS).Stdout; strings.ContainsRune(out, 0x1b) {
+		t.Errorf("aerfs log writes a session's escape sequence raw")
 	}
 
 	// Raw requests the owner's client would never send: the reader is
@@ -150,7 +197,7 @@ print(c.makefile().read())`, sock, string(b))
 	if _, err := os.Stat(planted); err == nil {
 		t.Errorf("the owner's reader wrote %s", planted)
 	}
-	for _, bad := range [][]string{{"log", "--state", "/etc"}, {"restore", "MEMORY.md"}, {"snapshot"}, {"owner-read"}} {
+	for _, bad := range [][]string{{"log", "--state", "/etc"}, {"log", "--path", "--", "--state", "/etc"}, {"restore", "MEMORY.md"}, {"snapshot"}, {"owner-read"}} {
 		if got := raw(bad...); !strings.Contains(got, "read refused") {
 			t.Errorf("raw read %q not refused: %s", bad, got)
 		}

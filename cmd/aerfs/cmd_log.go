@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -188,10 +189,10 @@ func formatRecord(idx int64, r *evidence.Record) string {
 	}
 	fmt.Fprintf(&b, "%6d %s %-13s %-5s %-16s %-11s", idx, ts, r.Type, dash(m.Verdict), dash(m.Rule), dash(r.Principal))
 	if m.Session != "" {
-		fmt.Fprintf(&b, " session=%s", m.Session)
+		fmt.Fprintf(&b, " session=%s", showName(m.Session))
 	}
 	if m.Op != "" {
-		fmt.Fprintf(&b, " %s", m.Op)
+		fmt.Fprintf(&b, " %s", showName(m.Op))
 	}
 	if fp := m.FilePath(); fp != "" {
 		fmt.Fprintf(&b, " %s", showName(fp))
@@ -213,19 +214,21 @@ func formatRecord(idx int64, r *evidence.Record) string {
 			fmt.Fprintf(&b, " new=%.12s", p.NewHash)
 		}
 		if p.Detail != "" {
-			fmt.Fprintf(&b, " [%s]", p.Detail)
+			fmt.Fprintf(&b, " [%s]", showName(p.Detail))
 		}
 	}
 	if m.Verdict == "deny" && m.Reason != "" {
-		fmt.Fprintf(&b, " — %s", m.Reason)
+		fmt.Fprintf(&b, " — %s", showName(m.Reason))
 	}
 	return b.String()
 }
 
-// showName prints a name as it is when it is UTF-8, and Go-quoted (bytes
-// as \xNN) when it is not, so the text log never writes raw invalid bytes.
+// showName prints a name or a text of a record as it is when it is UTF-8
+// without control characters, and Go-quoted otherwise (\xNN, \n, \x1b),
+// so the text log never writes raw bytes a session chose to the owner's
+// terminal: no escape sequences, no line that looks like another record.
 func showName(s string) string {
-	if utf8.ValidString(s) {
+	if utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0 {
 		return s
 	}
 	return strconv.Quote(s)

@@ -3,7 +3,6 @@ package main
 import (
 	"archive/zip"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -291,9 +290,9 @@ func maskPaths(paths []string) error {
 		return fmt.Errorf("private mounts: %w", err)
 	}
 	for _, p := range paths {
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		// Fail closed: a path to hide that is not there now (the state
+		// directory moved away for a moment) could be there again when
+		// the reader reads.
 		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
 			return fmt.Errorf("mask %s: %w", p, err)
 		}
