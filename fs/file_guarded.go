@@ -526,10 +526,13 @@ func (m *Monitor) commitAs(ctx context.Context, res *principal.Resolved, rel str
 			return map[string]string{rel: newHash}
 		},
 		prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
-			oldHash := old[rel]
 			if created {
-				oldHash = "" // this handle's empty placeholder
+				// This handle's empty placeholder is no version: the
+				// record and, should the change not be applied, the
+				// not-applied record say the file was absent.
+				old[rel] = ""
 			}
+			oldHash := old[rel]
 			stagec = make(chan staging, 1)
 			go func() {
 				r, errno := m.stageReplacement(rel, staged, st)

@@ -51,7 +51,10 @@ type txn struct {
 	// absent. Its keys are exactly the guarded paths the change touches.
 	after func(old map[string]string) map[string]string
 	// prepare stores the new content and stages what publish needs, given
-	// the kept contents; it returns the change's records.
+	// the kept contents; it returns the change's records. It may set a
+	// kept content to "" for a path it knows holds no version (a commit's
+	// own empty placeholder): a change not applied then goes back to
+	// absent.
 	prepare func(old map[string]string) ([]*evidence.Record, syscall.Errno)
 	// publish makes the change visible in the backing directory; ids are
 	// the records' ids.

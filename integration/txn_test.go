@@ -397,7 +397,7 @@ func TestTxnRefusedCreateLeavesNoPlaceholder(t *testing.T) {
 // content, the log verifies, and once space is back the next commit works
 // and a remount completes nothing.
 func TestTxnWorkspaceFullRecordedNotApplied(t *testing.T) {
-	e := newEnv(t, map[string]string{"MEMORY.md": "v0\n"})
+	e := newEnv(t, map[string]string{"MEMORY.md": "v0\n", "memory/keep.md": "k\n"})
 	saved := t.TempDir()
 	if out, err := exec.Command("cp", "-a", e.WS+"/.", saved+"/").CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
@@ -449,6 +449,37 @@ except OSError as e:
 	}
 	if r := e.Aerfs("verify", "--state", e.State); r.Code != 0 {
 		t.Errorf("verify --state after a change recorded as not applied: %s", r)
+	}
+	// A guarded file the commit creates: recorded as not applied back to
+	// absent (not to the empty placeholder, which goes at release), so
+	// the remount below finds no drift.
+	r = e.Run("USER", "", "python3", "-c", `
+import sys
+try:
+    with open("memory/new.md", "w") as f:
+        f.write("new\n" * 4096)
+except OSError as e:
+    print(e, file=sys.stderr); sys.exit(3)
+`)
+	if r.Code == 0 {
+		t.Fatalf("a guarded create on a full workspace succeeded: %s", r)
+	}
+	if e.Exists("memory/new.md") {
+		t.Errorf("memory/new.md left behind by a create that was not applied")
+	}
+	notApplied = false
+	for _, le := range e.Log() {
+		rec := le.Record
+		if rec.Type == "restore" && rec.Meta.Op == "not-applied" && rec.Payload != nil && len(rec.Payload.Files) == 1 &&
+			rec.Payload.Files[0].Path == "memory/new.md" {
+			notApplied = rec.Payload.Files[0].Hash == ""
+			if !notApplied {
+				t.Errorf("not-applied create of memory/new.md names %q as the kept version, want absent", rec.Payload.Files[0].Hash)
+			}
+		}
+	}
+	if !notApplied {
+		t.Errorf("no not-applied record of the create of memory/new.md")
 	}
 	expectOK(t, "free the space", e.Owner("rm -f fill fill-small"))
 	if r := commit("v2\n"); r.Code != 0 {
