@@ -291,6 +291,19 @@ func TestAuthorityAttestations(t *testing.T) {
 		return e.Run(principal, session, aerfsBin, "attest", "pay.sh", "--workspace", e.WS)
 	}
 	runs := func() bool { r := e.Owner("./pay.sh"); return r.Code == 0 && strings.Contains(r.Stdout, "paid") }
+	// refused runs pay.sh and says whether it was refused for the act gate
+	// (AU3-exec-none: a new refusal of that rule in the log), not merely
+	// not run.
+	execNone := func() int {
+		n := 0
+		for _, le := range recordsFor(e.Log(), "verdict", "exec", "pay.sh") {
+			if le.Record.Meta.Verdict == "deny" && le.Record.Meta.Rule == "AU3-exec-none" {
+				n++
+			}
+		}
+		return n
+	}
+	refused := func() bool { before := execNone(); return !runs() && execNone() > before }
 
 	expectOK(t, "erp attests", attest("TOOL_AUTH", "erp"))
 	if r := attest("TOOL_AUTH", "erp2"); !strings.Contains(r.Stdout, "AU4-same-domain") {
@@ -302,8 +315,8 @@ func TestAuthorityAttestations(t *testing.T) {
 	if r := attest("TOOL_AUTH", "rando"); r.Code != 4 {
 		bugErrorf(t, "an unregistered attestor counted: %s", r)
 	}
-	if runs() {
-		bugErrorf(t, "pay.sh ran with one domain's attestations (L-c)")
+	if !refused() {
+		bugErrorf(t, "pay.sh was not refused AU3-exec-none with one domain's attestations (L-c)")
 	}
 	expectOK(t, "bank attests", attest("TOOL_AUTH", "bank"))
 	if !runs() {
@@ -333,16 +346,16 @@ func TestAuthorityAttestations(t *testing.T) {
 		}
 	}
 	setK("3")
-	if runs() {
-		bugErrorf(t, "pay.sh ran with two domains after the policy raised k to 3")
+	if !refused() {
+		bugErrorf(t, "pay.sh was not refused AU3-exec-none with two domains after the policy raised k to 3")
 	}
 	setK("2")
 	if !runs() {
 		bugErrorf(t, "pay.sh did not run after the policy set k back to 2: %s", e.Owner("./pay.sh"))
 	}
 	expectOK(t, "WEB changes pay.sh", e.Sh("WEB", "web2", "printf 'echo more\\n' >> pay.sh"))
-	if runs() {
-		bugErrorf(t, "the elevation survived a content change")
+	if !refused() {
+		bugErrorf(t, "pay.sh was not refused AU3-exec-none after a content change: the elevation survived it")
 	}
 	li := e.Log()
 	for _, rule := range []string{"AU4-attest", "AU4-same-domain", "AU4-untrusted", "AU4-unregistered", "AU4-elevated", "AU3-exec-none"} {
