@@ -111,18 +111,7 @@ func TestLogHealsAfterAFailedFlush(t *testing.T) {
 // The records of one change commit together or not at all: a later one
 // may name an earlier one as parent, and a failed flush leaves none.
 func TestAppendAllIsAtomic(t *testing.T) {
-	old := fdatasync
-	t.Cleanup(func() { fdatasync = old })
-	var mu sync.Mutex
-	failing := false
-	fdatasync = func(f *os.File) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing && filepath.Base(f.Name()) == journalName {
-			return syscall.EIO
-		}
-		return f.Sync()
-	}
+	fail := failJournal(t)
 	d := newState(t)
 	l := openLog(t, d)
 	defer l.Close()
@@ -150,15 +139,11 @@ func TestAppendAllIsAtomic(t *testing.T) {
 	if _, err := l.AppendAll(g, h); err == nil {
 		t.Fatal("a group with an unknown parent was accepted")
 	}
-	mu.Lock()
-	failing = true
-	mu.Unlock()
+	fail(true)
 	if _, err := l.AppendAll(sampleRecord(9), sampleRecord(10)); err == nil {
 		t.Fatal("a group whose flush failed was acknowledged")
 	}
-	mu.Lock()
-	failing = false
-	mu.Unlock()
+	fail(false)
 	if _, err := l.Append(sampleRecord(11)); err != nil {
 		t.Fatal(err)
 	}
