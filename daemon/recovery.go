@@ -79,20 +79,28 @@ var recoveryMu sync.Mutex
 // 4096 parents.
 const maxRestoreParents = 4000
 
+// restoreScope is what a restore is about: every guarded file (a snapshot,
+// a time), or exactly the files it names (one file, a contamination
+// scope) — an empty list then means no file at all, never the whole state.
+type restoreScope struct {
+	whole bool
+	paths []string
+}
+
 // restoreTarget works out what the request asks the guarded files to
-// become, as the subset of paths it is about.
-func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, paths []string, reason string, parents []string, err error) {
+// become, and which files that covers.
+func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, scope restoreScope, reason string, parents []string, err error) {
 	switch {
 	case req.ContaminatedBy != "":
 		sc, err := x.ScopeAt(req.ContaminatedBy, req.SourceVersion)
 		if err != nil {
-			return nil, nil, "", nil, err
+			return nil, restoreScope{}, "", nil, err
 		}
 		before := x.StateBefore(sc)
 		target = snapshot.State{}
 		for _, f := range sc.Files {
 			target[f.Path] = before[f.Path]
-			paths = append(paths, f.Path)
+			scope.paths = append(scope.paths, f.Path)
 		}
 		for _, r := range sc.Roots {
 			if len(parents) == maxRestoreParents {
@@ -104,57 +112,61 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 		if req.SourceVersion != "" {
 			what += " at version " + req.SourceVersion
 		}
-		return target, paths, "undo everything downstream of " + what, parents, nil
+		if len(scope.paths) == 0 {
+			return target, scope, "no guarded file was changed downstream of " + what, parents, nil
+		}
+		return target, scope, "undo everything downstream of " + what, parents, nil
 	case req.Snapshot != "":
 		st, snap, err := x.SnapshotState(req.Snapshot)
 		if err != nil {
-			return nil, nil, "", nil, err
+			return nil, restoreScope{}, "", nil, err
 		}
-		return st, nil, "to snapshot " + snap.ID[:12], []string{snap.ID}, nil
+		return st, restoreScope{whole: true}, "to snapshot " + snap.ID[:12], []string{snap.ID}, nil
 	case req.Before != "":
 		t, err := time.Parse(time.RFC3339Nano, req.Before)
 		if err != nil {
-			return nil, nil, "", nil, fmt.Errorf("bad time %q: use RFC 3339", req.Before)
+			return nil, restoreScope{}, "", nil, fmt.Errorf("bad time %q: use RFC 3339", req.Before)
 		}
-		return x.StateAt(t), nil, "to the state before " + t.UTC().Format(time.RFC3339), nil, nil
+		return x.StateAt(t), restoreScope{whole: true}, "to the state before " + t.UTC().Format(time.RFC3339), nil, nil
 	case req.Path != "":
 		hist := x.History(req.Path)
 		if len(hist) == 0 {
-			return nil, nil, "", nil, fmt.Errorf("no versions of %s in the log", req.Path)
+			return nil, restoreScope{}, "", nil, fmt.Errorf("no versions of %s in the log", req.Path)
 		}
 		var v *snapshot.Version
 		if n, err := strconv.Atoi(req.To); err == nil {
 			if n < 1 || n > len(hist) {
-				return nil, nil, "", nil, fmt.Errorf("%s has versions 1 to %d", req.Path, len(hist))
+				return nil, restoreScope{}, "", nil, fmt.Errorf("%s has versions 1 to %d", req.Path, len(hist))
 			}
 			v = &hist[n-1]
 		} else if req.To != "" {
 			for i := range hist {
 				if strings.HasPrefix(hist[i].Record, req.To) {
 					if v != nil {
-						return nil, nil, "", nil, fmt.Errorf("version %q is ambiguous", req.To)
+						return nil, restoreScope{}, "", nil, fmt.Errorf("version %q is ambiguous", req.To)
 					}
 					v = &hist[i]
 				}
 			}
 		}
 		if v == nil {
-			return nil, nil, "", nil, fmt.Errorf("no version %q of %s (aerfs history %s lists them)", req.To, req.Path, req.Path)
+			return nil, restoreScope{}, "", nil, fmt.Errorf("no version %q of %s (aerfs history %s lists them)", req.To, req.Path, req.Path)
 		}
-		return snapshot.State{req.Path: v.Hash}, []string{req.Path}, "restore " + req.Path + " to version " + v.Record[:12], []string{v.Record}, nil
+		return snapshot.State{req.Path: v.Hash}, restoreScope{paths: []string{req.Path}}, "restore " + req.Path + " to version " + v.Record[:12], []string{v.Record}, nil
 	}
-	return nil, nil, "", nil, fmt.Errorf("say what to restore to: FILE --to V, --snapshot, --before or --contaminated-by")
+	return nil, restoreScope{}, "", nil, fmt.Errorf("say what to restore to: FILE --to V, --snapshot, --before or --contaminated-by")
 }
 
-// planRestore is the plan that takes the guarded files on disk to target.
-// With paths, only those files; otherwise every guarded file (those created
-// since are removed).
-func planRestore(cur, target snapshot.State, paths []string) []snapshot.Step {
-	if paths == nil {
+// planRestore is the plan that takes the guarded files on disk to target:
+// for a whole-state restore every guarded file (those created since are
+// removed); otherwise only the files the scope names, and none when it
+// names none.
+func planRestore(cur, target snapshot.State, scope restoreScope) []snapshot.Step {
+	if scope.whole {
 		return snapshot.Plan(cur, target)
 	}
 	c, t := snapshot.State{}, snapshot.State{}
-	for _, p := range paths {
+	for _, p := range scope.paths {
 		if h, ok := cur[p]; ok {
 			c[p] = h
 		}
@@ -193,11 +205,11 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
-	target, paths, reason, parents, err := restoreTarget(x, cur, req)
+	target, scope, reason, parents, err := restoreTarget(x, cur, req)
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "aerfs history FILE, aerfs snapshot list and aerfs scope SOURCE show what there is"}
 	}
-	steps := planRestore(cur, target, paths)
+	steps := planRestore(cur, target, scope)
 	for _, st := range steps {
 		if st.To != "" && !s.m.HasBlob(st.To) {
 			why := "is not in the store"

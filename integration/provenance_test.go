@@ -119,3 +119,38 @@ with open("derived.txt", "w") as f: f.write("d\n")
 	}
 	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
 }
+
+// A source that led to no guarded change has an empty scope, and undoing
+// an empty scope changes nothing: it must never be taken for "the whole
+// state" with an empty target (which removed every guarded file).
+func TestRestoreContaminatedByEmptyScopeChangesNothing(t *testing.T) {
+	e := newEnv(t, map[string]string{
+		"MEMORY.md":              "m0\n",
+		"SOUL.md":                "who I am\n",
+		"skills/helper/SKILL.md": "a skill\n",
+	}).Mount()
+	expectOK(t, "a WEB session writes a note nobody acts on", e.Sh("WEB", "w1", "mkdir -p notes && echo 'nobody acted on this' > notes/harmless.md"))
+	expectOK(t, "the owner changes memory", e.Owner("echo m1 >> MEMORY.md"))
+	scope := e.Aerfs("scope", "notes/harmless.md")
+	expectOK(t, "scope", scope)
+	if strings.Contains(scope.Stdout, "MEMORY.md") || strings.Contains(scope.Stdout, "SOUL.md") {
+		t.Fatalf("scope of a source nobody acted on lists guarded files:\n%s", scope.Stdout)
+	}
+	for _, dry := range []bool{true, false} {
+		args := []string{"restore", "--contaminated-by", "notes/harmless.md"}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		r := e.Aerfs(args...)
+		expectOK(t, strings.Join(args, " "), r)
+		if strings.Contains(r.Stdout, "remove") || !strings.Contains(r.Stdout, "nothing to") {
+			t.Fatalf("%s on an empty scope must plan nothing:\n%s", strings.Join(args, " "), r.Stdout)
+		}
+	}
+	for p, want := range map[string]string{"MEMORY.md": "m0\nm1\n", "SOUL.md": "who I am\n", "skills/helper/SKILL.md": "a skill\n"} {
+		if got := e.Read(p); got != want {
+			t.Fatalf("%s = %q after restoring an empty scope, want %q", p, got, want)
+		}
+	}
+	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+}

@@ -156,6 +156,10 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 		return err
 	}
 	if len(plan.Steps) == 0 {
+		if o.contaminatedBy != "" {
+			fmt.Fprintf(out, "nothing to restore: %s\n", plan.Reason)
+			return nil
+		}
 		fmt.Fprintf(out, "nothing to do: the guarded files are already there (%s)\n", plan.Reason)
 		return nil
 	}
