@@ -50,9 +50,10 @@ const (
 	keyOnDrift    = "on_drift"
 	keySandbox    = "sandbox"
 	keyFirstID    = "identity_first_create"
+	keyNetwork    = "network"
 )
 
-var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID, keyRoots}
+var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID, keyRoots, keyNetwork}
 
 // spec is a parsed but not yet merged policy file. has records which keys
 // the file sets; the others come from the default policy.
@@ -74,6 +75,7 @@ type spec struct {
 	firstID     bool
 	auth        AuthoritySettings // policy/authority_keys.go
 	roots       []rootSpec
+	network     networkSpec // network.go
 }
 
 var (
@@ -202,6 +204,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.authorityKey(key, v, s)
 		case keyRoots:
 			return ps.roots(v, s)
+		case keyNetwork:
+			return ps.network(v, s)
 		}
 		return nil
 	})

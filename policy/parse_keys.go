@@ -263,8 +263,9 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 // when base is nil, then checks what only the whole policy can show.
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	mergeAuthority(s, base)
+	mergeNetwork(s, base)
 	for _, k := range topKeys {
-		if s.has[k] || k == keyRoots || base == nil && (k == keyNamespaces || k == keyBurst) {
+		if s.has[k] || k == keyRoots || k == keyNetwork || base == nil && (k == keyNamespaces || k == keyBurst) {
 			continue
 		}
 		if base == nil {
@@ -301,6 +302,15 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 			return ps.errf(root, "the default policy must set every key", "missing sandbox.writable")
 		}
 		s.sandbox.writable = base.sandbox.writable
+	}
+	if s.has[keySandbox] && s.sandbox.network == "" {
+		if base == nil {
+			return ps.errf(root, "the default policy must set every key", "missing sandbox.network")
+		}
+		s.sandbox.network = base.sandbox.network
+	}
+	if base == nil && !s.network.hasHosts {
+		return ps.errf(root, "the default policy must set every key", "missing network.hosts")
 	}
 	if base == nil {
 		if s.sessions == "" || s.shared == "" || s.burstN == 0 || s.burstWindow == 0 {
@@ -347,6 +357,12 @@ func compile(name string, s *spec) *Policy {
 		auth:        s.auth,
 		writable:    s.sandbox.writable,
 		privateTmp:  s.sandbox.privateTmp,
+
+		hosts:        s.network.hosts,
+		secretEgress: s.network.secretEgress,
+	}
+	if s.sandbox.network == "open" {
+		p.netMode = NetworkOpen
 	}
 	defer compileRoots(p, s)
 	for c := Identity; c < numClasses; c++ {
@@ -396,6 +412,7 @@ func (ps *parser) onDrift(n *yaml.Node, s *spec) error {
 type sandboxSpec struct {
 	writable   []string // absolute, or "~" and "~/…" for the owner's home
 	privateTmp bool
+	network    string // proxy or open; "" when the file does not say
 }
 
 func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
@@ -411,9 +428,10 @@ func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
 			if err != nil {
 				return err
 			}
-			if net != "open" {
-				return ps.errf(v, "this aerfs leaves the network open to sessions: write network: open or leave the key out", "unknown sandbox.network %q", net)
+			if net != "proxy" && net != "open" {
+				return ps.errf(v, "write network: proxy (a session's only way out is aerfs's proxy) or network: open (the host's network, unrecorded)", "unknown sandbox.network %q", net)
 			}
+			s.sandbox.network = net
 			return nil
 		}
 		items, err := ps.list(v, "sandbox.writable")

@@ -34,6 +34,11 @@ type Policy struct {
 	privateTmp  bool
 	roots       []Root // further guarded roots (roots.go)
 
+	// The network of confined sessions (network.go).
+	netMode      NetworkMode
+	hosts        []HostRule
+	secretEgress bool
+
 	classPatterns [numClasses][]string // as written, for Patterns
 
 	auth AuthoritySettings // attestors, elevation, agent_scripts (authority_keys.go)
