@@ -108,6 +108,15 @@ func (s *controlServer) confined(pid int, req Request) *Response {
 	if sc == nil || sc.planned == "off" || sc.reported {
 		return &Response{Error: fmt.Sprintf("session %s: the confinement is reported once, by the process that registered it confined", res.Session.ID)}
 	}
+	if len(s.files) > 0 || len(req.Listeners) > 0 {
+		// The proxy's listening sockets, from inside the session's
+		// network namespace (netproxy.go).
+		if err := s.shared.nets.attach(res, req.Listeners, s.files); err != nil {
+			s.log.Warn().Err(err).Str("session", res.Session.ID).Msg("session network: listeners refused")
+			return &Response{Error: "session " + res.Session.ID + ": the proxy's listeners were refused: " + err.Error(),
+				Hint: "run it with --sandbox=off, or set sandbox.network: open in the policy, if this kernel cannot give sessions a network namespace"}
+		}
+	}
 	sc.reported = true
 	sc.summary = rep.Summary()
 	s.log.Info().Str("session", res.Session.ID).Int("pid", pid).Str("confinement", sc.summary).Msg("session confined")
@@ -149,7 +158,7 @@ func kernelView(pid int) string {
 		}
 	}
 	var own []string
-	for _, ns := range []string{"user", "mnt"} {
+	for _, ns := range []string{"user", "mnt", "net"} {
 		mine, err1 := os.Readlink("/proc/self/ns/" + ns)
 		theirs, err2 := os.Readlink(base + "/ns/" + ns)
 		if err1 == nil && err2 == nil && mine != theirs {

@@ -258,7 +258,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		server.Unmount()
 		return fmt.Errorf("control socket: %w", err)
 	}
-	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, status: func() Status {
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, rec: rec, status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			StateMode: stateMode, Socket: sockPath,
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
@@ -278,6 +278,20 @@ func Run(ctx context.Context, o Options) (err error) {
 	defer removeSocket(o.StateDir, sockPath)
 	defer srv.close()
 	go srv.serve()
+	go func() {
+		// A session's proxy lives as long as a process is in its
+		// network namespace.
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				srv.shared.nets.reap()
+			}
+		}
+	}()
 
 	if err := server.WaitMount(); err != nil {
 		return err

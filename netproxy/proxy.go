@@ -31,6 +31,7 @@ type Decision struct {
 	Rule    string // the rule id, for the refusal and the record
 	Reason  string // the rule's reason, in words
 	Hint    string // for a refusal: how the owner lets it through, if at all
+	Why     string // what classed the host (for the record)
 	// Taints: what the host sends taints the session; Session.Taint is
 	// called before its first byte reaches the session.
 	Taints bool

@@ -71,6 +71,7 @@ func runStatus(out io.Writer, asJSON bool) error {
 		if s.Confinement != "" {
 			fmt.Fprintf(out, "  %-20s confined: %s\n", "", s.Confinement)
 		}
+		printSessionNet(out, s)
 	}
 	return nil
 }

@@ -104,8 +104,12 @@ func watchLine(r *evidence.Record, color bool) string {
 		}
 		return s
 	}
+	what := dash(m.Path)
+	if r.Payload != nil && r.Payload.Net != nil {
+		what = netSummary(r.Payload.Net) // a connection through the proxy
+	}
 	line := fmt.Sprintf("%s %s %-18s %-11s %-14s %-8s %s", ts, verdict, dash(m.Rule), dash(r.Principal),
-		dash(m.Session), dash(m.Op), dash(m.Path))
+		dash(m.Session), dash(m.Op), what)
 	if m.Verdict != "allow" && m.Reason != "" {
 		line += " — " + m.Reason
 	}
