@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -201,6 +202,7 @@ func (s *controlServer) why(pid int, req Request) *Response {
 			return s.refuseOwner(peer, "why", "only the owner's channel (outside every session) may ask about a path; a session reads .aerfs/status")
 		}
 		e = s.m.ExplainPath(rel)
+		s.addTaintCauses(e)
 	default:
 		e = s.m.Explain(peer)
 	}
@@ -321,4 +323,38 @@ func (s *controlServer) registerNoting(pid int, req Request) *Response {
 	d["quarantined"] = x.Quarantined()
 	resp.Data, _ = json.Marshal(d)
 	return resp
+}
+
+// addTaintCauses says, in each R2-taint refusal of a path's explanation,
+// where its session's taint came from ("tainted by example.org via the
+// proxy", "read a labelled file (page.txt)"): the owner reading aerfs why
+// MEMORY.md sees the source, not only the rule.
+func (s *controlServer) addTaintCauses(e *aerfs.Explanation) {
+	causes := map[string]string{}
+	for i := range e.Verdicts {
+		v := &e.Verdicts[i]
+		if v.Rule != policy.RuleTaint.ID() || v.Session == "" {
+			continue
+		}
+		c, ok := causes[v.Session]
+		if !ok {
+			if x := s.reg.Session(v.Session); x != nil {
+				var seen []string
+				for _, tc := range s.m.ExplainSession(x).TaintCauses {
+					why := tc.Reason
+					if tc.Path != "" {
+						why += " (" + tc.Path + ")"
+					}
+					if !slices.Contains(seen, why) && len(seen) < 4 {
+						seen = append(seen, why)
+					}
+				}
+				c = strings.Join(seen, "; ")
+			}
+			causes[v.Session] = c
+		}
+		if c != "" {
+			v.Reason += "; where its taint came from: " + c
+		}
+	}
 }
