@@ -26,8 +26,8 @@ func Agents() []string {
 }
 
 // AgentPolicy is the policy file aerfs init --agent name writes: the
-// default policy with the profile's classes in place of the default ones
-// and its roots added at the end.
+// default policy with the profile's classes (and network, when it has
+// one) in place of the default ones and its roots added at the end.
 func AgentPolicy(name string) ([]byte, error) {
 	prof, err := agentFS.ReadFile("agents/" + name + ".yaml")
 	if err != nil || strings.ContainsAny(name, "/.") {
@@ -55,7 +55,43 @@ func AgentPolicy(name string) ([]byte, error) {
 	}
 	b.WriteString("\n")
 	b.WriteString(roots)
-	return b.Bytes(), nil
+	return withNetwork(b.Bytes(), prof), nil
+}
+
+// withNetwork puts the profile's network block (with the comments just
+// above it), when it has one, in place of the default's: the client's
+// model and update hosts.
+func withNetwork(pol, prof []byte) []byte {
+	plines := strings.SplitAfter(string(prof), "\n")
+	ps, pe := blockWithComments(plines, "network:")
+	if ps < 0 {
+		return pol
+	}
+	lines := strings.SplitAfter(string(pol), "\n")
+	ds, de := blockWithComments(lines, "network:")
+	if ds < 0 {
+		return pol
+	}
+	var b bytes.Buffer
+	for _, l := range lines[:ds] {
+		b.WriteString(l)
+	}
+	for _, l := range plines[ps:pe] {
+		b.WriteString(l)
+	}
+	for _, l := range lines[de:] {
+		b.WriteString(l)
+	}
+	return b.Bytes()
+}
+
+// blockWithComments is topBlock with the comment lines just above the key.
+func blockWithComments(lines []string, key string) (start, end int) {
+	start, end = topBlock(lines, key)
+	for start > 0 && strings.HasPrefix(lines[start-1], "#") {
+		start--
+	}
+	return start, end
 }
 
 // splitProfile cuts a profile into its leading comment, its classes block
