@@ -43,7 +43,16 @@ Landlock lets the session change files only beneath the workspace and the
 policy's sandbox.writable paths, keeps it out of the state directory and
 scopes signals, abstract sockets and ptrace to it; a seccomp filter under
 no_new_privs refuses ptrace, process_vm_*, pidfd_getfd, mount, unshare and
-the like. --sandbox=off runs CMD unconfined; the session start records it.`,
+the like. --sandbox=off runs CMD unconfined; the session start records it.
+
+The session also gets a network namespace with only loopback: its one way
+out is the daemon's proxy, which HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
+point at (docs/confinement.md, "The network"). The proxy records every
+connection, and what a web host sends taints the session before the
+client reads it. The client's model endpoint is not web: run reads it from
+ANTHROPIC_BASE_URL, OPENAI_BASE_URL and the like, and --model names it
+when the client's base URL is in a configuration file. The policy's
+sandbox.network: open keeps sessions on the host's network (recorded).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExitCodes(runRun(o, args))
