@@ -541,3 +541,37 @@ func TestNetRootless(t *testing.T) {
 		t.Errorf("rootless net records: %s", r)
 	}
 }
+
+// A session started from within a session shares its parent's namespace
+// and proxy: its connections are the parent's, it inherits the parent's
+// taint, and a model endpoint it names is not the model channel (from
+// inside a session, a program could name any host its model).
+func TestNetNestedSession(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).Mount()
+	ps := newPageServer(t)
+	inner := filepath.Join(t.TempDir(), "inner.sh")
+	os.WriteFile(inner, []byte("python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "+
+		ps.URL+"\necho x >> MEMORY.md; echo rc=$?\n"), 0o644)
+	r := e.Sh("USER", "outer", fmt.Sprintf("%s run --session inner --model %s -- sh %s", aerfsBin, ps.URL, inner))
+	if !strings.Contains(r.Stdout, "POISON-PAGE") || strings.Contains(r.Stdout, "rc=0") {
+		t.Fatalf("nested session: %s", r)
+	}
+	les := e.Log()
+	rec := findNet(les, "outer", "127.0.0.1", ps.Port)
+	if rec == nil || rec.Meta.Rule != "RN-web" {
+		t.Errorf("the nested session's connection is not the outer session's, web: %+v", rec)
+	}
+	if n := netRecords(les, "inner"); len(n) != 0 {
+		t.Errorf("connections recorded for the nested session: %d", len(n))
+	}
+	if taintCause(les, "outer", "127.0.0.1") == "" {
+		t.Error("no taint record of the outer session")
+	}
+	var refused bool
+	for _, d := range e.Denials("MEMORY.md") {
+		refused = refused || d.Record.Meta.Rule == "R2-taint" && d.Record.Meta.Session == "inner"
+	}
+	if !refused {
+		t.Errorf("the nested session was not refused MEMORY.md by R2-taint: %s", describe(e.Denials("MEMORY.md")))
+	}
+}
