@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +31,11 @@ func unitLine(t *testing.T, unit, key string, e *Env) []string {
 			case "@BINDIR@/aerfs":
 				argv = append(argv, aerfsBin)
 			case "$AERFS_FLAGS":
-				// From /etc/aerfs/<instance>.env, as the unit's comment says.
-				argv = append(argv, "--state", e.State)
+				// From /etc/aerfs/<instance>.env: the flags the README
+				// says to put there.
+				argv = append(argv, "--state", e.State, "--no-passthrough", "--metrics-addr", "127.0.0.1:0", "--log-max-size", "1048576", "--log-keep", "2")
+			case "$AERFS_UNMOUNT_FLAGS":
+				// The stop command's own flags (none needed).
 			case "%f":
 				argv = append(argv, e.WS)
 			default:
@@ -58,8 +63,19 @@ func TestSystemdUnitStartsAndStops(t *testing.T) {
 	start := unitLine(t, string(b), "ExecStart", e)
 	stop := unitLine(t, string(b), "ExecStop", e)
 
+	if !regexp.MustCompile(`(?m)^Type=notify$`).Match(b) || !regexp.MustCompile(`(?m)^NotifyAccess=main$`).Match(b) {
+		t.Fatalf("the unit must be Type=notify (started only once the mount serves), NotifyAccess=main")
+	}
+	// systemd's side of sd_notify: a datagram socket named by NOTIFY_SOCKET.
+	sock := filepath.Join(t.TempDir(), "notify")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
 	cmd := exec.Command(start[0], start[1:]...)
 	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -68,7 +84,16 @@ func TestSystemdUnitStartsAndStops(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(e.Unmount)
-	waitFor(t, "the unit's ExecStart to mount the workspace", e.Mounted)
+	notify.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 4096)
+	n, err := notify.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "READY=1") {
+		t.Fatalf("no READY=1 from ExecStart within 30 s: %q %v\nstderr:\n%s", buf[:n], err, stderr.String())
+	}
+	// Ready means serving: the mount answers at once.
+	if !e.Mounted() {
+		t.Fatalf("READY=1 sent before the workspace was mounted")
+	}
 	expectOK(t, "owner write through the unit's mount", e.Owner("echo more >> MEMORY.md"))
 
 	expectOK(t, "ExecStop", runCmd("/", nil, stop[0], stop[1:]...))
@@ -86,7 +111,7 @@ func TestSystemdUnitStartsAndStops(t *testing.T) {
 	}
 	// Every stderr line the daemon wrote is one JSON object (journald
 	// keeps them as they are).
-	n := 0
+	n = 0
 	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
 		if !strings.HasPrefix(line, "{") {
 			continue // the CLI's own "aerfs: …" lines

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"io"
 	"os"
 	"os/exec"
@@ -139,8 +140,15 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		ready = func(err error) {
 			if err == nil {
 				fmt.Fprintf(os.Stderr, "aerfs: serving %s (state %s); Ctrl-C unmounts\n", ws, state)
+				// Under systemd (Type=notify) the unit is started
+				// only now; elsewhere NOTIFY_SOCKET is unset and
+				// this does nothing.
+				if _, err := sddaemon.SdNotify(false, sddaemon.SdNotifyReady+"\nSTATUS=serving "+ws); err != nil {
+					log.Warn().Err(err).Msg("cannot tell systemd that the mount serves")
+				}
 			}
 		}
+		defer sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	}
 	// Operators' lines: when the mount serves and when it ends, with the
 	// version that served it.
