@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -235,6 +236,40 @@ func TestVersionInAMount(t *testing.T) {
 	for _, want := range []string{"go-fuse  v2.", "kernel FUSE protocol 7."} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("aerfs version lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+}
+
+// A workspace never initialised is a usage error whose hint names aerfs
+// init — from aerfs mount, with a --state that does not exist, and from
+// mount -t fuse.aerfs (it printed a raw lstat error and exited 4, the code
+// of a policy refusal).
+func TestMountNotInitialisedSaysRunInit(t *testing.T) {
+	installMountHelper(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nostate := filepath.Join(t.TempDir(), "nonexistent")
+	for _, c := range []struct {
+		name string
+		argv []string
+	}{
+		{"aerfs mount", []string{aerfsBin, "mount", ws}},
+		{"aerfs mount --state", []string{aerfsBin, "mount", "--state", nostate, ws}},
+		{"mount -t fuse.aerfs", []string{"mount", "-t", "fuse.aerfs", nostate, ws}},
+	} {
+		r := runCmd("/", nil, c.argv[0], c.argv[1:]...)
+		if r.Code == 0 {
+			syscall.Unmount(ws, syscall.MNT_DETACH)
+			t.Fatalf("%s of a workspace never initialised succeeded", c.name)
+		}
+		if c.argv[0] == aerfsBin && r.Code != 2 {
+			t.Errorf("%s: exit %d, want 2 (usage)", c.name, r.Code)
+		}
+		if !strings.Contains(r.Stderr, "aerfs: "+ws+" is not initialised") || !strings.Contains(r.Stderr, "hint: run: aerfs init ") ||
+			strings.Contains(r.Stderr, "lstat") {
+			t.Errorf("%s: want 'is not initialised' and a hint naming aerfs init:\n%s", c.name, r.Stderr)
 		}
 	}
 }

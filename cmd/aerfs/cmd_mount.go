@@ -79,11 +79,14 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	// Root follows no link the owner put in the state directory: not to
 	// read the policy, not to append the daemon's log (it would create or
 	// extend any file on the system).
+	if _, err := os.Lstat(state); errors.Is(err, os.ErrNotExist) {
+		return notInitialised(ws, state, "no state directory "+state)
+	}
 	if err := daemon.CheckStateEntries(state); err != nil {
 		return fail(exitRefused, "", "%v", err)
 	}
 	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err != nil {
-		return fail(exitNotMounted, "run: aerfs init "+ws+" (or pass the --state DIR it was initialised with)", "%s is not initialised (no policy in %s)", ws, state)
+		return notInitialised(ws, state, "no policy in "+state)
 	}
 	// Check the policy here too, so a bad one is reported to the user
 	// and not only in the daemon's log.
@@ -178,6 +181,16 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		return fail(exitNoWorkspace, "check the path", "%v", err)
 	}
 	return err
+}
+
+// notInitialised is the usage error of a mount before aerfs init: it names
+// the command to run, with the state directory when one was given.
+func notInitialised(ws, state, why string) error {
+	hint := "run: aerfs init " + ws + " (or pass the --state DIR it was initialised with)"
+	if gopts.state != "" {
+		hint = "run: aerfs init --state " + state + " " + ws + " (or pass the --state DIR it was initialised with)"
+	}
+	return fail(exitUsage, hint, "%s is not initialised (%s)", ws, why)
 }
 
 // startDaemon starts `aerfs mount --foreground` in the background and waits
