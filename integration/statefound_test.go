@@ -67,6 +67,18 @@ func TestCompletionFromTheDaemon(t *testing.T) {
 	if out := complete("log", "--workspace", e.WS, "--session", "agent"); !strings.Contains(out, "agent-one") || strings.Contains(out, "web-two") {
 		t.Errorf("session ids: %q", out)
 	}
+	if out := complete("session", "end", "--workspace", e.WS, "agent"); !strings.Contains(out, "agent-one") {
+		t.Errorf("session end: %q", out)
+	}
+	if out := complete("session", "release", "--workspace", e.WS, ""); !strings.Contains(out, "agent-one") {
+		t.Errorf("session release: %q", out)
+	}
+	if out := complete("init", "--agent", "c"); !strings.Contains(out, "claude-code") || !strings.Contains(out, "codex") || strings.Contains(out, "gemini") {
+		t.Errorf("init --agent: %q", out)
+	}
+	if out := complete("run", "--workspace", e.WS, "--agent", ""); !strings.Contains(out, "openclaw") {
+		t.Errorf("run --agent: %q", out)
+	}
 	if out := complete("prove", "--workspace", e.WS, ""); strings.Count(out, "\n") < 3 {
 		t.Errorf("record ids: %q", out)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -272,4 +273,33 @@ func TestMountNotInitialisedSaysRunInit(t *testing.T) {
 			t.Errorf("%s: want 'is not initialised' and a hint naming aerfs init:\n%s", c.name, r.Stderr)
 		}
 	}
+}
+
+// make install puts the binary, the mount helper, the unit, the man pages
+// (sections 1, 5 and 8) and the completions in place under DESTDIR, and
+// make uninstall removes every one of them.
+func TestMakeInstallAndUninstall(t *testing.T) {
+	dest := t.TempDir()
+	expectOK(t, "make install", runCmd("..", nil, "make", "--no-print-directory", "install", "DESTDIR="+dest))
+	var installed []string
+	filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			installed = append(installed, strings.TrimPrefix(p, dest))
+		}
+		return nil
+	})
+	for _, want := range []string{"/usr/local/bin/aerfs", "/sbin/mount.fuse.aerfs", "/etc/systemd/system/aerfs@.service",
+		"/usr/local/share/man/man1/aerfs.1", "/usr/local/share/man/man1/aerfs-run.1", "/usr/local/share/man/man5/aerfs-policy.5",
+		"/usr/local/share/man/man8/mount.fuse.aerfs.8", "/usr/local/share/bash-completion/completions/aerfs"} {
+		if !slices.Contains(installed, want) {
+			t.Errorf("make install did not install %s", want)
+		}
+	}
+	expectOK(t, "make uninstall", runCmd("..", nil, "make", "--no-print-directory", "uninstall", "DESTDIR="+dest))
+	filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			t.Errorf("make uninstall left %s", strings.TrimPrefix(p, dest))
+		}
+		return nil
+	})
 }
