@@ -303,3 +303,16 @@ func TestMakeInstallAndUninstall(t *testing.T) {
 		return nil
 	})
 }
+
+// Mounting a workspace that is already mounted says so and how to see and
+// undo it (the hint pointed at daemon.log, which is root's and said
+// nothing more).
+func TestMountTwiceSaysAlreadyMounted(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	r := e.Aerfs("mount", "--state", e.State, e.WS)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "aerfs: "+e.WS+" is already mounted") ||
+		!strings.Contains(r.Stderr, "hint: aerfs status --workspace "+e.WS) || strings.Contains(r.Stderr, "daemon.log") {
+		t.Fatalf("second mount: %s", r)
+	}
+	expectOK(t, "the first mount still serves", e.Owner("echo more >> MEMORY.md"))
+}

@@ -69,6 +69,10 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = r
 	}
+	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws {
+		return fail(exitError, "aerfs status --workspace "+ws+" shows it; aerfs unmount "+ws+" first to mount it again",
+			"%s is already mounted (state %s)", ws, m.StateDir)
+	}
 	state := gopts.state
 	if state == "" {
 		state = findStateDir(ws)
