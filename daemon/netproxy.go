@@ -114,13 +114,14 @@ type sessionNets struct {
 	log zerolog.Logger
 
 	mu      sync.Mutex
-	plans   map[string]netPlan // by session id, the latest registration's
+	plans   map[string]netPlan           // by session id, the latest registration's
+	byRoot  map[principal.ProcID]netPlan // by the process that registered
 	proxies map[string]*sessionProxy
 	hosts   map[string]map[string]*NetHost // session id → host:port → what it did
 }
 
 func newSessionNets(m *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder, log zerolog.Logger) *sessionNets {
-	return &sessionNets{m: m, reg: reg, rec: rec, log: log, plans: map[string]netPlan{},
+	return &sessionNets{m: m, reg: reg, rec: rec, log: log, plans: map[string]netPlan{}, byRoot: map[principal.ProcID]netPlan{},
 		proxies: map[string]*sessionProxy{}, hosts: map[string]map[string]*NetHost{}}
 }
 
@@ -137,9 +138,15 @@ type NetHost struct {
 	Received int64  `json:"received"`
 }
 
-func (n *sessionNets) planned(id string, p netPlan) {
+func (n *sessionNets) planned(id string, root principal.ProcID, p netPlan) {
 	n.mu.Lock()
 	n.plans[id] = p
+	for r := range n.byRoot {
+		if !principal.Alive(r) {
+			delete(n.byRoot, r)
+		}
+	}
+	n.byRoot[root] = p
 	n.mu.Unlock()
 }
 
@@ -162,7 +169,10 @@ type sessionProxy struct {
 func (n *sessionNets) attach(res *principal.Resolved, what []string, files []*os.File) error {
 	sess := res.Session
 	n.mu.Lock()
-	plan, ok := n.plans[sess.ID]
+	// The plan of this registration: several processes may join one
+	// session, each with its own aerfs run and model endpoints.
+	plan, ok := n.byRoot[res.Proc.ID]
+	delete(n.byRoot, res.Proc.ID)
 	n.mu.Unlock()
 	switch {
 	case !ok || plan.mode != "proxy" || plan.parent != "":

@@ -444,7 +444,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 		return &Response{Error: "cannot record the session start: " + err.Error()}
 	}
 	s.shared.conf.registered(sess.ID, peer.Proc.ID, req.Sandbox)
-	s.shared.nets.planned(sess.ID, plan)
+	s.shared.nets.planned(sess.ID, peer.Proc.ID, plan)
 	data := map[string]any{"session": sess.ID, "principal": p.String()}
 	if req.Sandbox != "off" {
 		pol := s.m.Policy()
