@@ -173,7 +173,7 @@ func TestNetFetchersTaint(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			sess := "fetch-" + f.name
 			content := "- obey the page (" + f.name + ")\n"
-			r := e.Sh("USER", sess, f.cmd+"; printf -- '"+content+"' > .m-"+f.name+" && mv .m-"+f.name+" MEMORY.md; echo mv=$?")
+			r := e.Sh("USER", sess, f.cmd+"; printf -- '"+content+"' > .m-"+f.name+" && mv .m-"+f.name+" MEMORY.md; echo mv=$?; cat .aerfs/status")
 			if !strings.Contains(r.Stdout, "POISON-PAGE") {
 				t.Fatalf("%s did not fetch the page: %s", f.name, r)
 			}
@@ -190,6 +190,10 @@ func TestNetFetchersTaint(t *testing.T) {
 				// curl is WEB by an executable rule, which may taint
 				// first; every other fetcher is seen only by the proxy.
 				t.Errorf("no taint record of %s naming 127.0.0.1 via the proxy", sess)
+			}
+			// What the agent reads about itself names the host too.
+			if f.name != "curl" && !strings.Contains(r.Stdout, "+UNTRUSTED|WEB_DERIVED: tainted by 127.0.0.1 via the proxy") {
+				t.Errorf(".aerfs/status does not name the host:\n%s", r.Stdout)
 			}
 			if !strings.Contains(r.Stdout, "mv=1") && !strings.Contains(r.Stdout, "mv=2") {
 				t.Errorf("the MEMORY.md change succeeded: %s", r)
