@@ -303,10 +303,19 @@ func Run(ctx context.Context, o Options) (err error) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
+	served := make(chan struct{})
 	go func() {
 		select {
 		case <-sig:
 		case <-ctx.Done():
+		}
+		select {
+		case <-served:
+			// Unmounted already: an unmount now would take whatever is
+			// mounted at the path since (the next mount, or what the
+			// workspace was mounted over).
+			return
+		default:
 		}
 		for i := 0; i < 20; i++ {
 			if server.Unmount() == nil {
@@ -317,6 +326,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		o.Log.Error().Msg("unmount failed: the mount is busy")
 	}()
 	server.Wait()
+	close(served)
 	if err := mon.SyncBacking(); err != nil {
 		// Without the flush the unmount is not recorded as clean: the
 		// next mount completes what this one recorded.
