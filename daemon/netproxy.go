@@ -109,7 +109,6 @@ func parseNetPlan(req Request, parent string) (netPlan, error) {
 // sessionNets is the network state of every session of this mount.
 type sessionNets struct {
 	m   *aerfs.Monitor
-	reg *principal.Registry
 	rec aerfs.Recorder
 	log zerolog.Logger
 
@@ -120,8 +119,8 @@ type sessionNets struct {
 	hosts   map[string]map[string]*NetHost // session id → host:port → what it did
 }
 
-func newSessionNets(m *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder, log zerolog.Logger) *sessionNets {
-	return &sessionNets{m: m, reg: reg, rec: rec, log: log, plans: map[string]netPlan{}, byRoot: map[principal.ProcID]netPlan{},
+func newSessionNets(m *aerfs.Monitor, rec aerfs.Recorder, log zerolog.Logger) *sessionNets {
+	return &sessionNets{m: m, rec: rec, log: log, plans: map[string]netPlan{}, byRoot: map[principal.ProcID]netPlan{},
 		proxies: map[string]*sessionProxy{}, hosts: map[string]map[string]*NetHost{}}
 }
 
@@ -141,9 +140,13 @@ type NetHost struct {
 func (n *sessionNets) planned(id string, root principal.ProcID, p netPlan) {
 	n.mu.Lock()
 	n.plans[id] = p
-	for r := range n.byRoot {
-		if !principal.Alive(r) {
-			delete(n.byRoot, r)
+	if len(n.byRoot) >= 256 {
+		// Registrations that handed no listener over (open, nested, or
+		// their aerfs run ended first) are forgotten once they are gone.
+		for r := range n.byRoot {
+			if !principal.Alive(r) {
+				delete(n.byRoot, r)
+			}
 		}
 	}
 	n.byRoot[root] = p

@@ -71,7 +71,7 @@ func (s *controlServer) listen(path string) error {
 	}
 	s.ln = ln
 	s.shared = &serverShared{limits: newConnLimits(), admit: make(chan struct{}, admitting), conf: newConfinements(),
-		readers: make(chan struct{}, ownerReaders), done: make(chan struct{}), nets: newSessionNets(s.m, s.reg, s.rec, s.log)}
+		readers: make(chan struct{}, ownerReaders), done: make(chan struct{}), nets: newSessionNets(s.m, s.rec, s.log)}
 	l := s.shared.limits
 	s.log.Debug().Int("total", l.total).Int("per_uid", l.perUID).Int("per_session", l.perKey).Msg("control socket limits")
 	return nil
