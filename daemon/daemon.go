@@ -137,6 +137,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
 	health := &logHealth{ok: true, log: o.Log}
 	rec := &countingRecorder{Recorder: elog, health: health}
+	elog.OnHealth(health.note) // a log that heals by itself, with nobody appending, says so
 	if o.MetricsAddr != "" {
 		rec.m = metrics.New(metrics.Probes{
 			LiveSessions: func() int { return len(reg.Sessions()) },

@@ -159,7 +159,7 @@ func (l *Log) writeMemBlobs(journaledOnly bool) error {
 // temp file then rename; late: flushed with the next checkpoint rather
 // than the next batch.
 func (l *Log) writeBlobBody(h string, body []byte, late bool) error {
-	tmp, err := createTemp(filepath.Join(l.dir, blobsName), ".tmp-blob-", 0o400)
+	tmp, err := createBlobTemp(filepath.Join(l.dir, blobsName), ".tmp-blob-", 0o400)
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (l *Log) putBlob(r io.Reader) (string, error) {
 	root := filepath.Join(dir, blobsName)
 	// Made read-only from the start (a blob never changes), with a name
 	// of its own.
-	tmp, err := createTemp(root, ".tmp-blob-", 0o400)
+	tmp, err := createBlobTemp(root, ".tmp-blob-", 0o400)
 	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
@@ -268,6 +268,10 @@ func (l *Log) placeBlob(tmp, sum string, late bool) error {
 
 // createTemp creates a new file named prefix and a random suffix in dir,
 // with mode perm, open for reading and writing.
+// createBlobTemp makes a blob's temporary file; a test swaps it to fail
+// blob files as a full disk does.
+var createBlobTemp = createTemp
+
 func createTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
 	for i := 0; ; i++ {
 		name := filepath.Join(dir, fmt.Sprintf("%s%016x", prefix, rand.Uint64()))
