@@ -28,7 +28,7 @@ type controlServer struct {
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
-	prune    func(*evidence.Record, []string) (string, error) // the log's Prune
+	prune    Pruner // the log's Prune
 	ln       *net.UnixListener
 	shared   *serverShared
 

@@ -31,14 +31,33 @@ func (l *Log) blobPath(hash string) string { return blobPath(l.dir, hash) }
 // first record naming it; content no record names yet is durable once a
 // Flush returns (a restore journal that names it flushes first).
 func (l *Log) PutBlob(data []byte) (string, error) {
+	l.gcMu.RLock() // gc.go: no prune decides while content is being stored
+	defer l.gcMu.RUnlock()
+	var h string
+	var err error
 	if len(data) <= journalBlobMax {
-		return l.putBlobMem(data), nil
+		h = l.putBlobMem(data)
+	} else {
+		h, err = l.putBlob(bytes.NewReader(data))
 	}
-	return l.putBlob(bytes.NewReader(data))
+	if err == nil {
+		l.stored(h)
+	}
+	return h, err
 }
 
 // PutBlobFile stores the content of the file at path, streaming it.
 func (l *Log) PutBlobFile(path string) (string, error) {
+	l.gcMu.RLock() // gc.go: no prune decides while content is being stored
+	defer l.gcMu.RUnlock()
+	h, err := l.putBlobFile(path)
+	if err == nil {
+		l.stored(h)
+	}
+	return h, err
+}
+
+func (l *Log) putBlobFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
@@ -266,12 +285,12 @@ func (l *Log) placeBlob(tmp, sum string, late bool) error {
 	return nil
 }
 
-// createTemp creates a new file named prefix and a random suffix in dir,
-// with mode perm, open for reading and writing.
 // createBlobTemp makes a blob's temporary file; a test swaps it to fail
 // blob files as a full disk does.
 var createBlobTemp = createTemp
 
+// createTemp creates a new file named prefix and a random suffix in dir,
+// with mode perm, open for reading and writing.
 func createTemp(dir, prefix string, perm os.FileMode) (*os.File, error) {
 	for i := 0; ; i++ {
 		name := filepath.Join(dir, fmt.Sprintf("%s%016x", prefix, rand.Uint64()))

@@ -87,6 +87,15 @@ type Log struct {
 	lateDirs, lateFiles map[string]bool
 	// memBlobs: content on its way through the journal (putBlobMem).
 	memBlobs map[string]*memBlob
+
+	// gc (gc.go): gcMu is held for reading while content is stored and
+	// for writing while a prune decides and removes; live is content
+	// stored that no acknowledged record names yet, gone content a prune
+	// removed (under liveMu).
+	gcMu   sync.RWMutex
+	liveMu sync.Mutex
+	live   map[string]*liveBlob
+	gone   map[string]time.Time
 }
 
 type appendReq struct {
@@ -102,6 +111,8 @@ type appendReq struct {
 	// group: further records that commit with this one or not at all
 	// (AppendAll); answered through this request's err.
 	group []*appendReq
+	// prune: a gc's request (gc.go), run between batches.
+	prune *pruneReq
 }
 
 // Flush returns once every record queued before the call (AppendAsync
@@ -564,7 +575,7 @@ func (l *Log) committer() {
 		if linger != nil {
 			linger.Stop()
 		}
-		l.commit(batch)
+		l.commitBatch(batch)
 	}
 }
 
@@ -769,6 +780,10 @@ func (l *Log) commit(batch []*appendReq) {
 		// off the appenders' path is what keeps a guarded commit to one.
 		l.jpos += int64(len(frame))
 		for _, r := range accepted {
+			l.named(r.rec)
+			for _, q := range r.group {
+				l.named(q.rec)
+			}
 			r.err <- nil
 		}
 		// The answered appenders wait on this goroutine's processor
@@ -793,6 +808,9 @@ func (l *Log) commit(batch []*appendReq) {
 func (l *Log) admit(r *appendReq, local map[[32]byte]bool) error {
 	if _, dup := l.ids[r.id]; dup || local[r.id] {
 		return fmt.Errorf("evidence: append: record %x is already in the log", r.id)
+	}
+	if h := l.prunedUnder(r.rec); h != "" {
+		return fmt.Errorf("evidence: append: content %.12s was removed by aerfs gc after it was stored; the change must be made again", h)
 	}
 	for _, p := range r.rec.Parents {
 		var pid [32]byte
