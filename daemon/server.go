@@ -334,6 +334,9 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	if msg := checkAgent(req.Agent); msg != "" {
 		return &Response{Error: msg, Hint: "agents are named like claude-code, codex, gemini, openclaw"}
 	}
+	if err := checkAnnouncement(req.Sandbox); err != nil {
+		return &Response{Error: err.Error(), Hint: "aerfs run announces the confinement it applies"}
+	}
 	p := policy.Principal(0)
 	if req.Principal == "" {
 		// Default: the caller's own principal.

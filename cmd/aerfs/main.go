@@ -89,7 +89,9 @@ func main() {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &cliError{code: exitUsage, msg: err.Error(), hint: "see '" + c.CommandPath() + " --help'"}
 	})
+	flush := printableOutput(root)
 	err := root.Execute()
+	flush()
 	os.Exit(report(err))
 }
 
@@ -117,9 +119,11 @@ func report(err error) int {
 			code = exitUsage
 		}
 	}
-	fmt.Fprintf(os.Stderr, "aerfs: %v\n", err)
+	// An error may name what a session chose (a path, a session's
+	// report): one line, escaped.
+	fmt.Fprintf(os.Stderr, "aerfs: %s\n", line(err.Error()))
 	if hint != "" {
-		fmt.Fprintf(os.Stderr, "hint: %s\n", hint)
+		fmt.Fprintf(os.Stderr, "hint: %s\n", line(hint))
 	}
 	return code
 }
