@@ -140,6 +140,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	elog.OnHealth(health.note) // a log that heals by itself, with nobody appending, says so
 	if o.MetricsAddr != "" {
 		rec.m = metrics.New(metrics.Probes{
+			Version:      o.Version,
 			LiveSessions: func() int { return len(reg.Sessions()) },
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok },
 		})
