@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -226,6 +227,7 @@ func (l *Log) prune(p *pruneReq) error {
 	if len(hashes) == 0 {
 		return nil
 	}
+	sort.Strings(hashes) // payload.pruned is sorted (docs/evidence-format.md §3.3)
 	r := p.rec
 	if r.Payload == nil {
 		r.Payload = &Payload{}
