@@ -101,6 +101,7 @@ func runEdit(in io.Reader, out io.Writer, arg string, yes bool) error {
 	fmt.Fprint(out, snapshot.Diff(from, rel, f.Content, nw))
 	if !yes {
 		fmt.Fprintf(out, "commit this change to %s? [y/N] ", line(rel))
+		flushText(out) // the question is shown before the answer is read
 		line, _ := bufio.NewReader(in).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			fmt.Fprintln(out, "not committed")

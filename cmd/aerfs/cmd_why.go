@@ -64,7 +64,9 @@ func runWhy(out io.Writer, session string, args []string, asJSON bool) error {
 		return err
 	}
 	// What the agent reads in .aerfs/status, for the owner: its paths,
-	// reasons and causes are a session's text (internal/printable).
+	// reasons and causes are a session's text (internal/printable), each
+	// field on its line.
+	escapeStrings(&e)
 	_, err = fmt.Fprint(out, printable.Text(e.Text()))
 	return err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,5 +79,52 @@ func writeJSONBytes(out io.Writer, b []byte) error {
 	return err
 }
 
+// flushText writes what a printable.Writer holds of an unfinished line (a
+// question waiting for its answer).
+func flushText(out io.Writer) {
+	if pw, ok := out.(*printable.Writer); ok {
+		pw.Flush()
+	}
+}
+
 // line is printable.Line: one field on one line of output.
 func line(s string) string { return printable.Line(s) }
+
+// escapeStrings applies printable.Line to every string reachable from v (a
+// pointer to a struct, through nested structs, slices, maps' values and
+// pointers): for a text made by code that prints its fields as they are
+// (fs.Explanation.Text, what .aerfs/status shows the agent), so that a
+// newline in a path cannot print a line of its own on the owner's terminal.
+func escapeStrings(v any) {
+	escapeValue(reflect.ValueOf(v))
+}
+
+func escapeValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			escapeValue(v.Elem())
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				escapeValue(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			escapeValue(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(v.MapIndex(k))
+			escapeValue(e)
+			v.SetMapIndex(k, e)
+		}
+	case reflect.String:
+		if v.CanSet() {
+			v.SetString(printable.Line(v.String()))
+		}
+	}
+}
