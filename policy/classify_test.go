@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,40 @@ func TestClassifyDefaults(t *testing.T) {
 		{"skills/web/SKILL.md", Control, NSNone, ""},
 		{"lib/skills/x", Plain, NSNone, ""},
 		{".claude/settings.json", Control, NSNone, ""},
+		// Agents' directories are guarded at any depth: a client working
+		// in pkg/ loads pkg/.claude/settings.json.
+		{"pkg/.claude/settings.json", Control, NSNone, ""},
+		{"a/b/.claude", Control, NSNone, ""},
+		{"a/b/.claude/commands/x.md", Control, NSNone, ""},
+		{"a/.claudex/y", Plain, NSNone, ""},
+		{"GEMINI.md", Memory, NSNone, ""},
+		{"docs/AGENTS.override.md", Memory, NSNone, ""},
+		{".github/copilot-instructions.md", Memory, NSNone, ""},
+		{"sub/.github/instructions/go.instructions.md", Memory, NSNone, ""},
+		{".github/workflows/ci.yml", Control, NSNone, ""},
+		{".github/ISSUE_TEMPLATE/bug.md", Plain, NSNone, ""},
+		// Build configuration the owner's tools execute.
+		{"Makefile", Control, NSNone, ""},
+		{"lib/Makefile", Control, NSNone, ""},
+		{"rules.mk", Control, NSNone, ""},
+		{"package.json", Control, NSNone, ""},
+		{"vite.config.ts", Control, NSNone, ""},
+		{"tests/conftest.py", Control, NSNone, ""},
+		{"tests/test_x.py", Plain, NSNone, ""},
+		// …but not what a package manager unpacks.
+		{"node_modules/left-pad/package.json", Plain, NSNone, ""},
+		{"web/node_modules/x/Makefile", Plain, NSNone, ""},
+		{"node_modules/x/CLAUDE.md", Memory, NSNone, ""},
+		{"node_modules/x/.env", Secret, NSNone, ""},
+		{".gitattributes", Control, NSNone, ""},
+		{"a/.gitattributes", Control, NSNone, ""},
+		{".git/info/attributes", Control, NSNone, ""},
+		{".git/info/exclude", Plain, NSNone, ""},
+		{".git/commondir", Control, NSNone, ""},
+		{".git/worktrees/w1/config.worktree", Control, NSNone, ""},
+		{".git/modules/lib/a/config", Control, NSNone, ""},
+		{".git/modules/lib/hooks/pre-commit", Control, NSNone, ""},
+		{".git/refs/heads/config", Plain, NSNone, ""},
 		{".mcp.json", Control, NSNone, ""},
 		{"sub/.mcp.json", Control, NSNone, ""},
 		{".git/hooks/pre-commit", Control, NSNone, ""},
@@ -60,7 +95,8 @@ func TestClassifyDefaults(t *testing.T) {
 		{".vscode/tasks.json", Control, NSNone, ""},
 		{".idea/workspace.xml", Control, NSNone, ""},
 		{".husky/pre-commit", Control, NSNone, ""},
-		{".envrc", Secret, NSNone, ""},
+		// direnv runs .envrc: control wins over the ".env*" secret.
+		{".envrc", Control, NSNone, ""},
 		{"crontab", Control, NSNone, ""},
 		{"cron/daily", Control, NSNone, ""},
 		{"jobs/backup.cron", Control, NSNone, ""},
@@ -364,6 +400,57 @@ func TestMatchDeepPaths(t *testing.T) {
 		}
 		if d := time.Since(start); d > 200*time.Millisecond {
 			t.Errorf("%q took %v on a deep path", pat, d)
+		}
+	}
+}
+
+// TestClassExclusions: a "!" pattern takes paths out of its own class only,
+// wherever it is written, so a weaker class may still claim them; "**/NAME"
+// means NAME at any depth; "**/NAME/**" a directory at any depth.
+func TestClassExclusions(t *testing.T) {
+	p := mustParse(t, `version: 1
+classes:
+  identity: []
+  memory: ["notes/**", "**/journal"]
+  control: ["!notes/draft/**", "notes/**", "**/.tool/**", "!**/vendor/**", "Makefile"]
+  secret: ["*.pem", "!public.pem"]
+`)
+	for _, tc := range []struct {
+		rel string
+		c   Class
+	}{
+		{"notes/a.md", Control},
+		{"notes/draft/a.md", Memory},
+		{"notes/draft", Memory}, // "notes/draft/**" matches the directory itself
+		{"journal", Memory},
+		{"x/y/journal", Memory},
+		{"journal/x", Plain},
+		{".tool", Control},
+		{"a/.tool/cfg", Control},
+		{"vendor/a/.tool/cfg", Plain},
+		{"Makefile", Control},
+		{"src/Makefile", Control},
+		{"vendor/Makefile", Plain},
+		{"k.pem", Secret},
+		{"public.pem", Plain},
+		{"sessions/s/notes/draft/x", Memory},
+		{"sessions/s/notes/x", Control},
+	} {
+		if c, _, _ := p.Classify(tc.rel); c != tc.c {
+			t.Errorf("Classify(%q) = %v, want %v", tc.rel, c, tc.c)
+		}
+	}
+	if got := strings.Join(p.Patterns(Control), " "); got != "!notes/draft/** notes/** **/.tool/** !**/vendor/** Makefile" {
+		t.Errorf("Patterns(control) = %s", got)
+	}
+	if !p.MayContainGuarded("src") {
+		t.Error(`"**/.tool/**" may match below any directory`)
+	}
+	for _, bad := range []string{`"!"`, `"!/"`, `"!a//b"`} {
+		_, err := Parse("x.yaml", []byte("version: 1\nclasses:\n  control: ["+bad+"]\n"))
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Line != 3 || pe.Hint == "" {
+			t.Errorf("control: [%s]: %v", bad, err)
 		}
 	}
 }

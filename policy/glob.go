@@ -45,12 +45,38 @@ func (s *segment) match(name string) bool {
 type pattern struct {
 	src      string // as written, for messages
 	anchored bool   // contains a "/": matched from the root, component by component
+	exclude  bool   // written "!…" in a class list: removes what it matches from the class
 	segs     []segment
+	// need is a literal component every match contains ("**/.git/config"
+	// needs ".git"): a path without it as a substring is rejected before
+	// the component walk, which most paths are for most patterns.
+	need string
+}
+
+// compileClassPattern compiles one entry of a class list: a glob, or "!"
+// and a glob that takes the paths it matches out of the class again
+// (gitignore's negation, without its order: an exclusion applies to every
+// pattern of its class wherever it is written).
+func compileClassPattern(src string) (pattern, string, string) {
+	rest, excl := strings.CutPrefix(src, "!")
+	if excl && rest == "" {
+		return pattern{src: src}, `pattern "!" excludes nothing`, `write "!" and a pattern, as in "!**/node_modules/**"`
+	}
+	p, msg, hint := compileGlob(rest)
+	p.src, p.exclude = src, excl
+	return p, msg, hint
+}
+
+// anyDir reports whether p is "**/NAME/**" with a literal NAME: every path
+// with a component NAME, which Classify finds by looking each component up.
+func (p *pattern) anyDir() bool {
+	return len(p.segs) == 3 && p.segs[0].kind == segStarStar && p.segs[1].kind == segLiteral && p.segs[2].kind == segStarStar
 }
 
 // compileGlob compiles one pattern. The rules, gitignore-like:
 //   - a pattern without "/" matches the base name at any depth;
 //   - a pattern with "/" is anchored at the root (a leading "/" only anchors);
+//     "**/NAME" is the same as NAME;
 //   - "**" as a whole component matches zero or more components, so
 //     "skills/**" matches skills itself and everything below it;
 //   - "*", "?", "[...]" ("[!...]" negates) match within one component.
@@ -97,9 +123,20 @@ func compileGlob(src string) (p pattern, msg, hint string) {
 		}
 		p.segs = append(p.segs, seg)
 	}
-	if !p.anchored && p.segs[0].kind == segStarStar {
+	switch {
+	case !p.anchored && p.segs[0].kind == segStarStar:
 		// "**" alone: every path at any depth, including the root.
 		p.anchored = true
+	case len(p.segs) == 2 && p.segs[0].kind == segStarStar && p.segs[1].kind != segStarStar:
+		// "**/NAME" matches the name at any depth, as NAME does.
+		p.anchored, p.segs = false, p.segs[1:]
+	}
+	if p.anchored {
+		for _, sg := range p.segs {
+			if sg.kind == segLiteral && len(sg.lit) > len(p.need) {
+				p.need = sg.lit
+			}
+		}
 	}
 	return p, "", ""
 }
@@ -137,6 +174,9 @@ func (p *pattern) match(rel string) bool {
 			return false
 		}
 		return p.segs[0].match(rel[strings.LastIndexByte(rel, '/')+1:])
+	}
+	if p.need != "" && !strings.Contains(rel, p.need) {
+		return false
 	}
 	return matchSegs(p.segs, rel, rel != "")
 }

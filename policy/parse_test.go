@@ -200,13 +200,28 @@ func TestDefault(t *testing.T) {
 	}
 	for c, want := range map[Class][]string{
 		Identity: {"/SOUL.md", "/IDENTITY.md"},
-		Memory:   {"MEMORY.md", "AGENTS.md", "CLAUDE.md", "TOOLS.md", "USER.md", "HEARTBEAT.md", "memory/**"},
-		Control:  {"skills/**", ".claude/**", ".mcp.json", ".git", "**/.git/config", "**/.git/hooks/**", ".gitmodules", ".vscode/**", ".idea/**", ".husky/**", "crontab", "cron/**", "*.cron", "*.timer"},
 		Secret:   {".env*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "credentials*", ".netrc"},
 	} {
 		if got := p.Patterns(c); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("Patterns(%v) = %q, want %q", c, got, want)
 		}
+	}
+	// Memory and control list every known client's files (the table in
+	// docs/agents.md is checked row by row in configs/); the patterns are
+	// returned as written, exclusions included.
+	for c, some := range map[Class][]string{
+		Memory:  {"MEMORY.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md", "memory/**"},
+		Control: {"skills/**", "**/.claude/**", ".mcp.json", ".git", "**/.git/config", "**/.git/hooks/**", "Makefile", "package.json", "!**/node_modules/**"},
+	} {
+		got := " " + strings.Join(p.Patterns(c), " ") + " "
+		for _, w := range some {
+			if !strings.Contains(got, " "+w+" ") {
+				t.Errorf("Patterns(%v) lacks %q: %s", c, w, got)
+			}
+		}
+	}
+	if p.Patterns(numClasses) != nil {
+		t.Error("Patterns of an invalid class")
 	}
 	// Parsing the embedded file as a user file gives the same policy.
 	q, err := Parse("aerfs.yaml", configs.DefaultPolicy)

@@ -131,7 +131,7 @@ func (ps *parser) roots(n *yaml.Node, s *spec) error {
 				if err != nil {
 					return err
 				}
-				pt, msg, hint := compileGlob(src)
+				pt, msg, hint := compileClassPattern(src)
 				if msg != "" {
 					return ps.errf(it, hint, "%s", msg)
 				}
@@ -185,8 +185,8 @@ func compileRoots(p *Policy, s *spec) {
 	for _, r := range s.roots {
 		rp := *p
 		rp.name = p.name + " (root " + r.name + ")"
-		rp.literal = map[string]Class{}
-		rp.byRank = [numRanks][]pattern{}
+		rp.literal, rp.dirs = map[string]uint8{}, map[string]uint8{}
+		rp.byRank, rp.excl = [numRanks][]pattern{}, [numRanks][]pattern{}
 		rp.classPatterns = [numClasses][]string{}
 		rp.guardedFloating = false
 		rp.roots = nil
@@ -206,16 +206,20 @@ func addClasses(p *Policy, classes [numClasses][]pattern) {
 		r := classRank(c)
 		for _, pt := range classes[c] {
 			p.classPatterns[c] = append(p.classPatterns[c], pt.src)
-			if c.Guarded() && !pt.anchored {
+			switch {
+			case pt.exclude:
+				p.excl[r] = append(p.excl[r], pt)
+				continue
+			case !pt.anchored && pt.segs[0].kind == segLiteral:
+				p.literal[pt.segs[0].lit] |= 1 << r
+			case pt.anyDir():
+				p.dirs[pt.segs[1].lit] |= 1 << r
+			default:
+				p.byRank[r] = append(p.byRank[r], pt)
+			}
+			if c.Guarded() && (!pt.anchored || pt.anyDir()) {
 				p.guardedFloating = true
 			}
-			if !pt.anchored && pt.segs[0].kind == segLiteral {
-				if old, ok := p.literal[pt.segs[0].lit]; !ok || classRank(old) > r {
-					p.literal[pt.segs[0].lit] = c
-				}
-				continue
-			}
-			p.byRank[r] = append(p.byRank[r], pt)
 		}
 	}
 }
