@@ -480,24 +480,10 @@ type flowStats struct {
 func exploreFlow(r flowRules, depth int, stop bool) flowStats {
 	m := newFlowModel(r)
 	init := m.initState()
-	type node struct {
-		parent int
-		label  string
-	}
-	nodes := []node{{parent: -1}}
+	nodes := []xNode{{parent: -1}}
 	seen := map[fState]struct{}{init: {}}
 	frontier, ids := []fState{init}, []int{0}
 	var st flowStats
-	trace := func(id int, last string) []string {
-		var t []string
-		for ; id > 0; id = nodes[id].parent {
-			t = append(t, nodes[id].label)
-		}
-		for i, j := 0, len(t)-1; i < j; i, j = i+1, j-1 {
-			t[i], t[j] = t[j], t[i]
-		}
-		return append(t, last)
-	}
 	for d := 0; d < depth && len(frontier) > 0; d++ {
 		var next []fState
 		var nextIDs []int
@@ -508,7 +494,7 @@ func exploreFlow(r flowRules, depth int, stop bool) flowStats {
 				if why := m.violation(&step); why != "" {
 					st.violations++
 					if st.witness == nil {
-						st.witness, st.why = trace(ids[fi], step.label), why
+						st.witness, st.why = xTrace(nodes, ids[fi], step.label), why
 					}
 					continue
 				}
@@ -527,7 +513,7 @@ func exploreFlow(r flowRules, depth int, stop bool) flowStats {
 					continue
 				}
 				seen[step.next] = struct{}{}
-				nodes = append(nodes, node{parent: ids[fi], label: step.label})
+				nodes = append(nodes, xNode{parent: ids[fi], label: step.label})
 				next = append(next, step.next)
 				nextIDs = append(nextIDs, len(nodes)-1)
 			}
