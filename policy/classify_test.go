@@ -164,6 +164,8 @@ func TestGlobs(t *testing.T) {
 		{"x[!a-c].md", []string{"xd.md"}, []string{"xa.md", "xc.md"}},
 		{"a/*/c", []string{"a/b/c"}, []string{"a/c", "a/b/b/c"}},
 		{"a*b*c", []string{"abc", "axxbyyc"}, []string{"ab"}},
+		{"*tmp*", []string{"tmp", "a.tmp.b", "d/x.tmp"}, []string{"tm", "t/mp"}},
+		{"x*y*", []string{"xy", "xaya"}, []string{"ax", "yx"}},
 		{`\*lit`, []string{"*lit"}, []string{"xlit"}},
 	}
 	for _, tc := range tests {
@@ -251,6 +253,7 @@ classes:
 		{"", true},
 		{"id", true},
 		{"id/sub", false},
+		{"id/SOUL.md", false}, // the guarded file itself: nothing below it
 		{"notes", true},
 		{"notes/x/y", true},
 		{"a", true},
@@ -412,7 +415,7 @@ func TestClassExclusions(t *testing.T) {
 classes:
   identity: []
   memory: ["notes/**", "**/journal"]
-  control: ["!notes/draft/**", "notes/**", "**/.tool/**", "!**/vendor/**", "Makefile"]
+  control: ["!notes/draft/**", "notes/**", "**/.tool/**", "!**/vendor/**", "Makefile", "etc/cfg/**", "**/*.d/**"]
   secret: ["*.pem", "!public.pem"]
 `)
 	for _, tc := range []struct {
@@ -434,13 +437,20 @@ classes:
 		{"k.pem", Secret},
 		{"public.pem", Plain},
 		{"sessions/s/notes/draft/x", Memory},
+		// Only "**/NAME/**" is a directory at any depth.
+		{"etc/cfg/a", Control},
+		{"x/cfg/a", Plain},
+		{"x/etc/cfg/a", Plain},
+		{"a/b.d/c", Control},
+		{"b.d", Control},
+		{"a/bd/c", Plain},
 		{"sessions/s/notes/x", Control},
 	} {
 		if c, _, _ := p.Classify(tc.rel); c != tc.c {
 			t.Errorf("Classify(%q) = %v, want %v", tc.rel, c, tc.c)
 		}
 	}
-	if got := strings.Join(p.Patterns(Control), " "); got != "!notes/draft/** notes/** **/.tool/** !**/vendor/** Makefile" {
+	if got := strings.Join(p.Patterns(Control), " "); got != "!notes/draft/** notes/** **/.tool/** !**/vendor/** Makefile etc/cfg/** **/*.d/**" {
 		t.Errorf("Patterns(control) = %s", got)
 	}
 	if !p.MayContainGuarded("src") {
@@ -451,6 +461,33 @@ classes:
 		var pe *Error
 		if !errors.As(err, &pe) || pe.Line != 3 || pe.Hint == "" {
 			t.Errorf("control: [%s]: %v", bad, err)
+		}
+	}
+}
+
+// TestPatternNeed: an anchored pattern's first literal component is what
+// every path it matches contains, and match rejects a path without it
+// before walking it; a pattern with no literal needs nothing.
+func TestPatternNeed(t *testing.T) {
+	for pat, want := range map[string]string{
+		"**/.git/config":    ".git",
+		"skills/**":         "skills",
+		"/SOUL.md":          "SOUL.md",
+		"a/*/hooks/**":      "a",
+		"**/*.d/**":         "",
+		"**":                "",
+		"*.pem":             "", // unanchored: the base name is compared anyway
+		"**/journal":        "", // the same as journal
+		"x/**/cfg":          "x",
+		"**/.github/a/**":   ".github",
+		"[ab]/**/.cargo/**": ".cargo",
+	} {
+		pt, msg, _ := compileGlob(pat)
+		if msg != "" {
+			t.Fatal(msg)
+		}
+		if pt.need != want {
+			t.Errorf("compileGlob(%q).need = %q, want %q", pat, pt.need, want)
 		}
 	}
 }

@@ -264,7 +264,7 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	mergeAuthority(s, base)
 	for _, k := range topKeys {
-		if s.has[k] || k == keyRoots || base == nil && (k == keyNamespaces || k == keyBurst) {
+		if s.has[k] || k == keyRoots {
 			continue
 		}
 		if base == nil {
@@ -430,14 +430,14 @@ func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
 // without wildcards, and not the whole file system.
 func checkSandboxPath(p string) string {
 	rest := p
-	switch {
-	case p == "~":
+	if p == "~" {
 		return "is the whole home directory, where the owner's shell and tools keep what they run"
-	case strings.HasPrefix(p, "~/"):
+	}
+	if strings.HasPrefix(p, "~/") {
 		rest = p[1:]
-	case strings.HasPrefix(p, "~"):
+	} else if strings.HasPrefix(p, "~") {
 		return "names another user's home; only ~ (the owner's) is expanded"
-	case !strings.HasPrefix(p, "/"):
+	} else if !strings.HasPrefix(p, "/") {
 		return "is relative"
 	}
 	if rest == "/" {

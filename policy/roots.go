@@ -60,10 +60,9 @@ func checkRootName(n string) string {
 		return "is longer than 32 characters"
 	}
 	for i, c := range n {
-		switch {
-		case c >= 'a' && c <= 'z':
-		case i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_'):
-		default:
+		lower := c >= 'a' && c <= 'z'
+		rest := i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_')
+		if !lower && !rest {
 			return "must start with a lowercase letter and hold only lowercase letters, digits, '-' and '_'"
 		}
 	}
@@ -88,7 +87,7 @@ func (ps *parser) roots(n *yaml.Node, s *spec) error {
 	}
 	s.roots = []rootSpec{}
 	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
+	for i := 0; i < len(n.Content); i += 2 { // key, value pairs
 		k, v := n.Content[i], n.Content[i+1]
 		name, err := ps.str(k, "a root name")
 		if err != nil {
@@ -206,15 +205,15 @@ func addClasses(p *Policy, classes [numClasses][]pattern) {
 		r := classRank(c)
 		for _, pt := range classes[c] {
 			p.classPatterns[c] = append(p.classPatterns[c], pt.src)
-			switch {
-			case pt.exclude:
+			if pt.exclude {
 				p.excl[r] = append(p.excl[r], pt)
 				continue
-			case !pt.anchored && pt.segs[0].kind == segLiteral:
+			}
+			if lit := !pt.anchored && pt.segs[0].kind == segLiteral; lit {
 				p.literal[pt.segs[0].lit] |= 1 << r
-			case pt.anyDir():
+			} else if pt.anyDir() {
 				p.dirs[pt.segs[1].lit] |= 1 << r
-			default:
+			} else {
 				p.byRank[r] = append(p.byRank[r], pt)
 			}
 			if c.Guarded() && (!pt.anchored || pt.anyDir()) {

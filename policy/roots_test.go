@@ -146,3 +146,22 @@ func TestResolveRoots(t *testing.T) {
 		}
 	}
 }
+
+// TestRootNames: a root name becomes a path component of records
+// ("@name/…") and a file name in the state directory: a lowercase letter
+// first, then lowercase letters, digits, '-' and '_', at most 32.
+func TestRootNames(t *testing.T) {
+	for _, ok := range []string{"a", "z", "claude", "a0", "z9", "open-claw_2", "a-", strings.Repeat("x", 32)} {
+		if msg := checkRootName(ok); msg != "" {
+			t.Errorf("root name %q refused: %s", ok, msg)
+		}
+		if n, _, found := SplitRootPath("@" + ok + "/f"); !found || n != ok {
+			t.Errorf("SplitRootPath(@%s/f) = %q, %v", ok, n, found)
+		}
+	}
+	for _, bad := range []string{"", "0a", "9", "-a", "_a", "A", "aB", "a.b", "a/b", "a b", "`", "{", "a/", "a:", "é", strings.Repeat("x", 33)} {
+		if checkRootName(bad) == "" {
+			t.Errorf("root name %q accepted", bad)
+		}
+	}
+}
