@@ -343,6 +343,8 @@ executables:
   - {match: "/opt/agent/bin/fetch", principal: WEB}
   - {match: "py*", principal: tool_unauth}
   - {match: "/opt/**/scrape", principal: CHANNEL}
+  - {match: "/opt/skills/*", principal: SKILL}
+  - {match: "/opt/skills/fetch*", principal: WEB}
 `)
 	for _, tc := range []struct {
 		exe  string
@@ -354,6 +356,7 @@ executables:
 		{"/usr/bin/python3", ToolUnauth, true},
 		{"/opt/agent/bin/sub/run", 0, false},
 		{"/opt/x/y/scrape", Channel, true},
+		{"/opt/skills/fetcher", Skill, true}, // equally trusted: the first listed names the channel
 		{"opt/agent/bin/run", 0, false},
 		{"/usr/bin/curl", 0, false}, // a file that sets executables replaces the list
 	} {

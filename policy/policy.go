@@ -93,12 +93,10 @@ func (p *Policy) Classify(rel string) (Class, Namespace, string) {
 	var named uint8 // the ranks that list rel's base name or one of its directories
 	if rel != "" {
 		named = p.literal[rel[strings.LastIndexByte(rel, '/')+1:]]
-		if len(p.dirs) > 0 {
-			for rest, more := rel, true; more; {
-				var comp string
-				comp, rest, more = split(rest)
-				named |= p.dirs[comp]
-			}
+		for rest, more := rel, true; more; {
+			var comp string
+			comp, rest, more = split(rest)
+			named |= p.dirs[comp]
 		}
 	}
 	for r := 0; r < numRanks; r++ {
@@ -190,7 +188,8 @@ func (p *Policy) Patterns(c Class) []string {
 // ExecPrincipal returns the principal the policy assigns to the executable
 // exe (an absolute path as found in /proc/<pid>/exe), and whether any rule
 // matched. A bare-name rule matches the base name; an absolute rule matches
-// the whole path. When several match, the least trusted wins. The caller
+// the whole path. When several match, the least trusted wins, and of
+// equally trusted ones (WEB and SKILL) the first listed. The caller
 // applies the result with Lower: executable rules only lower trust.
 func (p *Policy) ExecPrincipal(exe string) (Principal, bool) {
 	var (

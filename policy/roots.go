@@ -251,8 +251,11 @@ func (p *Policy) ResolveRoots(home, workspace, stateDir string) ([]Root, error) 
 			}
 			d = path.Clean(strings.TrimSuffix(home, "/") + rest)
 		}
-		if d == "/" || d == path.Clean(home) {
-			return nil, fmt.Errorf("root %s: %s is the whole %s", r.Name, d, map[bool]string{true: "file system", false: "home directory"}[d == "/"])
+		if d == "/" {
+			return nil, fmt.Errorf("root %s: %s is the whole file system", r.Name, d)
+		}
+		if d == path.Clean(home) {
+			return nil, fmt.Errorf("root %s: %s is the whole home directory", r.Name, d)
 		}
 		for _, o := range []struct{ what, dir string }{{"the workspace", workspace}, {"the state directory", stateDir}} {
 			if o.dir != "" && pathsOverlap(strings.TrimPrefix(d, "/"), strings.TrimPrefix(path.Clean(o.dir), "/")) {

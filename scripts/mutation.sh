@@ -19,6 +19,20 @@ fi
 # mutant out. A mutant may take twenty times as long before it counts as
 # timed out: on a loaded machine the exhaustive check slows.
 $GO clean -testcache
-exec "$bin/gremlins" unleash ./policy \
-  --workers "${WORKERS:-2}" --timeout-coefficient 20 \
-  --threshold-efficacy 100 --threshold-mcover 95 "$@"
+log=$(mktemp "${TMPDIR:-/tmp}/aerfs-mutation.XXXXXX")
+trap 'rm -f "$log"' EXIT
+"$bin/gremlins" unleash ./policy \
+  --workers "${WORKERS:-2}" --timeout-coefficient 20 "$@" | tee "$log"
+# gremlins v0.6.0 exits 0 whatever its --threshold flags say: its summary
+# lines decide here.
+efficacy=$(sed -n 's/^Test efficacy: \([0-9.]*\)%.*/\1/p' "$log")
+coverage=$(sed -n 's/^Mutator coverage: \([0-9.]*\)%.*/\1/p' "$log")
+if [ -z "$efficacy" ] || [ -z "$coverage" ]; then
+  echo "mutation: gremlins printed no summary"; exit 1
+fi
+if ! awk -v e="$efficacy" -v c="$coverage" 'BEGIN { exit !(e >= 100 && c >= 95) }'; then
+  echo "mutation: efficacy $efficacy % (want 100), mutator coverage $coverage % (want at least 95); survivors:"
+  grep -E 'LIVED|TIMED OUT' "$log" || true
+  exit 1
+fi
+echo "mutation: efficacy $efficacy %, mutator coverage $coverage %"
