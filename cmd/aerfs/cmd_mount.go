@@ -63,21 +63,13 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if err != nil {
 		return err
 	}
-	fi, serr := os.Stat(ws)
-	// A mount whose daemon died (kill -9, a crash) answers statfs with
-	// ENOTCONN (stat may still be answered from the kernel's cache): it is
-	// stale, and mounting again replaces it; only a live one is refused.
-	var sfs syscall.Statfs_t
-	ferr := syscall.Statfs(ws, &sfs)
-	stale := errors.Is(serr, syscall.ENOTCONN) || errors.Is(serr, syscall.ECONNABORTED) ||
-		ferr == syscall.ENOTCONN || ferr == syscall.ECONNABORTED
-	if serr != nil && !stale || serr == nil && !fi.IsDir() {
+	if fi, err := os.Stat(ws); err != nil && !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) || err == nil && !fi.IsDir() {
 		return fail(exitNoWorkspace, "check the path, or create the directory and run aerfs init", "workspace %s does not exist or is not a directory", wsArg)
 	}
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = r
 	}
-	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws && !stale {
+	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws && !staleMount(ws) {
 		return fail(exitError, "aerfs status --workspace "+ws+" shows it; aerfs unmount "+ws+" first to mount it again",
 			"%s is already mounted (state %s)", ws, m.StateDir)
 	}
@@ -315,4 +307,13 @@ func rootlessPreflight() error {
 		return fail(exitError, "as root: chmod u+s "+helper+" (and make sure it is owned by root)", "%s is not setuid: an unprivileged user cannot mount through it", helper)
 	}
 	return nil
+}
+
+// staleMount reports whether the mount at ws has lost its daemon (killed):
+// the kernel answers "transport endpoint is not connected", and the mount
+// about to start clears it.
+func staleMount(ws string) bool {
+	var st syscall.Statfs_t
+	err := syscall.Statfs(ws, &st)
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
 }
