@@ -88,8 +88,8 @@ type restoreScope struct {
 	paths []string
 	// named: the owner named the file itself (FILE --to V), so nothing
 	// the plan does to it goes beyond what was asked; source: the path
-	// the owner named as poisoned (--contaminated-by PATH), whose own
-	// files the plan may take back too.
+	// the owner named as poisoned (--contaminated-by PATH): when it is a
+	// file, the plan may take it back too.
 	named  bool
 	source string
 	// since is true for the versions the restore undoes (recorded after
@@ -209,8 +209,8 @@ func planRestore(x *snapshot.Index, cur, target snapshot.State, scope restoreSco
 	}
 	for i := range plan {
 		st := &plan[i]
-		if src := scope.source; src != "" && (st.Path == src || strings.HasPrefix(st.Path, strings.TrimSuffix(src, "/")+"/")) {
-			continue // the poisoned source itself: named
+		if scope.source != "" && st.Path == scope.source {
+			continue // the poisoned file itself: named (a directory names none of its files one by one)
 		}
 		var why []string
 		if st.To == "" {

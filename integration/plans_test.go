@@ -102,3 +102,24 @@ func TestGCDryRunListsFilesAndVersions(t *testing.T) {
 		t.Fatalf("gc --dry-run recorded %d gc records", n)
 	}
 }
+
+// A directory named as poisoned names none of its files one by one: a plan
+// that would remove them (they were created through the mount, so before
+// their first version they were absent) waits for --yes; a file named
+// as poisoned is taken back without it.
+func TestRestoreContaminatedByDirectoryNeedsYesToRemoveItsFiles(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n"}).Mount()
+	expectOK(t, "the owner's notes", e.Owner("mkdir -p memory && echo a > memory/a.md && echo b > memory/b.md"))
+	expectOK(t, "the agent reads one and writes memory", e.Sh("USER", "agent", "cat memory/a.md >/dev/null; echo from-a >> MEMORY.md"))
+	r := e.Aerfs("restore", "--contaminated-by", "memory")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "RP-confirm") {
+		t.Fatalf("restore --contaminated-by a directory whose plan removes its files: %s, want refused (RP-confirm)", r)
+	}
+	if !e.Exists("memory/a.md") || !e.Exists("memory/b.md") || e.Read("MEMORY.md") != "m0\nfrom-a\n" {
+		t.Fatal("a refused restore changed files")
+	}
+	expectOK(t, "restore --contaminated-by the file", e.Aerfs("restore", "--contaminated-by", "memory/a.md"))
+	if e.Exists("memory/a.md") || !e.Exists("memory/b.md") || e.Read("MEMORY.md") != "m0\n" {
+		t.Fatalf("after restoring what memory/a.md led to: a %v b %v MEMORY.md %q", e.Exists("memory/a.md"), e.Exists("memory/b.md"), e.Read("MEMORY.md"))
+	}
+}
