@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/aerfs/aerfs/evidence"
 	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/internal/mountinfo"
 	"github.com/aerfs/aerfs/metrics"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -135,6 +135,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	ev := &events{}
 	var mon *aerfs.Monitor
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
+	reg.SetStateDir(o.StateDir)
 	health := &logHealth{ok: true, log: o.Log}
 	rec := &countingRecorder{Recorder: elog, health: health}
 	if o.MetricsAddr != "" {
@@ -436,60 +437,36 @@ func comm(base string) string {
 type MountInfo struct {
 	Mountpoint string
 	StateDir   string
+	ID         int // the mount's id in the table
 }
 
-// FindMount returns the aerfs mount that contains path (the innermost), or
-// nil. The state directory is the mount's source field.
-func FindMount(p string) *MountInfo {
-	f, err := os.Open("/proc/self/mountinfo")
+// Mounts lists the aerfs mounts of this process's mount table, read whole
+// (internal/mountinfo): other file systems mounting and unmounting
+// meanwhile never hide one. The state directory is the mount's source.
+func Mounts() []MountInfo {
+	ms, err := mountinfo.Self()
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	var out []MountInfo
+	for _, m := range ms {
+		if m.FSType == "fuse.aerfs" {
+			out = append(out, MountInfo{Mountpoint: m.Point, StateDir: m.Source, ID: m.ID})
+		}
+	}
+	return out
+}
+
+// FindMount returns the aerfs mount that contains path (the innermost), or
+// nil.
+func FindMount(p string) *MountInfo {
 	var best *MountInfo
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, x := range fields {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || len(fields) < sep+3 || len(fields) < 5 {
-			continue
-		}
-		if fields[sep+1] != "fuse.aerfs" {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		if p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/") {
-			if best == nil || len(mp) > len(best.Mountpoint) {
-				best = &MountInfo{Mountpoint: mp, StateDir: unescapeMount(fields[sep+2])}
-			}
+	for _, m := range Mounts() {
+		if mountinfo.Within(p, m.Mountpoint) && (best == nil || len(m.Mountpoint) > len(best.Mountpoint)) {
+			best = &m
 		}
 	}
 	return best
-}
-
-// unescapeMount undoes the octal escapes of /proc/self/mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // checkDriftAtMount compares the guarded files with what the log says aerfs

@@ -252,7 +252,11 @@ func (s *controlServer) refuseStale(p *peer, req Request, now *principal.Resolve
 	if now != nil && now.Identified && now.Proc.ID.Tgid == p.pid && now.Proc.ID.Start != p.start {
 		why += "; its pid now belongs to another process"
 	}
-	s.m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: p.principal,
+	who := p.principal
+	if who == "" {
+		who = policy.External.String() // never identified
+	}
+	s.m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: who,
 		Meta: evidence.Meta{Op: req.Op, Verdict: "deny", Pid: p.pid, UID: p.uid, Exe: p.exe, Session: p.session, Path: req.Path,
 			Rule: v.Rule.ID(), Reason: why + ": a connection speaks only for the process that made it"}})
 	return &Response{Refused: true, Rule: v.Rule.ID(), Error: req.Op + " refused: " + why,
