@@ -115,8 +115,9 @@ func (s *controlServer) confined(pid int, req Request) *Response {
 }
 
 // kernelView is what /proc shows of pid's confinement: no_new_privs, the
-// seccomp mode, and whether its user and mount namespaces are its own
-// (not the daemon's).
+// seccomp mode, whether its user and mount namespaces are its own (not the
+// daemon's), and its effective, permitted and bounding capability sets
+// (CapEff=0 CapPrm=0 CapBnd=0 in a confined session).
 func kernelView(pid int) string {
 	base := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(base + "/status")
@@ -124,6 +125,7 @@ func kernelView(pid int) string {
 		return "unreadable: " + err.Error()
 	}
 	var out []string
+	caps := map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -131,6 +133,13 @@ func kernelView(pid int) string {
 		}
 		v = strings.TrimSpace(v)
 		switch k {
+		case "CapEff", "CapPrm", "CapBnd":
+			if t := strings.TrimLeft(v, "0"); t != "" {
+				v = t
+			} else {
+				v = "0"
+			}
+			caps[k] = k + "=" + v
 		case "NoNewPrivs":
 			if v == "1" {
 				out = append(out, "no_new_privs")
@@ -160,6 +169,9 @@ func kernelView(pid int) string {
 		out = append(out, "own "+strings.Join(own, "+")+" namespaces")
 	} else {
 		out = append(out, "the daemon's namespaces")
+	}
+	if len(caps) == 3 {
+		out = append(out, caps["CapEff"]+" "+caps["CapPrm"]+" "+caps["CapBnd"])
 	}
 	return strings.Join(out, ", ")
 }

@@ -43,6 +43,7 @@ type Report struct {
 	Private     []string `json:"private,omitempty"`  // paths replaced in the session's mount namespace
 	Namespaces  []string `json:"namespaces,omitempty"`
 	NoNewPrivs  bool     `json:"no_new_privs"`
+	NoCaps      bool     `json:"no_capabilities"` // every capability set emptied, securebits locked
 	Seccomp     bool     `json:"seccomp"`
 	Warnings    []string `json:"warnings,omitempty"`
 }
@@ -68,6 +69,9 @@ func (r *Report) String() string {
 	}
 	if r.NoNewPrivs {
 		parts = append(parts, "no_new_privs")
+	}
+	if r.NoCaps {
+		parts = append(parts, "no capabilities")
 	}
 	return strings.Join(parts, ", ")
 }
@@ -108,6 +112,9 @@ func (r *Report) Summary() string {
 	if r.NoNewPrivs {
 		parts = append(parts, "no_new_privs")
 	}
+	if r.NoCaps {
+		parts = append(parts, "no capabilities")
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -128,6 +135,14 @@ func Apply(c Config) (*Report, error) {
 		return r, fmt.Errorf("no_new_privs: %w", err)
 	}
 	r.NoNewPrivs = true
+	w, err := dropCapabilities()
+	if err != nil {
+		return r, fmt.Errorf("capabilities: %w", err)
+	}
+	if w != "" {
+		r.Warnings = append(r.Warnings, w)
+	}
+	r.NoCaps = w == ""
 	if !c.NoLandlock {
 		if err := applyLandlock(c, r); err != nil {
 			return r, fmt.Errorf("landlock: %w", err)

@@ -103,9 +103,6 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 			return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", session, err)
 		}
 		sc.cfg.Writable = append(sc.cfg.Writable, writable...)
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return nil, fail(exitError, "", "cannot drop the namespace's capabilities: %v", err)
-		}
 		// Resolve the working directory again in the new tree: the old
 		// one is a way back into what was covered.
 		if os.Chdir(cwd) != nil {
@@ -176,9 +173,12 @@ func runInNamespace() (code int, ok bool) {
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: size}},
 		GidMappingsEnableSetgroups: uid == 0,
 		// The owner's uid has no capabilities after execve, even in its
-		// own namespace: keep the one the mounts need. The copy drops it
-		// before it executes the session's command.
-		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
+		// own namespace: keep the ones the mounts and the capability drop
+		// need. The copy drops every capability (sandbox.Apply) before it
+		// executes the session's command.
+		// CAP_SETPCAP lets it empty the bounding set and lock the
+		// securebits before it executes the session's command.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP},
 		// Killing aerfs run kills the session's command, as when they
 		// were one process (the copy sets it again: its execve with a
 		// capability clears it). The signal follows the thread that
