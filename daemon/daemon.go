@@ -286,33 +286,61 @@ func Run(ctx context.Context, o Options) (err error) {
 	ready(nil)
 	ready = nil
 
+	served, err := newServedMount(ws, o.StateDir, server)
+	if err != nil {
+		server.Unmount()
+		return err
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	go func() {
-		select {
-		case <-sig:
-		case <-ctx.Done():
-		}
-		for i := 0; i < 20; i++ {
-			if server.Unmount() == nil {
+		// Leave when asked (a signal, the caller), or as soon as the mount
+		// has left this namespace (leave.go).
+		gone, done := served.gone(ctx), ctx.Done()
+		for {
+			select {
+			case <-sig:
+			case <-done:
+				done = nil
+			case <-gone:
+			case <-served.done:
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
+			err := served.leave(false, o.Log)
+			if errors.Is(err, errBusy) {
+				o.Log.Error().Msg("unmount failed: the mount is busy")
+				continue
+			}
+			if err != nil {
+				o.Log.Error().Err(err).Msg("the daemon cannot leave")
+			}
+			return
 		}
-		o.Log.Error().Msg("unmount failed: the mount is busy")
 	}()
-	server.Wait()
-	if err := mon.SyncBacking(); err != nil {
-		// Without the flush the unmount is not recorded as clean: the
-		// next mount completes what this one recorded.
-		o.Log.Error().Err(err).Msg("cannot flush the backing file system at unmount")
-		return err
+	<-served.done
+	// Flush what this mount published, within a bound: a flush that
+	// does not finish leaves the unmount unrecorded (not clean), and the
+	// next mount completes what this one recorded.
+	flushed := make(chan error, 1)
+	go func() { flushed <- mon.SyncBacking() }()
+	select {
+	case err := <-flushed:
+		if err != nil {
+			o.Log.Error().Err(err).Msg("cannot flush what aerfs wrote at unmount: the unmount is not recorded as clean")
+			return err
+		}
+	case <-time.After(flushBound):
+		o.Log.Error().Msg("flushing what aerfs wrote at unmount takes longer than " + flushBound.String() + ": the unmount is not recorded as clean; the next mount completes what this one recorded")
+		return fmt.Errorf("flush at unmount: not done after %s", flushBound)
 	}
 	mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
 		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted"}})
 	return nil
 }
+
+// flushBound is how long the flush at unmount may take.
+const flushBound = 3 * time.Second
 
 // events records what the registry learns.
 type events struct{ m *aerfs.Monitor }
@@ -437,7 +465,8 @@ func comm(base string) string {
 type MountInfo struct {
 	Mountpoint string
 	StateDir   string
-	ID         int // the mount's id in the table
+	ID         int    // the mount's id in the table
+	Conn       uint32 // its FUSE connection (the mount's device number)
 }
 
 // Mounts lists the aerfs mounts of this process's mount table, read whole
@@ -451,7 +480,7 @@ func Mounts() []MountInfo {
 	var out []MountInfo
 	for _, m := range ms {
 		if m.FSType == "fuse.aerfs" {
-			out = append(out, MountInfo{Mountpoint: m.Point, StateDir: m.Source, ID: m.ID})
+			out = append(out, MountInfo{Mountpoint: m.Point, StateDir: m.Source, ID: m.ID, Conn: m.Major<<20 | m.Minor})
 		}
 	}
 	return out
