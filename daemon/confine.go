@@ -32,10 +32,11 @@ type sessionConfs struct {
 }
 
 type sessionConf struct {
-	root     principal.ProcID
-	planned  string // the register request's sandbox field ("off": none)
-	reported bool
-	summary  string
+	root       principal.ProcID
+	planned    string // the register request's sandbox field ("off": none)
+	reported   bool
+	summary    string
+	supervised bool // its connect() listener was handed over (sockets.go)
 }
 
 func newConfinements() *confinements { return &confinements{m: map[string]*sessionConfs{}} }
@@ -57,6 +58,23 @@ func (c *confinements) registered(id string, root principal.ProcID, planned stri
 	}
 	x.last = &sessionConf{root: root, planned: planned}
 	x.byRoot[root] = x.last
+}
+
+// claimSupervision reports whether root, which registered session id
+// confined, may hand over its connect() listener now: once.
+func (c *confinements) claimSupervision(id string, root principal.ProcID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x := c.m[id]
+	if x == nil {
+		return false
+	}
+	sc := x.byRoot[root]
+	if sc == nil || sc.planned == "off" || sc.supervised || sc.reported {
+		return false
+	}
+	sc.supervised = true
+	return true
 }
 
 // describe is the confinement of session id as `aerfs status` shows it.

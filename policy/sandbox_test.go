@@ -18,12 +18,15 @@ func TestSandboxWritable(t *testing.T) {
 	if got := strings.Join(q.SandboxWritable("/home/o/"), " "); got != "/scratch /home/o/.cargo/registry" {
 		t.Errorf("writable = %q", got)
 	}
-	if p.SandboxPrivateTmp() {
-		t.Error("default has a private /tmp")
+	if !p.SandboxPrivateTmp() {
+		t.Error("default has no private /tmp")
 	}
-	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {private_tmp: true}\n"))
-	if err != nil || !q.SandboxPrivateTmp() {
-		t.Errorf("private_tmp: true not read: %v", err)
+	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {private_tmp: false}\n"))
+	if err != nil || q.SandboxPrivateTmp() {
+		t.Errorf("private_tmp: false not read: %v", err)
+	}
+	if q, err = Parse("p.yaml", []byte("version: 1\n")); err != nil || !q.SandboxPrivateTmp() {
+		t.Errorf("a policy without a sandbox section has no private /tmp: %v", err)
 	}
 	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {network: open}\n"))
 	if err != nil {
