@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -55,9 +57,10 @@ import (
 // The daemon authenticates control connections by their peer (SO_PEERPIDFD)
 // and the peer of a connection the daemon makes is the daemon. So it
 // connects the session's socket to a listener of its own (behalf.sock,
-// beside the control socket, the daemon's alone), accepts that connection
-// at once, checks that it was its own, and serves it as a control
-// connection of the session's process, bound to it by a pidfd.
+// beside the control socket, the daemon's alone), writes a random nonce
+// into it, accepts the connection that starts with that nonce, and serves
+// it as a control connection of the session's process, bound to it by a
+// pidfd.
 
 // RuleSocket is the rule id of a refused connect() of a confined session.
 var RuleSocket = policy.RuleSocket.ID()
@@ -618,19 +621,34 @@ func (g *socketGate) onBehalf(c *call) unix.Errno {
 	if errno := connectRaw(c.sock, sockaddrUnix(g.behalfPath)); errno != 0 {
 		return errno
 	}
-	g.behalf.SetDeadline(time.Now().Add(2 * time.Second))
-	conn, err := g.behalf.AcceptUnix()
-	if err != nil {
+	// The connection is known by what the daemon writes into it first,
+	// through the session's socket, before the session's connect()
+	// returns: a random nonce. A connection that does not start with it
+	// (someone else's, one the session wrote into first, a stale one) is
+	// closed.
+	var nonce [16]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
 		return unix.ECONNREFUSED
 	}
-	// Only the daemon connects there (the socket is the daemon's alone,
-	// 0600); whoever else got in is turned away.
-	raw, _ := conn.SyscallConn()
-	var cred *unix.Ucred
-	raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-	if err != nil || int(cred.Pid) != os.Getpid() {
-		conn.Close()
+	if _, err := unix.Write(c.sock, nonce[:]); err != nil {
 		return unix.ECONNREFUSED
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	var conn *net.UnixConn
+	for conn == nil {
+		g.behalf.SetDeadline(deadline)
+		x, err := g.behalf.AcceptUnix()
+		if err != nil {
+			return unix.ECONNREFUSED
+		}
+		var got [16]byte
+		x.SetReadDeadline(deadline)
+		if _, err := io.ReadFull(x, got[:]); err != nil || got != nonce {
+			x.Close()
+			continue
+		}
+		x.SetReadDeadline(time.Time{})
+		conn = x
 	}
 	pr := &peer{pid: p.ID.Tgid, start: p.ID.Start, uid: p.UID, pidfd: pfd}
 	if err := pr.check(); err != nil {

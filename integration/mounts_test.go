@@ -50,6 +50,19 @@ func (e *Env) committedBy(path, principal string) bool {
 	return false
 }
 
+// openFuseToUsers lets every user open /dev/fuse until the test ends (a
+// rootless mount needs it).
+func openFuseToUsers(t *testing.T) {
+	t.Helper()
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := fi.Mode().Perm()
+	os.Chmod("/dev/fuse", 0o666)
+	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
+}
+
 func mountAll(t *testing.T, n int) []*Env {
 	var out []*Env
 	for i := 0; i < n; i++ {
@@ -218,13 +231,7 @@ cd "$A" && "$AERFS" snapshot --label owner-a
 func TestMountsRootlessAcrossMounts(t *testing.T) {
 	u, home := rootlessUser(t)
 	bin := publicBinary(t)
-	fi, err := os.Stat("/dev/fuse")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mode := fi.Mode().Perm()
-	os.Chmod("/dev/fuse", 0o666)
-	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
+	openFuseToUsers(t)
 	var ws, states []string
 	for _, n := range []string{"a", "b"} {
 		w, s := filepath.Join(home, "ws-"+n), filepath.Join(home, "state-"+n)

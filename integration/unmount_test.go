@@ -65,6 +65,22 @@ func processGone(pid int) bool {
 	return err != nil || (i > 0 && i+2 < len(s) && s[i+2] == 'Z')
 }
 
+// expectLeft checks that e's daemon pid has exited after aerfs unmount
+// returned, its unmount recorded as clean (the last record of the log).
+func (e *Env) expectLeft(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; i < 40 && !processGone(pid); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !processGone(pid) {
+		t.Fatalf("the daemon (pid %d) still runs after aerfs unmount returned", pid)
+	}
+	last := e.Log()
+	if n := len(last); n == 0 || last[n-1].Record.Type != "unmount" {
+		t.Errorf("the unmount is not recorded as clean (the last record of the log)")
+	}
+}
+
 // unmountTimed runs aerfs unmount and says how long it took.
 func unmountTimed(e *Env) (Result, time.Duration) {
 	start := time.Now()
@@ -86,16 +102,7 @@ func TestUnmountWithOtherWorkspacesSessions(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("aerfs unmount took %s with ten sessions of B alive", took)
 	}
-	for i := 0; i < 40 && !processGone(pid); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !processGone(pid) {
-		t.Fatalf("A's daemon (pid %d) still runs after aerfs unmount returned", pid)
-	}
-	last := a.Log()
-	if n := len(last); n == 0 || last[n-1].Record.Type != "unmount" {
-		t.Errorf("the unmount is not the last record of A's log")
-	}
+	a.expectLeft(t, pid)
 	a.Mount()
 	if !strings.Contains(a.Read("MEMORY.md"), "- before unmount") {
 		t.Errorf("A's memory lost its line")
@@ -139,16 +146,7 @@ func TestUnmountWhileBackingBusy(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("aerfs unmount took %s while the backing file system was busy", took)
 	}
-	for i := 0; i < 40 && !processGone(pid); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !processGone(pid) {
-		t.Fatalf("A's daemon (pid %d) still runs", pid)
-	}
-	last := a.Log()
-	if n := len(last); n == 0 || last[n-1].Record.Type != "unmount" {
-		t.Errorf("the unmount was not recorded as clean")
-	}
+	a.expectLeft(t, pid)
 	dd.Wait()
 	a.Mount()
 	if !strings.Contains(a.Read("MEMORY.md"), "- before unmount") {

@@ -128,18 +128,25 @@ const (
 	ret   = unix.BPF_RET | unix.BPF_K
 )
 
-// Filter returns the session's seccomp program.
-func Filter() ([]unix.SockFilter, error) {
-	arch, ok := auditArch()
-	if !ok {
-		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
-	}
+// newProgram starts a filter for arch: a process calling in under another
+// architecture is killed; the system call number is loaded.
+func newProgram(arch uint32) *asm {
 	a := &asm{fixups: map[int][2]string{}, labels: map[string]int{}}
 	a.stmt(ldAbs, offArch)
 	a.jump(jeq, arch, "nr", "")
 	a.stmt(ret, unix.SECCOMP_RET_KILL_PROCESS)
 	a.label("nr")
 	a.stmt(ldAbs, offNr)
+	return a
+}
+
+// Filter returns the session's seccomp program.
+func Filter() ([]unix.SockFilter, error) {
+	arch, ok := auditArch()
+	if !ok {
+		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
+	}
+	a := newProgram(arch)
 	if runtime.GOARCH == "amd64" {
 		a.jump(jset, 0x40000000, "eperm", "") // the x32 ABI
 	}

@@ -60,12 +60,7 @@ func InstallConnectNotify() (int, error) {
 	if !ok {
 		return -1, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
 	}
-	a := &asm{fixups: map[int][2]string{}, labels: map[string]int{}}
-	a.stmt(ldAbs, offArch)
-	a.jump(jeq, arch, "nr", "")
-	a.stmt(ret, unix.SECCOMP_RET_KILL_PROCESS)
-	a.label("nr")
-	a.stmt(ldAbs, offNr)
+	a := newProgram(arch)
 	a.jump(jeq, unix.SYS_CONNECT, "notify", "")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.label("notify")
