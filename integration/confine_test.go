@@ -129,6 +129,9 @@ func TestConfineOwnerServices(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	os.Chown(home, s.uid, s.gid)
+	for _, p := range []string{"pwned-tmux-tmp", "pwned-tmux-home", "pwned-svc"} {
+		os.Remove(filepath.Join(s.home, p)) // an earlier run's
+	}
 	run := filepath.Join("/run", "aerfs-it-svc-"+strconv.Itoa(os.Getpid()))
 	os.Mkdir(run, 0o755)
 	os.Chown(run, s.uid, s.gid)
@@ -159,7 +162,14 @@ try() { name=$1; shift; if out=$("$@" 2>&1); then echo "$name ok"; else echo "$n
 try tmux-tmp tmux -S "$TMUX_TMP" run-shell "touch $HOME/pwned-tmux-tmp"
 try tmux-home tmux -S "$TMUX_HOME" run-shell "touch $HOME/pwned-tmux-home"
 try agent env SSH_AUTH_SOCK="$AGENT" ssh-add -l
-try svc /usr/bin/python3 -c 'import socket, sys; c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); c.sendall(("touch " + sys.argv[2] + "\n").encode())' "$SVC" "$HOME/pwned-svc"
+try svc /usr/bin/python3 -c '
+import os, socket, sys
+c = socket.socket(socket.AF_UNIX)
+try:
+    c.connect(sys.argv[1])
+except OSError as e:
+    sys.exit(os.strerror(e.errno))
+c.sendall(("touch " + sys.argv[2] + "\n").encode())' "$SVC" "$HOME/pwned-svc"
 try control "$AERFS" status
 try own /usr/bin/python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("/tmp/own.sock"); s.listen(1); c = socket.socket(socket.AF_UNIX); c.connect("/tmp/own.sock")'
 try tcp /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); c = socket.socket(); c.connect(s.getsockname())'
