@@ -171,7 +171,7 @@ except OSError as e:
     sys.exit(os.strerror(e.errno))
 c.sendall(("touch " + sys.argv[2] + "\n").encode())' "$SVC" "$HOME/pwned-svc"
 try control "$AERFS" status
-try own /usr/bin/python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("/tmp/own.sock"); s.listen(1); c = socket.socket(socket.AF_UNIX); c.connect("/tmp/own.sock")'
+try own /usr/bin/python3 -c 'import socket, tempfile; p = tempfile.mktemp(dir="/tmp"); s = socket.socket(socket.AF_UNIX); s.bind(p); s.listen(1); c = socket.socket(socket.AF_UNIX); c.connect(p)'
 try tcp /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); c = socket.socket(); c.connect(s.getsockname())'
 `
 	r = s.session("WEB", "web", "export TMUX_TMP="+tmuxTmp+" TMUX_HOME="+tmuxHome+" AGENT="+agent+" SVC="+svc+" AERFS="+aerfsBin+"\n"+attack)
@@ -226,7 +226,8 @@ func TestConfineSocketRace(t *testing.T) {
 	race := `
 import ctypes, errno, os, socket, struct, sys, threading
 libc = ctypes.CDLL(None, use_errno=True)
-own = b"/tmp/own.sock"
+import tempfile
+own = tempfile.mktemp(dir="/tmp").encode()
 srv = socket.socket(socket.AF_UNIX); srv.bind(own); srv.listen(512)
 def drain():
     while True:
