@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -48,6 +49,8 @@ import (
 //     Everything else is refused with EACCES and recorded (RU-socket): the
 //     owner's tmux, screen, ssh-agent, gpg-agent, editors, container
 //     runtimes, anywhere.
+//   - A path the policy lists (sandbox.sockets): connected likewise, with
+//     the session's permissions.
 //   - An abstract address: in a network namespace of the session's own,
 //     only the session's sockets are there, and it is connected; in the
 //     host's it is refused (EPERM), as Landlock's scoping would.
@@ -121,6 +124,24 @@ type supervised struct {
 	session  string
 	private  map[uint64]bool // devices of the session's own mounts
 	sem      chan struct{}
+
+	mu      sync.Mutex
+	refused map[string]time.Time // what was refused, when last recorded
+}
+
+// firstRefusal reports whether a refusal of what is to be recorded now.
+func (sv *supervised) firstRefusal(what string) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	now := time.Now()
+	if t, ok := sv.refused[what]; ok && now.Sub(t) < time.Minute {
+		return false
+	}
+	if sv.refused == nil || len(sv.refused) > 4096 {
+		sv.refused = map[string]time.Time{}
+	}
+	sv.refused[what] = now
+	return true
 }
 
 // superviseRequest is what aerfs run sends with its listener.
@@ -431,7 +452,7 @@ func (c *call) path(name string) unix.Errno {
 			return
 		}
 		target = devIno{st.Dev, st.Ino}
-		if target == c.sv.g.control || !c.sv.private[st.Dev] {
+		if target == c.sv.g.control || !c.sv.private[st.Dev] && !c.sv.g.policyAllows(target) {
 			return // decided below, outside the caller's credentials
 		}
 		// The session's own: connect through the descriptor opened, so
@@ -587,8 +608,31 @@ func setThreadCreds(c creds) error {
 	return unix.Capset(&hdr, &data[0])
 }
 
-// refuse records a refused connect().
+// policyAllows reports whether the socket file t is one the policy lets
+// sessions reach (sandbox.sockets, "~" the workspace owner's home).
+func (g *socketGate) policyAllows(t devIno) bool {
+	var home string
+	var st unix.Stat_t
+	if unix.Stat(g.s.status().Workspace, &st) == nil {
+		if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil {
+			home = u.HomeDir
+		}
+	}
+	for _, p := range g.s.m.Policy().SandboxSockets(home) {
+		if d, err := statDevIno(p); err == nil && d == t {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse records a refused connect(): once a minute for the same address
+// and session, so that a program that retries (or a C library that tries
+// each of its services in turn at every lookup) does not flood the log.
 func (c *call) refuse(what, why string) {
+	if !c.sv.firstRefusal(what) {
+		return
+	}
 	s := c.sv.g.s
 	res := s.reg.Resolve(c.tid)
 	subj := res.Subject()

@@ -286,3 +286,49 @@ except OSError as e:
 		t.Errorf("no RU-socket refusal of %s in the log", svc)
 	}
 }
+
+// A path socket the policy lists (sandbox.sockets) is reached from a
+// confined session, with the session's permissions; one it does not list
+// is refused. Each refusal is recorded once a minute per path, however
+// often the session retries.
+func TestConfinePolicySockets(t *testing.T) {
+	e := newEnv(t, map[string]string{"README": "hi\n"})
+	dir := sharedTempDir(t)
+	listed, other := filepath.Join(dir, "listed.sock"), filepath.Join(dir, "other.sock")
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "\n  private_tmp: true\n", "\n  private_tmp: true\n  sockets: ["+listed+"]\n", 1))
+	if err := os.WriteFile(pol, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	for _, p := range []string{listed, other} {
+		cmd := exec.Command("/usr/bin/python3", "-c", svcScript, p, p+".count")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitFor(t, p, func() bool { _, err := os.Stat(p); return err == nil })
+	}
+	r := runCmd(e.WS, []string{"LISTED=" + listed, "OTHER=" + other}, aerfsBin, "run", "--principal", "USER", "--session", "pol", "--", "sh", "-c", `
+for s in "$LISTED" "$OTHER" "$OTHER" "$OTHER"; do
+  /usr/bin/python3 -c 'import socket, sys; c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1])' "$s" 2>/dev/null && echo "reached $s" || echo "refused $s"
+done`)
+	t.Logf("%s", r)
+	if !strings.Contains(r.Stdout, "reached "+listed) || strings.Contains(r.Stdout, "reached "+other) {
+		t.Errorf("sandbox.sockets: %s", r.Stdout)
+	}
+	n := 0
+	for _, le := range e.Log() {
+		m := le.Record.Meta
+		if m.Op == "connect" && m.Rule == "RU-socket" && strings.Contains(m.Reason, other) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d RU-socket records for three refusals within a minute, want 1", n)
+	}
+}
