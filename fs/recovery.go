@@ -32,6 +32,10 @@ func (m *Monitor) expect(rel, hash string) {
 	}
 	_, known := m.expected[rel]
 	m.expected[rel] = hash
+	if m.unflushed == nil {
+		m.unflushed = map[string]struct{}{}
+	}
+	m.unflushed[rel] = struct{}{} // txn.go: SyncBacking
 	onKnown := m.onKnown
 	m.mu.Unlock()
 	if !known && onKnown != nil {
