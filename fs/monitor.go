@@ -81,16 +81,17 @@ type Monitor struct {
 	root     string              // Config.Root
 	roots    map[string]*Monitor // further roots by name (roots.go)
 
-	mu       sync.Mutex
-	guarded  map[fileKey]string // inodes of guarded files, so a hard link is guarded too
-	lastRec  map[string]string  // path → id of the record of its current version
-	rt       readTracker        // what each session (or process) read: fs/reads.go
-	objs     objectLookers      // who looked up each FIFO, socket and device node
-	writers  map[fileKey]int    // inodes open for writing through the mount
-	expected map[string]string  // guarded path → content aerfs last gave it ("" = absent)
-	inflight map[string]int     // guarded paths aerfs is changing right now
-	onKnown  func(rel string)   // see SetOnKnown
-	paths    pathLocks          // one lock per guarded path being changed
+	mu        sync.Mutex
+	guarded   map[fileKey]string  // inodes of guarded files, so a hard link is guarded too
+	lastRec   map[string]string   // path → id of the record of its current version
+	rt        readTracker         // what each session (or process) read: fs/reads.go
+	objs      objectLookers       // who looked up each FIFO, socket and device node
+	writers   map[fileKey]int     // inodes open for writing through the mount
+	expected  map[string]string   // guarded path → content aerfs last gave it ("" = absent)
+	inflight  map[string]int      // guarded paths aerfs is changing right now
+	unflushed map[string]struct{} // guarded paths changed since the last SyncBacking
+	onKnown   func(rel string)    // see SetOnKnown
+	paths     pathLocks           // one lock per guarded path being changed
 
 	Stats Stats
 

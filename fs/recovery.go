@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -31,6 +32,10 @@ func (m *Monitor) expect(rel, hash string) {
 	}
 	_, known := m.expected[rel]
 	m.expected[rel] = hash
+	if m.unflushed == nil {
+		m.unflushed = map[string]struct{}{}
+	}
+	m.unflushed[rel] = struct{}{} // txn.go: SyncBacking
 	onKnown := m.onKnown
 	m.mu.Unlock()
 	if !known && onKnown != nil {
@@ -156,8 +161,25 @@ func (m *Monitor) GuardedState() (map[string]string, error) {
 // is left alone (no record). It returns the previous hash ("" when the file
 // was absent) and the record's id.
 func (m *Monitor) SetContent(rel, h string, mk func(old string) *evidence.Record) (string, string, error) {
+	return m.setContent(rel, nil, h, mk)
+}
+
+// ErrChanged is returned by SetContentFrom when the file no longer holds
+// the content the change was planned from.
+var ErrChanged = errors.New("the file changed since the change was planned")
+
+// SetContentFrom is SetContent for a change planned while the file held
+// from ("" = absent): decided under the path's lock, so a commit that
+// landed after the plan is never overwritten — it changes nothing and
+// returns ErrChanged when the file holds neither from nor h (h: the change
+// was made already, as a resumed restore finds it).
+func (m *Monitor) SetContentFrom(rel, from, h string, mk func(old string) *evidence.Record) (string, string, error) {
+	return m.setContent(rel, &from, h, mk)
+}
+
+func (m *Monitor) setContent(rel string, from *string, h string, mk func(old string) *evidence.Record) (string, string, error) {
 	if r, sub, ok := m.route(rel); ok {
-		return r.SetContent(sub, h, r.unrootMaker(mk))
+		return r.setContent(sub, from, h, r.unrootMaker(mk))
 	}
 	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
 		return "", "", fmt.Errorf("bad path %q", rel)
@@ -166,6 +188,9 @@ func (m *Monitor) SetContent(rel, h string, mk func(old string) *evidence.Record
 	old, err := m.HashRel(rel)
 	if err != nil {
 		return "", "", err
+	}
+	if from != nil && old != *from && old != h {
+		return old, "", fmt.Errorf("%s: %w (it holds %.12s, the plan expected %.12s)", rel, ErrChanged, old, *from)
 	}
 	if old == h {
 		m.expect(rel, h)

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -143,7 +144,14 @@ func (m *Monitor) apply(t *txn) (errno syscall.Errno) {
 	}
 	ok = true
 	if t.done != nil {
-		return t.done(ids)
+		if errno := t.done(ids); errno != 0 {
+			// The change is recorded and published: the caller must not
+			// be told it failed (a writer whose close failed would take
+			// its content for refused while every reader sees it). What
+			// failed is bookkeeping after the fact (a label that could
+			// not be stored on a full state directory).
+			m.log.Error().Err(errno).Strs("paths", paths).Msg("guarded change published, but its labels or indexes could not be updated")
+		}
 	}
 	return 0
 }
@@ -174,10 +182,30 @@ func (m *Monitor) notApplied(paths []string, old, after map[string]string, ids [
 		Meta: evidence.Meta{Op: "not-applied", Verdict: "allow", UID: uint32(os.Getuid()), Pid: os.Getpid(),
 			Reason: fmt.Sprintf("the change was recorded but the backing filesystem refused it (%v): not applied", errno)},
 		Payload: &evidence.Payload{Detail: "not applied", Files: files}}
-	if _, err := m.mustRecord(r); err != nil {
-		m.log.Error().Err(err).Strs("paths", paths).Msg("a recorded change was not applied and the log cannot say so; the next mount completes it")
+	// Until this record is durable the log says the paths hold what the
+	// change would have given them, and the next mount would complete a
+	// change whose caller was told it failed. The log heals by itself once
+	// its cause is gone (a full state directory freed): keep trying, with
+	// the paths still locked so that no later change is recorded before
+	// this one, for up to notAppliedPatience.
+	wait := 10 * time.Millisecond
+	for deadline := time.Now().Add(notAppliedPatience); ; {
+		_, err := m.mustRecord(r)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.log.Error().Err(err).Strs("paths", paths).Msg("a recorded change was not applied and the log cannot say so; the next mount completes it")
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
 	}
 }
+
+// notAppliedPatience is how long a change that was recorded but could not
+// be published waits for the log to accept the record that says so.
+var notAppliedPatience = time.Minute
 
 // keepCurrent keeps the current content of a guarded path as a blob and
 // returns its hash: "" when the path is absent or not a regular file.
@@ -335,8 +363,45 @@ func (r *replacement) close() {
 	}
 }
 
-// SyncBacking flushes the backing file system: everything published so far
-// (renames of content not flushed on its own) is durable before the
-// unmount is recorded, so a clean unmount record means nothing is left to
-// complete.
-func (m *Monitor) SyncBacking() error { return unix.Syncfs(m.rootFd) }
+// SyncBacking flushes what aerfs published since the last call: every
+// guarded path it changed (renames of content not flushed on its own) and
+// its directory are durable before the unmount is recorded, so a clean
+// unmount record means nothing is left to complete. Only those: a syncfs
+// of the whole backing file system waits for everything every other
+// program wrote there (minutes behind a large copy on a busy disk).
+func (m *Monitor) SyncBacking() error {
+	m.mu.Lock()
+	paths := m.unflushed
+	m.unflushed = nil
+	m.mu.Unlock()
+	dirs := map[string]bool{}
+	var first error
+	for rel := range paths {
+		dir, name := path.Split(rel)
+		dir = strings.TrimSuffix(dir, "/")
+		dfd, err := m.openDir(dir)
+		if err != nil {
+			if !errors.Is(err, unix.ENOENT) && first == nil {
+				first = err
+			}
+			continue
+		}
+		if fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				if err := unix.Fsync(fd); err != nil && first == nil {
+					first = err
+				}
+			}
+			unix.Close(fd)
+		}
+		if !dirs[dir] {
+			dirs[dir] = true
+			if err := unix.Fsync(dfd); err != nil && first == nil {
+				first = err
+			}
+		}
+		unix.Close(dfd)
+	}
+	return first
+}

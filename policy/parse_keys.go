@@ -50,7 +50,7 @@ func (ps *parser) classes(n *yaml.Node, s *spec) error {
 			if err != nil {
 				return err
 			}
-			pt, msg, hint := compileGlob(src)
+			pt, msg, hint := compileClassPattern(src)
 			if msg != "" {
 				return ps.errf(it, hint, "%s", msg)
 			}
@@ -265,7 +265,7 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	mergeAuthority(s, base)
 	mergeNetwork(s, base)
 	for _, k := range topKeys {
-		if s.has[k] || k == keyRoots || k == keyNetwork || base == nil && (k == keyNamespaces || k == keyBurst) {
+		if s.has[k] || k == keyRoots || k == keyNetwork {
 			continue
 		}
 		if base == nil {
@@ -343,7 +343,8 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 func compile(name string, s *spec) *Policy {
 	p := &Policy{
 		name:        name,
-		literal:     map[string]Class{},
+		literal:     map[string]uint8{},
+		dirs:        map[string]uint8{},
 		sessions:    s.sessions,
 		shared:      s.shared,
 		blocking:    s.blocking,
@@ -357,6 +358,7 @@ func compile(name string, s *spec) *Policy {
 		auth:        s.auth,
 		writable:    s.sandbox.writable,
 		privateTmp:  s.sandbox.privateTmp,
+		sockets:     s.sandbox.sockets,
 
 		hosts:        s.network.hosts,
 		secretEgress: s.network.secretEgress,
@@ -365,22 +367,7 @@ func compile(name string, s *spec) *Policy {
 		p.netMode = NetworkOpen
 	}
 	defer compileRoots(p, s)
-	for c := Identity; c < numClasses; c++ {
-		r := classRank(c)
-		for _, pt := range s.classes[c] {
-			p.classPatterns[c] = append(p.classPatterns[c], pt.src)
-			if c.Guarded() && !pt.anchored {
-				p.guardedFloating = true
-			}
-			if !pt.anchored && pt.segs[0].kind == segLiteral {
-				if old, ok := p.literal[pt.segs[0].lit]; !ok || classRank(old) > r {
-					p.literal[pt.segs[0].lit] = c
-				}
-				continue
-			}
-			p.byRank[r] = append(p.byRank[r], pt)
-		}
-	}
+	addClasses(p, s.classes)
 	return p
 }
 
@@ -412,11 +399,12 @@ func (ps *parser) onDrift(n *yaml.Node, s *spec) error {
 type sandboxSpec struct {
 	writable   []string // absolute, or "~" and "~/…" for the owner's home
 	privateTmp bool
-	network    string // proxy or open; "" when the file does not say
+	sockets    []string // path sockets a confined session may connect to, as writable
+	network    string   // proxy or open; "" when the file does not say
 }
 
 func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
-	return ps.mapping(n, []string{"writable", "private_tmp", "network"}, func(key string, _, v *yaml.Node) error {
+	return ps.mapping(n, []string{"writable", "private_tmp", "network", "sockets"}, func(key string, _, v *yaml.Node) error {
 		if key == "private_tmp" {
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&s.sandbox.privateTmp) != nil {
 				return ps.errf(v, "write private_tmp: true or private_tmp: false", "sandbox.private_tmp must be true or false, found %s", kindName(v))
@@ -434,42 +422,54 @@ func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
 			s.sandbox.network = net
 			return nil
 		}
-		items, err := ps.list(v, "sandbox.writable")
-		if err != nil {
-			return err
+		list, err := ps.sandboxPaths(v, "sandbox."+key)
+		if key == "sockets" {
+			s.sandbox.sockets = list
+		} else {
+			s.sandbox.writable = list
 		}
-		s.sandbox.writable = []string{}
-		seen := map[string]int{}
-		for _, it := range items {
-			p, err := ps.str(it, "a writable path")
-			if err != nil {
-				return err
-			}
-			if msg := checkSandboxPath(p); msg != "" {
-				return ps.errf(it, `write an absolute path such as /tmp, or one in the owner's home such as ~/.cache/go-build`, "sandbox.writable %q %s", p, msg)
-			}
-			if line, dup := seen[p]; dup {
-				return ps.errf(it, fmt.Sprintf("remove one of the two; the first is on line %d", line), "sandbox.writable %q listed twice", p)
-			}
-			seen[p] = it.Line
-			s.sandbox.writable = append(s.sandbox.writable, p)
-		}
-		return nil
+		return err
 	})
+}
+
+// sandboxPaths reads a list of sandbox paths (sandbox.writable,
+// sandbox.sockets).
+func (ps *parser) sandboxPaths(v *yaml.Node, what string) ([]string, error) {
+	items, err := ps.list(v, what)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	seen := map[string]int{}
+	for _, it := range items {
+		p, err := ps.str(it, "a path")
+		if err != nil {
+			return nil, err
+		}
+		if msg := checkSandboxPath(p); msg != "" {
+			return nil, ps.errf(it, `write an absolute path such as /tmp, or one in the owner's home such as ~/.cache/go-build`, "%s %q %s", what, p, msg)
+		}
+		if line, dup := seen[p]; dup {
+			return nil, ps.errf(it, fmt.Sprintf("remove one of the two; the first is on line %d", line), "%s %q listed twice", what, p)
+		}
+		seen[p] = it.Line
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // checkSandboxPath validates a sandbox path: absolute or below "~", clean,
 // without wildcards, and not the whole file system.
 func checkSandboxPath(p string) string {
 	rest := p
-	switch {
-	case p == "~":
+	if p == "~" {
 		return "is the whole home directory, where the owner's shell and tools keep what they run"
-	case strings.HasPrefix(p, "~/"):
+	}
+	if strings.HasPrefix(p, "~/") {
 		rest = p[1:]
-	case strings.HasPrefix(p, "~"):
+	} else if strings.HasPrefix(p, "~") {
 		return "names another user's home; only ~ (the owner's) is expanded"
-	case !strings.HasPrefix(p, "/"):
+	} else if !strings.HasPrefix(p, "/") {
 		return "is relative"
 	}
 	if rest == "/" {

@@ -24,6 +24,7 @@ const (
 	RuleOwner                     // RO-owner: owner-only requests come from the owner's channel, outside every session
 	RuleReview                    // RR-review: the policy sends a session's guarded changes to the owner for review
 	RuleDrift                     // RD-drift: content that changed behind the mount is EXTERNAL, and untrusted to read
+	RuleSocket                    // RU-socket: a confined session connects to no path socket but the control socket and its own
 	RuleNetModel                  // RN-model: a connection to the session's model API, which does not taint
 	RuleNetTrusted                // RN-trusted: a connection to a host the owner trusts, which does not taint
 	RuleNetWeb                    // RN-web: a connection to a web host, whose bytes taint the session
@@ -53,6 +54,7 @@ var ruleIDs = [numRules]string{
 	RuleOwner:         "RO-owner",
 	RuleReview:        "RR-review",
 	RuleDrift:         "RD-drift",
+	RuleSocket:        "RU-socket",
 	RuleNetModel:      "RN-model",
 	RuleNetTrusted:    "RN-trusted",
 	RuleNetWeb:        "RN-web",
@@ -81,6 +83,7 @@ var ruleReasons = [numRules]string{
 	RuleOwner:         "only the owner's channel (a process outside every session) may do this",
 	RuleReview:        "the policy sends this session's changes to the owner for review",
 	RuleDrift:         "changed in the backing directory, not through the mount: labelled EXTERNAL",
+	RuleSocket:        "a confined session reaches no path socket but the control socket and its own",
 	RuleNetModel:      "the session's model API: its bytes do not taint",
 	RuleNetTrusted:    "a host the owner trusts: its bytes do not taint",
 	RuleNetWeb:        "a web host: what it sends taints the session UNTRUSTED|WEB_DERIVED",
