@@ -65,8 +65,15 @@ func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess
 	}
 	j := &snapshot.Journal{ID: "burst-" + sess.ID, Reason: "burst: roll back what session " + sess.ID + " changed, keeping later changes by others",
 		Steps: steps, Done: make([]bool, len(steps))}
-	if err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback"); err != nil {
+	failed, err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback")
+	if err != nil {
 		log.Error().Err(err).Str("session", sess.ID).Msg("burst rollback")
+	}
+	// A file the rollback could not write waits for the owner, as a
+	// conflict does: approving the pending item writes it.
+	for _, f := range failed {
+		quarantineRollback(m, log, sess.ID, f.Path, f.From, &rollbackPlan{conflict: true, naive: f.To,
+			detail: "the rolled-back content could not be written: " + f.Why})
 	}
 }
 
