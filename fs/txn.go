@@ -380,20 +380,33 @@ func (m *Monitor) SyncBacking() error {
 		dir, name := path.Split(rel)
 		dir = strings.TrimSuffix(dir, "/")
 		dfd, err := m.openDir(dir)
+		for err != nil && dir != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+			// The directory is gone, or something else stands at its
+			// name (a session's symbolic link): nothing of aerfs's is
+			// left in it, but its removal is an entry of the nearest
+			// directory that remains.
+			dir, name = path.Dir(dir), ""
+			if dir == "." {
+				dir = ""
+			}
+			dfd, err = m.openDir(dir)
+		}
 		if err != nil {
-			if !errors.Is(err, unix.ENOENT) && first == nil {
+			if first == nil {
 				first = err
 			}
 			continue
 		}
-		if fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
-			var st unix.Stat_t
-			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				if err := unix.Fsync(fd); err != nil && first == nil {
-					first = err
+		if name != "" { // else only the directory that remains
+			if fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
+				var st unix.Stat_t
+				if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+					if err := unix.Fsync(fd); err != nil && first == nil {
+						first = err
+					}
 				}
+				unix.Close(fd)
 			}
-			unix.Close(fd)
 		}
 		if !dirs[dir] {
 			dirs[dir] = true
