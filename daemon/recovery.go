@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 	"github.com/aerfs/aerfs/snapshot"
@@ -52,7 +52,7 @@ func (s *controlServer) takeSnapshot(pid int, req Request) *Response {
 	if refusal != nil {
 		return refusal
 	}
-	state, err := s.m.GuardedState()
+	state, err := s.m.State()
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
@@ -201,7 +201,7 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		return refusal
 	}
 	defer unlock()
-	cur, err := s.m.GuardedState()
+	cur, err := s.m.State()
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
@@ -235,7 +235,7 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 // first, each step is atomic and marked done, the whole change is one
 // record, and only then is the journal removed. A crash anywhere leaves a
 // journal that the next mount finishes.
-func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) error {
+func runJournal(m *guarded, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) error {
 	// The contents the steps name (kept by GuardedState, or by the
 	// versions being restored) are durable before the journal naming them.
 	if err := m.FlushLog(); err != nil {
@@ -254,11 +254,11 @@ func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapsh
 }
 
 // applyJournal applies the steps not yet done, marking each durable.
-func applyJournal(m *aerfs.Monitor, stateDir string, j *snapshot.Journal, log zerolog.Logger) error {
+func applyJournal(m *guarded, stateDir string, j *snapshot.Journal, log zerolog.Logger) error {
 	delay := stepDelay()
 	for _, i := range j.Remaining() {
 		st := j.Steps[i]
-		if _, _, err := m.SetContent(st.Path, st.To, nil); err != nil {
+		if _, _, err := m.setContent(st.Path, st.To, nil); err != nil {
 			return fmt.Errorf("%s: %w", st.Path, err)
 		}
 		if err := j.MarkDone(stateDir, i); err != nil {
@@ -279,7 +279,7 @@ func stepDelay() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (string, error) {
+func recordRestore(m *guarded, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (string, error) {
 	files := make([]evidence.FileState, 0, len(j.Steps))
 	paths := make([]string, 0, len(j.Steps))
 	for _, st := range j.Steps {
@@ -294,7 +294,7 @@ func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer
 	}
 	id, err := m.Record(r)
 	if err == nil {
-		m.SetLastRecord(id, paths...)
+		m.Expect(guard.Expectation{Record: id, Paths: paths})
 	}
 	return id, err
 }
@@ -302,7 +302,7 @@ func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer
 // resumeJournal finishes a restore that a crash interrupted, before the
 // mount serves: the workspace ends fully at the target, and the log says
 // the restore was resumed.
-func resumeJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger) error {
+func resumeJournal(m *guarded, stateDir string, log zerolog.Logger) error {
 	j, err := snapshot.ReadJournal(stateDir)
 	if err != nil {
 		return fmt.Errorf("restore journal: %w", err)
@@ -359,7 +359,7 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 		b, _ := json.Marshal(map[string]string{"id": item.ID, "path": item.Path})
 		return &Response{OK: true, Data: b}
 	}
-	cur, err := s.m.HashRel(item.Path)
+	cur, err := s.m.hashOf(item.Path)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
@@ -374,7 +374,7 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	}
 	// The write of the approved content goes through the transaction: its
 	// record is durable before the file changes.
-	if _, _, err := s.m.SetContent(item.Path, item.Hash, func(old string) *evidence.Record {
+	if _, _, err := s.m.setContent(item.Path, item.Hash, func(old string) *evidence.Record {
 		return &evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
 			Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 				Reason: "approved content committed"},
@@ -389,7 +389,7 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 // rollbackSession reverts the guarded changes of a session quarantined
 // after a burst of refusals. A file that someone else changed after the
 // session is left alone: the owner's and other sessions' work survives.
-func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess *principal.Session) {
+func rollbackSession(m *guarded, stateDir string, log zerolog.Logger, sess *principal.Session) {
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
 	m.FlushLog()
@@ -416,7 +416,7 @@ func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess
 			kept = append(kept, p)
 			continue
 		}
-		cur, err := m.HashRel(p)
+		cur, err := m.hashOf(p)
 		if err != nil {
 			continue
 		}

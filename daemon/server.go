@@ -17,13 +17,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
 
 type controlServer struct {
-	m        *aerfs.Monitor
+	m        *guarded
 	stateDir string
 	reg      *principal.Registry
 	log      zerolog.Logger
@@ -307,9 +306,10 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.gc(pid, req)
 	case "status":
 		st := s.status()
-		st.Labels = s.m.Labels.Len()
-		st.Allowed, st.Denied = s.m.Stats.Allowed.Load(), s.m.Stats.Denied.Load()
-		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
+		gs := s.m.Status()
+		st.Labels = gs.Labels
+		st.Allowed, st.Denied = gs.Allowed, gs.Denied
+		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
 		addRootStatus(s.m, &st)
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),

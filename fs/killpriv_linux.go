@@ -32,7 +32,7 @@ func needsKill(mode uint32, uid uint32) bool {
 // unprivileged caller opens it for writing or truncates it. The kernel
 // would clear them at the first write; with kernel passthrough the daemon
 // never sees that write, so it clears them here, at the open.
-func (m *Monitor) killSUIDGID(ctx context.Context, rel string, st *syscall.Stat_t) {
+func (n *Node) killSUIDGID(ctx context.Context, rel string, st *syscall.Stat_t) {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || st == nil || !needsKill(st.Mode, c.Uid) {
 		return
@@ -41,12 +41,12 @@ func (m *Monitor) killSUIDGID(ctx context.Context, rel string, st *syscall.Stat_
 	if mode&syscall.S_IXGRP != 0 {
 		mode &^= syscall.S_ISGID
 	}
-	fd, name, done, err := m.parentAt(rel)
+	fd, name, done, err := n.dir.ParentAt(rel)
 	if err != nil {
 		return
 	}
 	defer done()
 	if err := unix.Fchmodat(fd, name, mode, 0); err != nil {
-		m.log.Warn().Err(err).Str("path", rel).Msg("cannot clear set-ID bits")
+		n.door.Log().Warn().Err(err).Str("path", rel).Msg("cannot clear set-ID bits")
 	}
 }

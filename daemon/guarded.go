@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"github.com/rs/zerolog"
+
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard"
+	"github.com/aerfs/aerfs/guard/ledger"
+	"github.com/aerfs/aerfs/policy"
+)
+
+// guarded is the daemon's hold on one root: the guard's facade, the
+// evidence log it records in (the daemon's own records go there too) and
+// the backing directory the drift watcher watches.
+type guarded struct {
+	*guard.Guard
+	led   *ledger.Ledger
+	dir   *backing.Dir
+	roots map[string]bool // the further roots attached to the workspace's guard
+}
+
+// newGuarded holds the guard g of the root named root ("" for the
+// workspace: its records name the root's files "@root/…").
+func newGuarded(g *guard.Guard, rec ledger.Recorder, root string, rootFd int) *guarded {
+	return &guarded{Guard: g, led: ledger.New(rec, root, zerolog.Nop()), dir: backing.New(rootFd)}
+}
+
+// Record makes r durable.
+func (g *guarded) Record(r *evidence.Record) (string, error) { return g.led.Must(r) }
+
+// FlushLog makes every record queued so far durable and visible to readers.
+func (g *guarded) FlushLog() error { return g.led.Flush() }
+
+// Blob returns the content with hash h.
+func (g *guarded) Blob(h string) ([]byte, error) { return g.led.Blob(h) }
+
+// HasBlob reports whether the content with this hash is stored.
+func (g *guarded) HasBlob(h string) bool { return g.led.HasBlob(h) }
+
+// SyncBacking flushes the backing file system: everything published so far
+// (renames of content not flushed on its own) is durable before the
+// unmount is recorded, so a clean unmount record means nothing is left to
+// complete.
+func (g *guarded) SyncBacking() error { return g.dir.Sync() }
+
+// hashOf is the content of the guarded file rel ("" when absent), kept as
+// a blob.
+func (g *guarded) hashOf(rel string) (string, error) {
+	st, err := g.State(rel)
+	return st[rel], err
+}
+
+// setContent gives the guarded file rel the content h ("" removes it)
+// through the guard's transaction, with the record mk makes (nil: the
+// change is flushed, its trace is a restore's journal). It returns the
+// previous content and the record's id.
+func (g *guarded) setContent(rel, h string, mk func(old string) *evidence.Record) (string, string, error) {
+	c := guard.Change{Path: rel, Hash: h}
+	if mk != nil {
+		c.Record = func(f guard.Found) *evidence.Record { return mk(f.Old) }
+	}
+	r, err := g.Change(c)
+	return r.Old, r.ID, err
+}
+
+// isRootPath reports whether the record path p names a file of a further
+// root attached to this guard.
+func (g *guarded) isRootPath(p string) bool {
+	name, _, ok := policy.SplitRootPath(p)
+	return ok && g.roots[name]
+}

@@ -1,0 +1,129 @@
+package draft
+
+import (
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Pending is a draft being committed: its lock is held from Pending to
+// Done.
+type Pending struct {
+	d      *Draft
+	staged *os.File
+}
+
+// Pending starts a commit of the draft (last: at the handle's release),
+// or returns nil when there is nothing to commit.
+func (d *Draft) Pending(last bool) *Pending {
+	d.mu.Lock()
+	if d.closed || !d.dirty && !(last && d.truncated) {
+		d.mu.Unlock()
+		return nil
+	}
+	d.dirty, d.truncated = false, false
+	return &Pending{d: d, staged: d.staging}
+}
+
+// Writers is every resolution the commit must be allowed for: each writer
+// as it is now (the opener first) and as it was when it wrote.
+func (p *Pending) Writers(reg *principal.Registry) []*principal.Resolved {
+	w := p.d.writers.Now(reg)
+	if len(w) == 0 {
+		w = []*principal.Resolved{p.d.opener}
+	}
+	return w
+}
+
+// Content is the content the commit publishes at rel (called with rel's
+// lock held): the staged content, or, for a handle whose changes since
+// its base are appends, the file's current content followed by what the
+// handle appended. placeholder: the file at rel is still the empty one
+// this handle created, which is no previous version.
+func (p *Pending) Content(dir *backing.Dir, rel string) (staged *os.File, placeholder bool, errno syscall.Errno) {
+	d := p.d
+	if d.appendOnly || d.append && d.created {
+		// An O_APPEND handle that created the file appended to nothing.
+		var head *os.File
+		var size int64
+		cur, err := dir.OpenFile(rel, os.O_RDONLY)
+		switch {
+		case err == nil:
+			defer cur.Close()
+			fi, err := cur.Stat()
+			if err != nil {
+				return nil, false, syscall.EIO
+			}
+			head, size = cur, fi.Size()
+		case !os.IsNotExist(err):
+			return nil, false, syscall.EIO
+		}
+		f, err := p.concat(head, size)
+		if err != nil {
+			return nil, false, syscall.EIO
+		}
+		p.staged = f
+	}
+	if d.created {
+		if st, err := dir.Lstat(rel); err == nil && label.KeyOf(st) == d.key && st.Size == 0 {
+			placeholder = true
+		}
+	}
+	return p.staged, placeholder, 0
+}
+
+// concat makes a new staging file holding head (size bytes, deleted since
+// when nil) followed by what the draft appended past its base.
+func (p *Pending) concat(head *os.File, size int64) (*os.File, error) {
+	d := p.d
+	sfi, err := d.staging.Stat()
+	if err != nil {
+		return nil, err
+	}
+	tail := max(sfi.Size()-d.baseLen, 0)
+	f, _, err := New(d.dir, size+tail)
+	if err != nil {
+		return nil, err
+	}
+	if head != nil {
+		if _, err := io.Copy(f, io.NewSectionReader(head, 0, size)); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if _, err := io.Copy(f, io.NewSectionReader(d.staging, d.baseLen, tail)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Done ends the commit (committed or not) and releases the draft.
+func (p *Pending) Done(committed bool) {
+	d := p.d
+	defer d.mu.Unlock()
+	if p.staged != d.staging {
+		if !committed {
+			p.staged.Close()
+		} else {
+			// The handle now holds what it committed; later appends are
+			// relative to that.
+			d.staging.Close()
+			d.staging = p.staged
+			if fi, err := p.staged.Stat(); err == nil && fi.Size() > stagingInMemory {
+				d.onDisk = true
+			}
+		}
+	}
+	if committed {
+		d.created = false
+		d.appendOnly = true
+		if fi, err := d.staging.Stat(); err == nil {
+			d.baseLen = fi.Size()
+		}
+	}
+}

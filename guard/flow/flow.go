@@ -1,0 +1,395 @@
+package flow
+
+import (
+	"syscall"
+
+	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/ledger"
+	"github.com/aerfs/aerfs/guard/tracking"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Op is an operation that moves content.
+type Op int
+
+const (
+	// Read: a subject opened a file for reading (or looked up an object,
+	// or followed a symlink); the file's label flows into the subject.
+	Read Op = iota
+	// Exec: a subject opened a file to execute it; as Read.
+	Exec
+	// Open: a plain file opened for writing (Truncated: with O_TRUNC).
+	Open
+	// Flush: a written plain handle was flushed or released.
+	Flush
+	// Truncate: a plain file's size set without a handle.
+	Truncate
+	// Commit: staged content committed to a guarded file.
+	Commit
+	// Rename: content moved under a guarded name.
+	Rename
+	// Make: a symlink, FIFO, socket or device node made.
+	Make
+	// Lookup: a FIFO, socket or device node looked up (a potential writer).
+	Lookup
+	// Restore: the owner's channel put content at a guarded name
+	// (restore, approve, edit, rollback, drift repair, completion).
+	Restore
+	// Adopt: the owner accepted a file's current content as its own.
+	Adopt
+	// Drift: content changed outside the mount.
+	Drift
+)
+
+// Move is one flow of content.
+type Move struct {
+	Op Op
+	// Subjects are the processes that moved the content, as they are
+	// now; the first is the one records name.
+	Subjects []*principal.Resolved
+	// Sources are the labels of what flowed in (nil: unlabelled).
+	Sources []*label.Label
+	// To is the destination.
+	To Dest
+	// Add is, for a read, the taint the policy's verdict says the reader
+	// gains (the label's, SECRET_RISK for a secret).
+	Add policy.Taint
+}
+
+// Dest is where content flows to: a file.
+type Dest struct {
+	Path string
+	// Stat is the destination's inode when the label is stored here
+	// (Open, Flush, Truncate, Make, Lookup); nil otherwise.
+	Stat *syscall.Stat_t
+	// Hash is the content's SHA-256 when known ("" for a plain file).
+	Hash string
+	// Truncated: the write does not extend the content the source label
+	// describes.
+	Truncated bool
+	// Guarded: the destination is a guarded file (bound by hash, always
+	// labelled).
+	Guarded bool
+}
+
+// Config is what the flow works with.
+type Config struct {
+	Labels    *label.Store
+	Authority *authority.Monitor
+	Reads     *tracking.Reads
+	Objects   *tracking.Objects
+	Ledger    *ledger.Ledger
+	// Forget forgets an inode whose number was given to a new file.
+	Forget func(label.Key)
+}
+
+// Flow applies the label rules of one root.
+type Flow struct{ c Config }
+
+// New is the flow of a root.
+func New(c Config) *Flow { return &Flow{c: c} }
+
+// Authority is the authority monitor the flow stamps with.
+func (f *Flow) Authority() *authority.Monitor { return f.c.Authority }
+
+// Next is the one label-flow function: it computes the label of the
+// destination from what flowed in (Move) and applies it where no
+// transaction publishes it. It returns the new label (nil: none needed,
+// the content is the owner's, clean and act).
+func (f *Flow) Next(m Move) *label.Label {
+	switch m.Op {
+	case Read, Exec:
+		f.read(m)
+		return nil
+	case Open:
+		return f.open(m)
+	case Flush:
+		return f.flush(m)
+	case Truncate:
+		return f.truncate(m)
+	case Commit:
+		return f.commit(m)
+	case Rename:
+		return f.rename(m)
+	case Make:
+		return f.make(m)
+	case Lookup:
+		return f.lookup(m)
+	case Restore, Adopt:
+		if !m.To.Guarded {
+			return nil
+		}
+		return &label.Label{Origin: policy.User, Hash: m.To.Hash}
+	case Drift:
+		return &label.Label{Origin: policy.External, Taint: policy.Untrusted, Hash: m.To.Hash}
+	}
+	return nil
+}
+
+// writer is the label a subject's write gives content: nil for a clean
+// USER or SYS writer.
+func writer(subj policy.Subject) *label.Label {
+	if subj.Taint == 0 && subj.Principal.Trusted() {
+		return nil
+	}
+	return &label.Label{Origin: subj.Principal, Taint: subj.Taint | policy.OriginTaint(subj.Principal), Session: subj.Session}
+}
+
+// meet is the label of content made of a and b: the lower origin, the
+// union of taint. nil is the owner's clean content.
+func meet(a, b *label.Label) *label.Label {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		c := *a
+		return &c
+	}
+	c := *b
+	c.Taint |= a.Taint
+	c.Origin = policy.Lower(a.Origin, b.Origin)
+	return &c
+}
+
+// authWriter is the authority subject of res. Its reads and writes are
+// kept under the same key as its provenance reads (its session, or the
+// process).
+func authWriter(res *principal.Resolved, subj policy.Subject) authority.Writer {
+	return authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Session: AuthorityKey(res), Identified: res.Identified,
+		Agent: res.Session != nil && res.Session.Agent() != ""}
+}
+
+// AuthorityKey is the key the authority monitor keeps res's reads under:
+// its session, or the process outside sessions.
+func AuthorityKey(res *principal.Resolved) string {
+	if res.Session != nil {
+		return "s:" + res.Session.ID
+	}
+	return "p:" + res.Proc.ID.String()
+}
+
+// stamp binds the class of a write by res to rel (hash "" for a plain
+// file, whose content is not hashed). prev is the label of the content the
+// write extends (nil for a new or truncated file): the result is at most
+// its class. The result is nil when the content is act and nothing else
+// needs a label.
+func (f *Flow) stamp(res *principal.Resolved, rel, hash string, nl, prev *label.Label) *label.Label {
+	subj := res.Subject()
+	var h authority.Hash
+	if hash != "" {
+		h, _ = authority.ParseHash(hash)
+	}
+	st := f.c.Authority.Write(authWriter(res, subj), rel, h)
+	st.Session = subj.Session
+	if prev != nil {
+		if p := label.StampOf(prev); p.Class < st.Class {
+			st.Class, st.Rule, st.Sources = p.Class, authority.RuleWriteSource, append([]authority.Source(nil), p.Sources...)
+		}
+	}
+	if nl == nil {
+		if st.Class == authority.Act {
+			return nil
+		}
+		nl = &label.Label{Origin: subj.Principal, Session: subj.Session}
+	}
+	nl.Stamp = &st
+	return nl
+}
+
+// read lets the label of what the subjects read flow into them.
+func (f *Flow) read(m Move) {
+	var l *label.Label
+	if len(m.Sources) > 0 {
+		l = m.Sources[0]
+	}
+	for _, res := range m.Subjects {
+		if m.Add != 0 && res.AddTaint(m.Add) {
+			f.c.Ledger.Record(ledger.Taint(res, m.Add, m.To.Path, "read a labelled file"))
+		}
+		if l == nil {
+			continue
+		}
+		if l.Record != "" {
+			f.c.Reads.Labelled(res, l.Record)
+		}
+		f.c.Authority.Read(AuthorityKey(res), m.To.Path, label.StampOf(l))
+	}
+}
+
+// open labels a plain file opened for writing: what it held (unless
+// truncated) met with the writer.
+func (f *Flow) open(m Move) *label.Label {
+	res := m.Subjects[0]
+	subj := res.Subject()
+	var old *label.Label
+	if len(m.Sources) > 0 {
+		old = m.Sources[0]
+	}
+	var nl *label.Label
+	if m.To.Truncated {
+		nl = f.stamp(res, m.To.Path, "", writer(subj), nil)
+	} else {
+		nl = f.stamp(res, m.To.Path, "", meet(old, writer(subj)), old)
+	}
+	if nl != nil {
+		nl.Bind(m.To.Stat)
+		if writer(subj) != nil || nl.Stamp != nil && nl.Stamp.Class != authority.Act {
+			// The provenance DAG reaches plain files through this record:
+			// whoever reads the file later names it as a parent.
+			nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+				Taint: ledger.TaintNames(nl.Taint), Parents: f.c.Reads.Parents(res, m.To.Path),
+				Meta: evidence.Meta{Path: m.To.Path, Op: "open", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+					UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "written by a labelled writer",
+					Class: label.ClassOf(nl)}})
+		}
+	}
+	if nl != nil || old != nil {
+		f.store(m.To, nl)
+	}
+	return nl
+}
+
+// flush binds the class of a plain file's content at each close: below
+// the class its label has, when the writer's session read lower content
+// since the open, the label gets the lower stamp and a write record says
+// so.
+func (f *Flow) flush(m Move) *label.Label {
+	res := m.Subjects[0]
+	k := label.KeyOf(m.To.Stat)
+	l := f.c.Labels.Get(k)
+	floor, sources := f.c.Authority.Floor(AuthorityKey(res))
+	cur := label.StampOf(l)
+	if floor >= cur.Class {
+		return l
+	}
+	subj := res.Subject()
+	ns := *cur
+	ns.Class, ns.Rule, ns.Sources = floor, authority.RuleWriteSource, sources
+	if l == nil {
+		l = &label.Label{Origin: subj.Principal, Session: subj.Session}
+		ns.Origin, ns.Session = subj.Principal, subj.Session
+	}
+	l.Stamp = &ns
+	l.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+		Taint: ledger.TaintNames(subj.Taint), Parents: f.c.Reads.Parents(res, m.To.Path),
+		Meta: evidence.Meta{Path: m.To.Path, Op: "close", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: ns.Rule.ID(), Reason: "the writer read content of a lower class while the file was open",
+			Class: ns.Class.String()}})
+	f.store(m.To, l)
+	return l
+}
+
+// truncate is the label of a plain file whose size a writer set: what it
+// held met with the writer. The caller stores it before the change: a
+// label that cannot be kept would be lost taint.
+func (f *Flow) truncate(m Move) *label.Label {
+	var old *label.Label
+	if len(m.Sources) > 0 {
+		old = m.Sources[0]
+	}
+	return meet(old, writer(m.Subjects[0].Subject()))
+}
+
+// commit is the label of a guarded commit's new content: the writers'
+// (the first one's authority floor bounds its class).
+func (f *Flow) commit(m Move) *label.Label {
+	subj := m.Subjects[0].Subject()
+	for _, o := range m.Subjects[1:] {
+		w := o.Subject()
+		subj.Taint |= w.Taint
+		subj.Principal = policy.Lower(subj.Principal, w.Principal)
+	}
+	st := f.stamp(m.Subjects[0], m.To.Path, m.To.Hash, &label.Label{}, nil).Stamp
+	l := writer(subj)
+	if l == nil {
+		l = &label.Label{Origin: subj.Principal}
+	}
+	l.Hash, l.Stamp = m.To.Hash, st
+	return l
+}
+
+// rename is the label of content renamed under a guarded name: the
+// renamer's.
+func (f *Flow) rename(m Move) *label.Label {
+	subj := m.Subjects[0].Subject()
+	l := writer(subj)
+	if l == nil {
+		l = &label.Label{Origin: subj.Principal}
+	}
+	l.Hash = m.To.Hash
+	return l
+}
+
+// make labels a symlink, FIFO, socket or device node its maker made, when
+// the maker is untrusted or tainted.
+func (f *Flow) make(m Move) *label.Label {
+	res := m.Subjects[0]
+	k := label.KeyOf(m.To.Stat)
+	nl := writer(res.Subject())
+	if nl == nil {
+		// A label left on a reused inode number (its object removed
+		// behind aerfs's back) does not belong to this new object.
+		if f.c.Labels.Get(k) != nil {
+			f.c.Forget(k)
+		}
+		return nil
+	}
+	nl.Kind = m.To.Stat.Mode & syscall.S_IFMT
+	f.object(res, m.To, nl, "created by a labelled writer")
+	return nl
+}
+
+// lookup counts an untrusted or tainted subject that looks an object up
+// as a potential writer: its principal and taint are merged into the
+// object's label, and whoever looked the object up before (and may be
+// reading what it writes) is tainted.
+func (f *Flow) lookup(m Move) *label.Label {
+	res := m.Subjects[0]
+	var l *label.Label
+	if len(m.Sources) > 0 {
+		l = m.Sources[0]
+	}
+	k := label.KeyOf(m.To.Stat)
+	var added policy.Taint
+	nl := l
+	if wl := writer(res.Subject()); wl != nil {
+		nl = meet(l, wl)
+		nl.Kind = m.To.Stat.Mode & syscall.S_IFMT
+		if l == nil || nl.Taint != l.Taint || nl.Origin != l.Origin {
+			f.object(res, m.To, nl, "looked up by a labelled subject: a potential writer")
+		}
+		added = nl.Taint
+	}
+	prev := f.c.Objects.Looked(k, res)
+	if added != 0 {
+		for _, p := range prev {
+			if p != res && p.AddTaint(added) {
+				f.c.Ledger.Record(ledger.Taint(p, added, m.To.Path, "read a labelled file"))
+			}
+		}
+	}
+	return nl
+}
+
+// object stores nl for the object and records why.
+func (f *Flow) object(res *principal.Resolved, to Dest, nl *label.Label, why string) {
+	subj := res.Subject()
+	nl.Bind(to.Stat)
+	nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+		Taint: ledger.TaintNames(nl.Taint), Parents: f.c.Reads.Parents(res, to.Path),
+		Meta: evidence.Meta{Path: to.Path, Op: "label", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: why}})
+	if err := f.c.Labels.Set(label.KeyOf(to.Stat), nl); err != nil {
+		f.c.Ledger.Log.Error().Err(err).Str("path", to.Path).Msg("label not stored")
+	}
+}
+
+// store stores l (nil removes) for the destination's inode.
+func (f *Flow) store(to Dest, l *label.Label) {
+	if err := f.c.Labels.Set(label.KeyOf(to.Stat), l); err != nil {
+		f.c.Ledger.Log.Error().Err(err).Str("path", to.Path).Msg("label not stored")
+	}
+}
