@@ -10,7 +10,7 @@ import (
 
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
-	"github.com/aerfs/aerfs/guard/flow"
+	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -203,7 +203,7 @@ func (s *controlServer) attest(pid int, rel string) *Response {
 		return &Response{Error: err.Error()}
 	}
 	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: subj.Identified, Name: subj.Session}
-	w.Session = flow.AuthorityKey(peer)
+	w.Session = guard.AuthorityKey(peer)
 	ar := s.m.Authority().Monitor().Attest(w, st.Hash)
 	verdict := "allow"
 	if !ar.Counted {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/guard"
-	"github.com/aerfs/aerfs/guard/recovery"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -39,7 +38,7 @@ type driftWatcher struct {
 
 // repairDrift records d and, when the policy says so, puts the expected
 // content back.
-func repairDrift(m *guarded, log zerolog.Logger, d *recovery.Drift, when string) {
+func repairDrift(m *guarded, log zerolog.Logger, d *guard.Drift, when string) {
 	v, label, restore := m.Policy().DecideDrift()
 	r := &evidence.Record{Type: evidence.TypeDrift, Principal: policy.External.String(), Taint: label.Names(),
 		Meta: evidence.Meta{Path: d.Path, Op: "drift", Verdict: "allow", Rule: v.Rule.ID(),

@@ -80,14 +80,17 @@ type replaced struct {
 	pin  *os.File
 }
 
-// Before reads, just before a commit replaces rel, the identity the
-// kernel knows it by.
-func (t *aliases) Before(rel string) any {
-	var st syscall.Stat_t
-	gen, err := t.dir.Statx(rel, &st)
-	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+// Before reads, just before a commit replaces the file old (open O_PATH),
+// the identity the kernel knows it by, and keeps old open as the
+// reference that holds its number (or closes it).
+func (t *aliases) Before(old *os.File) any {
+	var x unix.Statx_t
+	if unix.Statx(int(old.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x) != nil || x.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		old.Close()
 		return (*replaced)(nil)
 	}
+	gen := backing.Generation(&x)
+	st := syscall.Stat_t{Dev: unix.Mkdev(x.Dev_major, x.Dev_minor), Ino: x.Ino, Mode: uint32(x.Mode)}
 	r := &replaced{key: label.KeyOf(&st)}
 	t.mu.Lock()
 	a, ok := t.m[r.key]
@@ -95,17 +98,10 @@ func (t *aliases) Before(rel string) any {
 		r.attr, r.pin = a.attr, a.pin // the alias moves on to the new file
 	}
 	t.mu.Unlock()
-	if r.pin == nil {
-		f, err := t.dir.OpenFile(rel, unix.O_PATH|unix.O_NOFOLLOW)
-		if err != nil {
-			return (*replaced)(nil)
-		}
-		var fst syscall.Stat_t
-		if syscall.Fstat(int(f.Fd()), &fst) != nil || label.KeyOf(&fst) != r.key {
-			f.Close()
-			return (*replaced)(nil)
-		}
-		r.attr, r.pin = t.loopbackAttr(&st, gen), f
+	if r.pin != nil {
+		old.Close()
+	} else {
+		r.attr, r.pin = t.loopbackAttr(&st, gen), old
 	}
 	return r
 }

@@ -20,9 +20,6 @@ import (
 // replaced by *at calls relative to a parent opened piece by piece
 // (backing.Dir.ParentAt).
 
-// childLong reports whether the loopback cannot reach name in n by path.
-func (n *Node) childLong(name string) bool { return backing.Long(n.childRel(name)) }
-
 // preserveOwnerAt gives a new object the caller's uid and gid, as the
 // loopback does, when the daemon is root.
 func preserveOwnerAt(ctx context.Context, dirfd int, name string) {
@@ -32,11 +29,6 @@ func preserveOwnerAt(ctx context.Context, dirfd int, name string) {
 	if c, ok := fuse.FromContext(ctx); ok {
 		unix.Fchownat(dirfd, name, int(c.Uid), int(c.Gid), unix.AT_SYMLINK_NOFOLLOW)
 	}
-}
-
-// newChild makes the inode of rel, just created or found, as lookupAt does.
-func (n *Node) newChild(ctx context.Context, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return n.lookupAt(ctx, rel, out)
 }
 
 // makeLong creates name in n with make (mkdirat, mknodat, symlinkat …)
@@ -53,25 +45,25 @@ func (n *Node) makeLong(ctx context.Context, name string, out *fuse.EntryOut, mk
 		return nil, gofs.ToErrno(err)
 	}
 	preserveOwnerAt(ctx, fd, base)
-	return n.newChild(ctx, rel, out)
+	return n.lookupAt(ctx, rel, out)
 }
 
 func (n *Node) loopMkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Mkdir(ctx, name, mode, out)
 	}
 	return n.makeLong(ctx, name, out, func(fd int, base string) error { return unix.Mkdirat(fd, base, mode) })
 }
 
 func (n *Node) loopMknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
 	}
 	return n.makeLong(ctx, name, out, func(fd int, base string) error { return unix.Mknodat(fd, base, mode, int(rdev)) })
 }
 
 func (n *Node) loopSymlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Symlink(ctx, target, name, out)
 	}
 	return n.makeLong(ctx, name, out, func(fd int, base string) error { return unix.Symlinkat(target, fd, base) })
@@ -83,7 +75,7 @@ func (n *Node) loopLink(ctx context.Context, target gofs.InodeEmbedder, name str
 		return nil, syscall.EXDEV
 	}
 	src := t.rel()
-	if !n.childLong(name) && !backing.Long(src) {
+	if !backing.Long(n.childRel(name)) && !backing.Long(src) {
 		return n.LoopbackNode.Link(ctx, target, name, out)
 	}
 	sfd, sname, sdone, err := n.dir.ParentAt(src)
@@ -99,7 +91,7 @@ func (n *Node) loopRename(ctx context.Context, name string, newParent gofs.Inode
 	if !ok {
 		return syscall.EXDEV
 	}
-	if !n.childLong(name) && !np.childLong(newName) {
+	if !backing.Long(n.childRel(name)) && !backing.Long(np.childRel(newName)) {
 		return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
 	}
 	sfd, sname, sdone, err := n.dir.ParentAt(n.childRel(name))
@@ -116,7 +108,7 @@ func (n *Node) loopRename(ctx context.Context, name string, newParent gofs.Inode
 }
 
 func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	}
 	rel := n.childRel(name)
@@ -130,7 +122,7 @@ func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, 
 		return nil, nil, 0, gofs.ToErrno(err)
 	}
 	preserveOwnerAt(ctx, fd, base)
-	ch, errno := n.newChild(ctx, rel, out)
+	ch, errno := n.lookupAt(ctx, rel, out)
 	if errno != 0 {
 		unix.Close(f)
 		return nil, nil, 0, errno

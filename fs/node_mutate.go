@@ -110,7 +110,7 @@ func (n *Node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 			// A truncate or chown by an unprivileged caller (the kernel
 			// asks, having left set-ID clearing to the filesystem).
 			st, _ := n.dir.Lstat(rel)
-			n.killSUIDGID(ctx, rel, st)
+			killSUIDGID(ctx, n.door, rel, st)
 		}
 		rest := *in
 		rest.Valid &^= fuse.FATTR_KILL_SUIDGID

@@ -32,9 +32,9 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return &guardedReader{FileHandle: fh, node: n, key: o.Key}, guardedReadFlags, 0
 	}
 	if guard.WriteIntent(flags) {
-		n.killSUIDGID(ctx, rel, o.Stat)
+		killSUIDGID(ctx, n.door, rel, o.Stat)
 	}
-	return n.plainHandle(fh, o), fl | keepCache(o), 0
+	return plainHandle(fh, o), fl | keepCache(o), 0
 }
 
 // keepCache lets the kernel keep a plain file's pages between opens. With
@@ -81,13 +81,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		fh.(gofs.FileReleaser).Release(ctx)
 		return ch, &stagedFile{node: ch.Operations().(*Node), d: o.Draft}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	n.killSUIDGID(ctx, rel, o.Stat)
-	return ch, n.plainHandle(fh, o), fl | keepCache(o), 0
+	killSUIDGID(ctx, n.door, rel, o.Stat)
+	return ch, plainHandle(fh, o), fl | keepCache(o), 0
 }
 
 // plainHandle is the handle of a plain file: the bare loopback handle, or
 // one that tells the guard of each close when the writer is followed.
-func (n *Node) plainHandle(fh gofs.FileHandle, o *guard.Opened) gofs.FileHandle {
+func plainHandle(fh gofs.FileHandle, o *guard.Opened) gofs.FileHandle {
 	if o.Plain == nil {
 		return fh
 	}

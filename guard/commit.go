@@ -34,8 +34,18 @@ func (d *Door) Commit(rel string, dr *draft.Draft, last bool) syscall.Errno {
 	}
 	start := time.Now()
 	h := d.h
-	defer h.txn.Lock(rel)()
-	staged, placeholder, errno := p.Content(h.dir, rel)
+	defer h.changes.Lock(rel)()
+	var cur *os.File
+	if p.Rebase() {
+		var err error
+		if cur, err = h.dir.OpenFile(rel, os.O_RDONLY); err == nil {
+			defer cur.Close()
+		} else if !os.IsNotExist(err) {
+			p.Done(false)
+			return syscall.EIO
+		}
+	}
+	staged, errno := p.Content(cur)
 	if errno != 0 {
 		p.Done(false)
 		return errno
@@ -45,24 +55,17 @@ func (d *Door) Commit(rel string, dr *draft.Draft, last bool) syscall.Errno {
 		p.Done(false)
 		return syscall.EIO
 	}
-	errno = d.commitStaged(p.Writers(h.reg), rel, staged, hash, placeholder)
+	cv := h.gate.Commit(p.Writers(h.reg), rel, hash, p.Created())
+	if cv.Refused {
+		errno = h.txn.Quarantine(cv.Record, rel, staged, cv.Target.Absent)
+	} else {
+		errno = h.txn.Commit(txn.Commit{Rel: rel, Staged: staged, Hash: hash, Placeholder: cv.Placeholder, Label: cv.Label, Record: cv.Record})
+	}
 	p.Done(errno == 0)
 	if errno == 0 && h.onCommit != nil {
 		h.onCommit(time.Since(start))
 	}
 	return errno
-}
-
-// commitStaged decides a commit of staged (hash) to rel for writers and
-// publishes it or keeps it in quarantine. Called with rel's lock held.
-func (d *Door) commitStaged(writers []*principal.Resolved, rel string, staged *os.File, hash string, placeholder bool) syscall.Errno {
-	h := d.h
-	cv := h.gate.Commit(writers, rel, hash, placeholder)
-	if cv.Refusal != nil {
-		return h.txn.Quarantine(cv.Refusal, rel, staged, cv.Target.Absent)
-	}
-	return h.txn.Commit(txn.Commit{Rel: rel, Staged: staged, Hash: hash, Placeholder: placeholder, Label: cv.Label,
-		Record: h.writeRecord(cv.Res, cv.Subject, rel, cv.Verdict, label.ClassOf(cv.Label))})
 }
 
 // Release ends a guarded handle: what it staged is committed, and the
@@ -78,7 +81,7 @@ func (d *Door) Release(rel string, dr *draft.Draft) syscall.Errno {
 	}
 	if placeholder {
 		h := d.h
-		unlock := h.txn.Lock(rel)
+		unlock := h.changes.Lock(rel)
 		st, err := h.dir.Lstat(rel)
 		if err == nil && label.KeyOf(st) == dr.Key() && st.Size == 0 && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			if err := h.dir.Unlink(rel, 0); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/guard/explain"
+	"github.com/aerfs/aerfs/guard/flow"
 	"github.com/aerfs/aerfs/guard/gate"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/guard/recovery"
@@ -202,7 +203,7 @@ func (g *Guard) Promote(res *principal.Resolved, rel string) (string, policy.Ver
 
 // Drift compares rel with what aerfs last gave it; a drifted file's label
 // becomes EXTERNAL (nil: no drift).
-func (g *Guard) Drift(rel string) (*recovery.Drift, error) {
+func (g *Guard) Drift(rel string) (*Drift, error) {
 	if r, sub, ok := g.route(rel); ok {
 		d, err := r.Drift(sub)
 		if d != nil {
@@ -285,6 +286,14 @@ func (g *Guard) route(p string) (*Guard, string, bool) {
 	r := g.h.roots[name]
 	return r, rel, r != nil
 }
+
+// Drift is a guarded file whose content is not what aerfs last gave it.
+type Drift = recovery.Drift
+
+// AuthorityKey is the key the act gate keeps res's reads and writes
+// under: its session, or the process outside sessions (an attestor's
+// name).
+func AuthorityKey(res *principal.Resolved) string { return flow.AuthorityKey(res) }
 
 // Acts is the owner's side of the act gate: what a file may cause, and
 // the single-use tokens that let one action through.

@@ -86,7 +86,7 @@ func New(c Config) (*Guard, error) {
 		labels: c.Labels, idx: tracking.NewIndex(), changes: &tracking.Changes{}, opens: &tracking.Opens{},
 		objs: &tracking.Objects{}, staging: path.Join(c.StateDir, "staging"), onCommit: c.OnCommit, roots: map[string]*Guard{}}
 	h.led = ledger.New(c.Recorder, c.Root, c.Log)
-	h.reads = tracking.NewReads(h.dir, h.led, h.idx)
+	h.reads = tracking.NewReads(h.dir, h.led)
 	var err error
 	if h.txn, err = txn.New(txn.Config{Dir: h.dir, Ledger: h.led, Labels: h.labels, Changes: h.changes, Index: h.idx,
 		Objects: h.objs, StagingDir: h.staging}); err != nil {
@@ -98,7 +98,7 @@ func New(c Config) (*Guard, error) {
 	}
 	h.flow = flow.New(flow.Config{Labels: h.labels, Authority: mon, Reads: h.reads, Objects: h.objs, Ledger: h.led, Forget: h.txn.Forget})
 	h.gate = gate.New(gate.Config{Policy: c.Policy, Registry: c.Registry, Dir: h.dir, Ledger: h.led, Labels: h.labels,
-		Index: h.idx, Opens: h.opens, Changes: h.changes, Flow: h.flow, OnBurst: c.OnBurst})
+		Index: h.idx, Opens: h.opens, Changes: h.changes, Reads: h.reads, Flow: h.flow, OnBurst: c.OnBurst})
 	h.rec = recovery.New(recovery.Config{Dir: h.dir, Ledger: h.led, Labels: h.labels, Index: h.idx, Changes: h.changes,
 		Txn: h.txn, Flow: h.flow, StagingDir: h.staging, Policy: h.gate.Policy, Reserved: isReserved,
 		Label: func(rel string, st *syscall.Stat_t) *label.Label { _, l := h.gate.Target(rel, st); return l }})

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/draft"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -62,25 +62,22 @@ func testHouseIn(t testing.TB, ws string) (*house, string, *evidence.Log) {
 	return g.h, ws, log
 }
 
-func staged(t *testing.T, content string) *os.File {
-	f, err := os.CreateTemp(t.TempDir(), "stage")
+// commit commits content to rel for res as a handle opened with O_TRUNC
+// does at its close (decided, then published or quarantined).
+func (h *house) commit(t *testing.T, res *principal.Resolved, rel, content string) syscall.Errno {
+	st, err := h.dir.Lstat(rel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(content)
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
-// commitFrom commits the content of f to rel for res, as a handle's
-// commit does (decided, then published or quarantined).
-func (h *house) commitFrom(res *principal.Resolved, rel string, f *os.File) syscall.Errno {
-	hash, err := backing.HashReader(f)
-	if err != nil {
-		return syscall.EIO
+	dr, errno := draft.Open(h.dir, h.staging, rel, res, syscall.O_WRONLY|syscall.O_TRUNC, false, label.KeyOf(st))
+	if errno != 0 {
+		t.Fatal(errno)
 	}
-	defer h.txn.Lock(rel)()
-	return (&Door{h: h}).commitStaged([]*principal.Resolved{res}, rel, f, hash, false)
+	defer dr.Close()
+	if _, errno := dr.Write(res, []byte(content), 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	return (&Door{h: h}).Commit(rel, dr, false)
 }
 
 // records reads the log as a reader does: after asking for a flush, so
@@ -103,7 +100,7 @@ func TestCommitAllowedKeepsPreviousVersion(t *testing.T) {
 	h, ws, log := testHouse(t, map[string]string{"MEMORY.md": "old\n"})
 	before, _ := os.Stat(filepath.Join(ws, "MEMORY.md"))
 	me := h.reg.Resolve(os.Getpid()) // the owner, outside sessions: USER
-	if errno := h.commitFrom(me, "MEMORY.md", staged(t, "new\n")); errno != 0 {
+	if errno := h.commit(t, me, "MEMORY.md", "new\n"); errno != 0 {
 		t.Fatalf("commit: %v", errno)
 	}
 	got, _ := os.ReadFile(filepath.Join(ws, "MEMORY.md"))
@@ -140,7 +137,7 @@ func TestCommitRefusedQuarantines(t *testing.T) {
 	h, ws, log := testHouse(t, map[string]string{"MEMORY.md": "old\n", "page.txt": "evil"})
 	me := h.reg.Resolve(os.Getpid())
 	me.AddTaint(policy.WebDerived) // as if it had read a WEB-written file
-	errno := h.commitFrom(me, "MEMORY.md", staged(t, "poisoned\n"))
+	errno := h.commit(t, me, "MEMORY.md", "poisoned\n")
 	if errno != syscall.EACCES {
 		t.Fatalf("commit by a tainted subject: %v, want EACCES", errno)
 	}

@@ -115,7 +115,7 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 		Keep:  []string{src, dst},
 		After: func(old map[string]string) map[string]string { return map[string]string{dst: old[src]} },
 		Prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
-			r := h.writeRecord(res, subj, dst, checks[1].V, h.baseClass(subj))
+			r := h.gate.WriteRecord(res, subj, dst, checks[1].V, h.baseClass(subj))
 			r.Meta.Op = "link"
 			r.Payload = &evidence.Payload{OldHash: old[dst], NewHash: old[src]}
 			return []*evidence.Record{r}, 0

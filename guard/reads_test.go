@@ -48,7 +48,7 @@ func (h *house) testRead(t *testing.T, res *principal.Resolved, rel string) {
 func TestReadsListedAtTheNextChange(t *testing.T) {
 	h, ws, _ := testHouse(t, map[string]string{"notes/src.md": "poison\n", "notes/b.md": "b\n", "MEMORY.md": "m\n"})
 	me := h.reg.Resolve(os.Getpid())
-	if p := h.reads.Parents(me, "MEMORY.md"); len(p) != 0 {
+	if p := h.reads.Parents(me, ""); len(p) != 0 {
 		t.Fatalf("parents before any read: %v", p)
 	}
 	h.testRead(t, me, "notes/src.md")
@@ -56,7 +56,7 @@ func TestReadsListedAtTheNextChange(t *testing.T) {
 	// Write-only opens are not reads.
 	st, _ := h.dir.Lstat("notes/b.md")
 	h.readOpened(NoCaller, me, "notes/b.md", st, nil, syscall.O_WRONLY)
-	p1 := h.reads.Parents(me, "MEMORY.md")
+	p1 := h.reads.Parents(me, "")
 	rs := readsRecords(t, h)
 	if len(rs) != 1 || len(p1) != 1 {
 		t.Fatalf("reads records %d, parents %v", len(rs), p1)
@@ -66,7 +66,7 @@ func TestReadsListedAtTheNextChange(t *testing.T) {
 		t.Fatalf("reads record %+v", rs[0])
 	}
 	// Nothing new read: the same parent, no new record.
-	if p := h.reads.Parents(me, "AGENTS.md"); len(p) != 1 || p[0] != p1[0] || len(readsRecords(t, h)) != 1 {
+	if p := h.reads.Parents(me, ""); len(p) != 1 || p[0] != p1[0] || len(readsRecords(t, h)) != 1 {
 		t.Fatalf("second change: parents %v", p)
 	}
 	// A file changed between the read and the change: listed by its
@@ -75,7 +75,7 @@ func TestReadsListedAtTheNextChange(t *testing.T) {
 	h.testRead(t, me, "notes/b.md")
 	time.Sleep(10 * time.Millisecond)
 	os.WriteFile(filepath.Join(ws, "notes/b.md"), []byte("changed\n"), 0o644)
-	p2 := h.reads.Parents(me, "MEMORY.md")
+	p2 := h.reads.Parents(me, "")
 	rs = readsRecords(t, h)
 	if len(rs) != 2 || len(p2) != 1 || p2[0] == p1[0] || rs[1].Parents[0] != p1[0] {
 		t.Fatalf("reads records %d, parents %v", len(rs), p2)
@@ -85,14 +85,14 @@ func TestReadsListedAtTheNextChange(t *testing.T) {
 	}
 	// The changed version, read again, is a new version: listed again.
 	h.testRead(t, me, "notes/b.md")
-	h.reads.Parents(me, "MEMORY.md")
+	h.reads.Parents(me, "")
 	rs = readsRecords(t, h)
 	if r := rs[len(rs)-1].Payload.Reads; len(rs) != 3 || r[0].Hash != shaHex("changed\n") {
 		t.Fatalf("new version of b: %+v", rs[len(rs)-1])
 	}
 	// An unidentified caller's reads are not kept.
 	h.testRead(t, &principal.Resolved{Reason: "test"}, "notes/src.md")
-	if p := h.reads.Parents(&principal.Resolved{}, "MEMORY.md"); len(p) != 0 {
+	if p := h.reads.Parents(&principal.Resolved{}, ""); len(p) != 0 {
 		t.Fatalf("unidentified reader tracked: %v", p)
 	}
 }
@@ -110,7 +110,7 @@ func TestReadsSpillAndChain(t *testing.T) {
 	for i := 0; i < readsPendingMax+10; i++ {
 		h.testRead(t, me, fmt.Sprintf("d/f%05d", i))
 	}
-	p := h.reads.Parents(me, "MEMORY.md")
+	p := h.reads.Parents(me, "")
 	rs := readsRecords(t, h)
 	total := 0
 	for i, r := range rs {
@@ -161,7 +161,7 @@ func TestReadsBigFileByFingerprint(t *testing.T) {
 	}
 	me := h.reg.Resolve(os.Getpid())
 	h.testRead(t, me, "small")
-	h.reads.Parents(me, "MEMORY.md")
+	h.reads.Parents(me, "")
 	rs := readsRecords(t, h)
 	if len(rs) != 1 || rs[0].Payload.Reads[0].Hash != "" || rs[0].Payload.Reads[0].Fp == "" {
 		t.Fatalf("big file listed as %+v", rs)

@@ -8,18 +8,6 @@ import (
 	"github.com/aerfs/aerfs/principal"
 )
 
-// writeRecord is the record of a write of rel (its hashes are filled by
-// the transaction) by res, decided v, of content of class.
-func (h *house) writeRecord(res *principal.Resolved, subj policy.Subject, rel string, v policy.Verdict, class string) *evidence.Record {
-	return &evidence.Record{
-		Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: ledger.TaintNames(subj.Taint),
-		Parents: h.reads.Parents(res, rel),
-		Meta: evidence.Meta{Path: rel, Op: "commit", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
-			UID: res.Proc.UID, Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason(),
-			Class: class},
-	}
-}
-
 // changeRecord is the record of a delete or rename of rel by res.
 func (h *house) changeRecord(res *principal.Resolved, v policy.Verdict, typ, rel string, p *evidence.Payload) *evidence.Record {
 	subj := res.Subject()
@@ -31,7 +19,7 @@ func (h *house) changeRecord(res *principal.Resolved, v policy.Verdict, typ, rel
 		op = "rename"
 	}
 	return &evidence.Record{Type: typ, Principal: subj.Principal.String(), Taint: ledger.TaintNames(subj.Taint),
-		Parents: h.reads.Parents(res, rel),
+		Parents: h.reads.Parents(res, h.idx.Last(rel)),
 		Meta: evidence.Meta{Path: rel, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
 			Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: p}
 }

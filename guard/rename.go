@@ -81,7 +81,7 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 			for _, p := range mv.pairs {
 				if p.toGuarded && p.regular {
 					// The content under a guarded name changed: a write.
-					r := h.writeRecord(res, subj, p.to, verdict(p.to), h.baseClass(subj))
+					r := h.gate.WriteRecord(res, subj, p.to, verdict(p.to), h.baseClass(subj))
 					r.Meta.Op = "rename"
 					r.Payload = &evidence.Payload{OldHash: old[p.to], NewHash: old[p.from]}
 					recs = append(recs, r)

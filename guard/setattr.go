@@ -85,35 +85,23 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 	return errno
 }
 
-// truncate commits rel cut (or extended) to size by res, through the one
-// transaction, as a write.
+// truncate commits rel cut (or extended) to size by res as a write: a
+// handle of its own, truncated and committed.
 func (d *Door) truncate(res *principal.Resolved, rel string, size uint64) syscall.Errno {
 	h := d.h
-	src, _ := h.dir.OpenFile(rel, syscall.O_RDONLY)
-	var cur int64
-	if src != nil {
-		defer src.Close()
-		if fi, err := src.Stat(); err == nil {
-			cur = fi.Size()
-		}
-	}
-	f, _, err := draft.New(h.staging, max(cur, int64(size)))
+	st, err := h.dir.Lstat(rel)
 	if err != nil {
-		return syscall.EIO
-	}
-	defer f.Close()
-	if src != nil {
-		_, _ = f.ReadFrom(src)
-	}
-	if err := f.Truncate(int64(size)); err != nil {
 		return backing.Errno(err)
 	}
-	hash, err := backing.HashReader(f)
-	if err != nil {
-		return syscall.EIO
+	dr, errno := draft.Open(h.dir, h.staging, rel, res, syscall.O_RDWR, false, label.KeyOf(st))
+	if errno != 0 {
+		return errno
 	}
-	defer h.txn.Lock(rel)()
-	return d.commitStaged([]*principal.Resolved{res}, rel, f, hash, false)
+	defer dr.Close()
+	if errno := dr.Truncate(res, int64(size)); errno != 0 {
+		return errno
+	}
+	return d.Commit(rel, dr, true)
 }
 
 // Xattr decides a change of rel's extended attributes; do is the node's

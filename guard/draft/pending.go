@@ -5,7 +5,6 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -39,41 +38,45 @@ func (p *Pending) Writers(reg *principal.Registry) []*principal.Resolved {
 	return w
 }
 
-// Content is the content the commit publishes at rel (called with rel's
-// lock held): the staged content, or, for a handle whose changes since
-// its base are appends, the file's current content followed by what the
-// handle appended. placeholder: the file at rel is still the empty one
-// this handle created, which is no previous version.
-func (p *Pending) Content(dir *backing.Dir, rel string) (staged *os.File, placeholder bool, errno syscall.Errno) {
+// Rebase reports whether the commit appends to the file's content of the
+// moment (Content's cur): the handle's changes since its base are all
+// appends.
+func (p *Pending) Rebase() bool {
 	d := p.d
-	if d.appendOnly || d.append && d.created {
-		// An O_APPEND handle that created the file appended to nothing.
-		var head *os.File
-		var size int64
-		cur, err := dir.OpenFile(rel, os.O_RDONLY)
-		switch {
-		case err == nil:
-			defer cur.Close()
-			fi, err := cur.Stat()
-			if err != nil {
-				return nil, false, syscall.EIO
-			}
-			head, size = cur, fi.Size()
-		case !os.IsNotExist(err):
-			return nil, false, syscall.EIO
-		}
-		f, err := p.concat(head, size)
+	return d.appendOnly || d.append && d.created // an O_APPEND handle that created the file appended to nothing
+}
+
+// Content is the content the commit publishes (called with the path's
+// lock held): the staged content, or, when Rebase, the current content
+// cur (nil: deleted since) followed by what the handle appended.
+func (p *Pending) Content(cur *os.File) (*os.File, syscall.Errno) {
+	if !p.Rebase() {
+		return p.staged, 0
+	}
+	var size int64
+	if cur != nil {
+		fi, err := cur.Stat()
 		if err != nil {
-			return nil, false, syscall.EIO
+			return nil, syscall.EIO
 		}
-		p.staged = f
+		size = fi.Size()
 	}
-	if d.created {
-		if st, err := dir.Lstat(rel); err == nil && label.KeyOf(st) == d.key && st.Size == 0 {
-			placeholder = true
-		}
+	f, err := p.concat(cur, size)
+	if err != nil {
+		return nil, syscall.EIO
 	}
-	return p.staged, placeholder, 0
+	p.staged = f
+	return f, 0
+}
+
+// Created is the inode of the empty placeholder the handle created and
+// has not committed over yet (nil: none).
+func (p *Pending) Created() *label.Key {
+	if !p.d.created {
+		return nil
+	}
+	k := p.d.key
+	return &k
 }
 
 // concat makes a new staging file holding head (size bytes, deleted since

@@ -111,7 +111,24 @@ func (f *Flow) Next(m Move) *label.Label {
 	case Truncate:
 		return f.truncate(m)
 	case Commit:
-		return f.commit(m)
+		// The writers' label; the class is bound from the first one (the
+		// opener as it is now) and what its session read.
+		res := m.Subjects[0]
+		subj := res.Subject()
+		for _, o := range m.Subjects[1:] {
+			w := o.Subject()
+			subj.Taint |= w.Taint
+			subj.Principal = policy.Lower(subj.Principal, w.Principal)
+		}
+		h, _ := authority.ParseHash(m.To.Hash)
+		st := f.c.Authority.Write(authWriter(res, res.Subject()), m.To.Path, h)
+		st.Session = res.Subject().Session
+		l := writer(subj)
+		if l == nil {
+			l = &label.Label{Origin: subj.Principal}
+		}
+		l.Hash, l.Stamp = m.To.Hash, &st
+		return l
 	case Rename:
 		return f.rename(m)
 	case Make:
@@ -291,24 +308,6 @@ func (f *Flow) truncate(m Move) *label.Label {
 		old = m.Sources[0]
 	}
 	return meet(old, writer(m.Subjects[0].Subject()))
-}
-
-// commit is the label of a guarded commit's new content: the writers'
-// (the first one's authority floor bounds its class).
-func (f *Flow) commit(m Move) *label.Label {
-	subj := m.Subjects[0].Subject()
-	for _, o := range m.Subjects[1:] {
-		w := o.Subject()
-		subj.Taint |= w.Taint
-		subj.Principal = policy.Lower(subj.Principal, w.Principal)
-	}
-	st := f.stamp(m.Subjects[0], m.To.Path, m.To.Hash, &label.Label{}, nil).Stamp
-	l := writer(subj)
-	if l == nil {
-		l = &label.Label{Origin: subj.Principal}
-	}
-	l.Hash, l.Stamp = m.To.Hash, st
-	return l
 }
 
 // rename is the label of content renamed under a guarded name: the

@@ -7,7 +7,6 @@ import (
 
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
-	"github.com/aerfs/aerfs/guard/flow"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/policy"
@@ -98,75 +97,6 @@ func (g *Gate) All(c Caller, checks []Check) (*principal.Resolved, syscall.Errno
 // only).
 func (g *Gate) Visible(subj policy.Subject, t policy.Target) bool {
 	return g.Policy().Decide(subj, policy.OpLookup, t).Allow
-}
-
-// CommitVerdict is the gate's answer to a commit of staged content.
-type CommitVerdict struct {
-	// Res is the writer the outcome is recorded under: the opener as it
-	// is now, or the writer that was refused.
-	Res *principal.Resolved
-	// Subject is the worst of the writers (allowed), or the refused one.
-	Subject policy.Subject
-	Target  policy.Target
-	Verdict policy.Verdict
-	// Label is the new content's label (allowed).
-	Label *label.Label
-	// Refusal is the record of a refusal (nil: allowed); the content is
-	// kept in quarantine with it.
-	Refusal *evidence.Record
-}
-
-// Commit decides a commit of the content with hash to rel for every
-// writer (the first is the opener as it is now; each must be allowed: a
-// descriptor handed to a WEB process does not carry its opener's
-// authority), then asks the label flow for the content's label and the
-// act gate whether content of its class may become a control file.
-// placeholder: only the committing handle's empty placeholder is at rel.
-func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, placeholder bool) CommitVerdict {
-	st, _ := g.c.Dir.Lstat(rel)
-	t, _ := g.Target(rel, st)
-	t.Absent = t.Absent || placeholder
-	held := func(res *principal.Resolved) bool { return res.Session.Quarantined() }
-	for _, w := range writers[1:] {
-		subj := w.Subject()
-		if v := g.Policy().DecideCommit(subj, held(w), t); !v.Allow {
-			return g.refuseCommit(w, subj, rel, t, v)
-		}
-	}
-	res := writers[0]
-	subj := res.Subject()
-	for _, o := range writers[1:] {
-		w := o.Subject()
-		subj.Taint |= w.Taint
-		subj.Principal = policy.Lower(subj.Principal, w.Principal)
-	}
-	v := g.Policy().DecideCommit(subj, held(res), t)
-	if !v.Allow {
-		return g.refuseCommit(res, subj, rel, t, v)
-	}
-	l := g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
-	cv := CommitVerdict{Res: res, Subject: subj, Target: t, Verdict: v, Label: l}
-	if t.Class == policy.Control && l.Stamp != nil && l.Stamp.Class != authority.Act {
-		// Configuration acts: an agent's note (inform) or anything an
-		// untrusted source shaped (none) does not become configuration
-		// without the owner (aerfs pending, aerfs approve).
-		rule := authority.RuleControlInform
-		if l.Stamp.Class == authority.None {
-			rule = authority.RuleControlNone
-			g.Denied(res)
-		}
-		r := ledger.Verdict(res, subj, policy.OpWrite, rel, policy.Verdict{})
-		r.Meta.Rule, r.Meta.Reason, r.Meta.Class = rule.ID(), rule.Reason(), l.Stamp.Class.String()
-		cv.Refusal = r
-	}
-	return cv
-}
-
-func (g *Gate) refuseCommit(res *principal.Resolved, subj policy.Subject, rel string, t policy.Target, v policy.Verdict) CommitVerdict {
-	if v.Rule != policy.RuleReview {
-		g.Denied(res)
-	}
-	return CommitVerdict{Res: res, Subject: subj, Target: t, Verdict: v, Refusal: ledger.Verdict(res, subj, policy.OpWrite, rel, v)}
 }
 
 // Promote decides a promotion requested on the control channel: the

@@ -27,6 +27,7 @@ type Config struct {
 	Index    *tracking.Index
 	Opens    *tracking.Opens
 	Changes  *tracking.Changes
+	Reads    *tracking.Reads
 	Flow     *flow.Flow
 	// OnBurst is called (once, in its own goroutine) when a session tree
 	// is quarantined after a burst of refusals.
@@ -75,65 +76,143 @@ func (g *Gate) Resolve(c Caller) *principal.Resolved {
 }
 
 // Target classifies rel and attaches the label of the file with stat st
-// (nil when absent).
+// (nil when absent), checking the label's binding: a label whose binding
+// broke (the content changed outside the mount) reads as EXTERNAL.
 func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Label) {
 	pol := g.Policy()
 	c, ns, sess := pol.Classify(rel)
 	t := policy.Target{Class: c, Namespace: ns, Session: sess, Absent: st == nil}
-	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && c == policy.Plain && st.Nlink > 1 {
+	if st == nil {
+		return t, nil
+	}
+	k := label.KeyOf(st)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && c == policy.Plain && st.Nlink > 1 {
 		// A hard link shares its content with a guarded name.
-		if p, ok := g.c.Index.Guarded(label.KeyOf(st)); ok {
+		if p, ok := g.c.Index.Guarded(k); ok {
 			t.Class, _, _ = pol.Classify(p)
 		}
 	}
-	l := g.label(st, rel)
-	t.LabelTaint = l.ReadTaint()
-	return t, l
-}
-
-// label returns the label a reader inherits from the file with stat st,
-// checking its binding. A label whose binding broke is EXTERNAL.
-func (g *Gate) label(st *syscall.Stat_t, rel string) *label.Label {
-	if st == nil {
-		return nil
-	}
-	k := label.KeyOf(st)
 	l := g.c.Labels.Get(k)
-	if l == nil {
-		return nil
-	}
-	if l.Kind != 0 {
-		if l.Kind == st.Mode&syscall.S_IFMT {
-			return l // a special object's label (guard/flow)
+	switch {
+	case l == nil:
+		return t, nil
+	case l.Kind != 0:
+		if l.Kind != st.Mode&syscall.S_IFMT {
+			g.c.Labels.Set(k, nil)
+			return t, nil
 		}
-		g.c.Labels.Set(k, nil)
-		return nil
-	}
-	if l.Matches(st) || g.c.Opens.Writing(k) {
-		return l
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		// a special object's label (guard/flow)
+	case l.Matches(st) || g.c.Opens.Writing(k):
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
 		// Labels are for regular files: this one belongs to an earlier
 		// file whose inode number was reused. Never open a FIFO or a
 		// device to hash it.
 		g.c.Labels.Set(k, nil)
-		return nil
+		return t, nil
+	case l.Hash != "" && g.sameContent(rel, l.Hash):
+		l.Bind(st)
+		_ = g.c.Labels.Set(k, l)
+	case g.c.Changes.Locked(rel):
+		// a commit of rel is publishing a version: the stat raced it
+	default:
+		g.c.Ledger.Log.Warn().Str("path", rel).Msg("label binding broken: content changed outside the mount; treated as EXTERNAL")
+		g.c.Ledger.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: policy.External.String(),
+			Meta: evidence.Meta{Path: rel, Op: "drift", Verdict: "allow", Rule: "drift",
+				Reason: "content no longer matches its label: treated as EXTERNAL"}})
+		l = l.Broken()
 	}
-	if l.Hash != "" {
-		if h, err := g.c.Dir.Hash(rel); err == nil && h == l.Hash {
-			l.Bind(st)
-			_ = g.c.Labels.Set(k, l)
-			return l
+	t.LabelTaint = l.ReadTaint()
+	return t, l
+}
+
+func (g *Gate) sameContent(rel, hash string) bool {
+	h, err := g.c.Dir.Hash(rel)
+	return err == nil && h == hash
+}
+
+// CommitVerdict is the gate's answer to a commit of staged content.
+type CommitVerdict struct {
+	// Res is the writer the outcome is recorded under: the opener as it
+	// is now, or the writer that was refused.
+	Res     *principal.Resolved
+	Target  policy.Target
+	Verdict policy.Verdict
+	// Placeholder: only the committing handle's empty placeholder is at
+	// the path (it is no previous version).
+	Placeholder bool
+	// Label is the new content's label (allowed).
+	Label *label.Label
+	// Record is the commit's record: its write record (allowed), or its
+	// refusal, with which the content is kept in quarantine.
+	Record  *evidence.Record
+	Refused bool
+}
+
+// Commit decides a commit of the content with hash to rel for every
+// writer (the first is the opener as it is now; each must be allowed: a
+// descriptor handed to a WEB process does not carry its opener's
+// authority), then asks the label flow for the content's label and the
+// act gate whether content of its class may become a control file.
+// created is the inode of the empty placeholder the committing handle
+// created (nil when it created none).
+func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *label.Key) CommitVerdict {
+	st, _ := g.c.Dir.Lstat(rel)
+	t, _ := g.Target(rel, st)
+	cv := CommitVerdict{Res: writers[0], Placeholder: created != nil && st != nil && label.KeyOf(st) == *created && st.Size == 0}
+	t.Absent = t.Absent || cv.Placeholder
+	cv.Target = t
+	held := func(res *principal.Resolved) bool { return res.Session.Quarantined() }
+	subj := cv.Res.Subject()
+	for _, w := range writers[1:] {
+		ws := w.Subject()
+		if v := g.Policy().DecideCommit(ws, held(w), t); !v.Allow {
+			cv.Res, subj = w, ws
+			return g.refuseCommit(cv, subj, rel, v)
 		}
+		subj.Taint |= ws.Taint
+		subj.Principal = policy.Lower(subj.Principal, ws.Principal)
 	}
-	if g.c.Changes.Locked(rel) {
-		return l // a commit of rel is publishing a version: the stat raced it
+	cv.Verdict = g.Policy().DecideCommit(subj, held(cv.Res), t)
+	if !cv.Verdict.Allow {
+		return g.refuseCommit(cv, subj, rel, cv.Verdict)
 	}
-	g.c.Ledger.Log.Warn().Str("path", rel).Msg("label binding broken: content changed outside the mount; treated as EXTERNAL")
-	g.c.Ledger.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: policy.External.String(),
-		Meta: evidence.Meta{Path: rel, Op: "drift", Verdict: "allow", Rule: "drift",
-			Reason: "content no longer matches its label: treated as EXTERNAL"}})
-	return l.Broken()
+	cv.Label = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
+	if st := cv.Label.Stamp; t.Class == policy.Control && st != nil && st.Class != authority.Act {
+		// Configuration acts: an agent's note (inform) or anything an
+		// untrusted source shaped (none) does not become configuration
+		// without the owner (aerfs pending, aerfs approve).
+		rule := authority.RuleControlInform
+		if st.Class == authority.None {
+			rule = authority.RuleControlNone
+			g.Denied(cv.Res)
+		}
+		cv.Record, cv.Refused = ledger.Verdict(cv.Res, subj, policy.OpWrite, rel, policy.Verdict{}), true
+		cv.Record.Meta.Rule, cv.Record.Meta.Reason, cv.Record.Meta.Class = rule.ID(), rule.Reason(), st.Class.String()
+		return cv
+	}
+	cv.Record = g.WriteRecord(cv.Res, subj, rel, cv.Verdict, label.ClassOf(cv.Label))
+	return cv
+}
+
+func (g *Gate) refuseCommit(cv CommitVerdict, subj policy.Subject, rel string, v policy.Verdict) CommitVerdict {
+	if v.Rule != policy.RuleReview {
+		g.Denied(cv.Res)
+	}
+	cv.Verdict, cv.Refused = v, true
+	cv.Record = ledger.Verdict(cv.Res, subj, policy.OpWrite, rel, v)
+	return cv
+}
+
+// WriteRecord is the record of a write of rel (its hashes are filled by
+// the transaction) by res, decided v, of content of class: its parents are
+// the record of rel's current version and what res read.
+func (g *Gate) WriteRecord(res *principal.Resolved, subj policy.Subject, rel string, v policy.Verdict, class string) *evidence.Record {
+	return &evidence.Record{
+		Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: ledger.TaintNames(subj.Taint),
+		Parents: g.c.Reads.Parents(res, g.c.Index.Last(rel)),
+		Meta: evidence.Meta{Path: rel, Op: "commit", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason(), Class: class},
+	}
 }
 
 // Authority is the authority monitor of the act gate.

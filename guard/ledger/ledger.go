@@ -72,8 +72,20 @@ func (l *Ledger) All(recs []*evidence.Record) ([]string, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, r := range recs {
-		l.Fill(r)
+		if r.Parents == nil {
+			r.Parents = []string{}
+		}
+		if r.Taint == nil {
+			r.Taint = []string{}
+		}
+		if r.Meta.Time == "" {
+			r.Meta.Time = now
+		}
+		if l.root != "" {
+			l.rootPaths(r)
+		}
 	}
 	return l.AppendAll(recs...)
 }

@@ -157,11 +157,7 @@ func (r *Recovery) Set(rel, h string, base *string, mk func(old string) *evidenc
 				id = ids[0]
 			}
 			if h != "" {
-				errno := rep.Publish()
-				if errno == 0 {
-					rep.Close()
-				}
-				return errno
+				return rep.Publish()
 			}
 			dfd, err := r.c.Dir.OpenDir(path.Dir(cleanDir(rel)))
 			if err != nil {

@@ -11,7 +11,8 @@ import (
 // right now, and the content the guard last gave each path, which the
 // drift watcher compares the files with.
 type Changes struct {
-	locks pathLocks
+	lmu   sync.Mutex
+	locks map[string]*pathLock // the paths being changed (held or awaited)
 
 	mu       sync.Mutex
 	expected map[string]string // path → content aerfs last gave it ("" = absent)
@@ -19,25 +20,48 @@ type Changes struct {
 	onKnown  func(rel string)
 }
 
+// pathLock serialises the changes of one path, so that each record names
+// the version it really replaced and nobody sees a version whose label
+// and expected content are still those of another change.
+type pathLock struct {
+	sync.Mutex
+	users int // holders and waiters; the entry goes when it drops to 0
+}
+
 // Lock serialises changes of the given paths: it takes their locks in one
 // order (so that two changes of the same paths cannot deadlock) and
 // returns the function that releases them.
 func (c *Changes) Lock(paths ...string) func() {
-	if len(paths) == 1 {
-		return c.locks.lock(paths[0])
-	}
 	ps := append([]string(nil), paths...)
 	sort.Strings(ps)
-	var unlocks []func()
+	var held []string
 	for i, p := range ps {
 		if i > 0 && ps[i-1] == p {
 			continue
 		}
-		unlocks = append(unlocks, c.locks.lock(p))
+		c.lmu.Lock()
+		if c.locks == nil {
+			c.locks = map[string]*pathLock{}
+		}
+		l := c.locks[p]
+		if l == nil {
+			l = &pathLock{}
+			c.locks[p] = l
+		}
+		l.users++
+		c.lmu.Unlock()
+		l.Lock()
+		held = append(held, p)
 	}
 	return func() {
-		for i := len(unlocks) - 1; i >= 0; i-- {
-			unlocks[i]()
+		c.lmu.Lock()
+		defer c.lmu.Unlock()
+		for i := len(held) - 1; i >= 0; i-- {
+			l := c.locks[held[i]]
+			l.Unlock()
+			if l.users--; l.users == 0 {
+				delete(c.locks, held[i])
+			}
 		}
 	}
 }
@@ -45,7 +69,11 @@ func (c *Changes) Lock(paths ...string) func() {
 // Locked reports whether a change of rel holds or awaits its lock: a stat
 // taken now may belong to the version being replaced, and the label it is
 // checked against to the one being published.
-func (c *Changes) Locked(rel string) bool { return c.locks.busy(rel) }
+func (c *Changes) Locked(rel string) bool {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	return c.locks[rel] != nil
+}
 
 // Expect notes the content aerfs itself is about to give rel ("" =
 // absent), before it does: the drift watcher sees aerfs's own changes
@@ -93,6 +121,63 @@ func (c *Changes) OnKnown(f func(rel string)) {
 	c.mu.Unlock()
 }
 
+// Begin announces a change of aerfs's own: each path of after is being
+// changed (the drift watcher leaves it alone until end is called) and
+// will hold the content after says ("" = absent). undo, called when the
+// change does not happen, takes the announcement back.
+func (c *Changes) Begin(after map[string]string) (undo, end func()) {
+	type was struct {
+		hash  string
+		known bool
+	}
+	prev := make(map[string]was, len(after))
+	var fresh []string
+	c.mu.Lock()
+	if c.expected == nil {
+		c.expected = map[string]string{}
+	}
+	if c.inflight == nil {
+		c.inflight = map[string]int{}
+	}
+	for p, h := range after {
+		c.inflight[p]++
+		old, known := c.expected[p]
+		prev[p] = was{old, known}
+		c.expected[p] = h
+		if !known {
+			fresh = append(fresh, p)
+		}
+	}
+	onKnown := c.onKnown
+	c.mu.Unlock()
+	if onKnown != nil {
+		for _, p := range fresh {
+			onKnown(p)
+		}
+	}
+	undo = func() {
+		c.mu.Lock()
+		for p, w := range prev {
+			if w.known {
+				c.expected[p] = w.hash
+			} else {
+				c.expected[p] = ""
+			}
+		}
+		c.mu.Unlock()
+	}
+	end = func() {
+		c.mu.Lock()
+		for p := range after {
+			if c.inflight[p]--; c.inflight[p] <= 0 {
+				delete(c.inflight, p)
+			}
+		}
+		c.mu.Unlock()
+	}
+	return undo, end
+}
+
 // Changing marks rel as being changed by aerfs until the returned func is
 // called: the drift watcher must not compare a file with its expected
 // content in the middle of aerfs's own change (the rename that publishes
@@ -118,49 +203,4 @@ func (c *Changes) InFlight(rel string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.inflight[rel] > 0
-}
-
-// pathLocks serialises the changes of one guarded path, so that each
-// record names the version it really replaced and nobody sees a version
-// whose label and expected content are still those of another commit.
-// The zero value is ready to use.
-type pathLocks struct {
-	mu sync.Mutex
-	m  map[string]*pathLock
-}
-
-type pathLock struct {
-	sync.Mutex
-	users int // holders and waiters; the entry goes when it drops to 0
-}
-
-// lock takes rel's lock and returns the function that releases it.
-func (p *pathLocks) lock(rel string) func() {
-	p.mu.Lock()
-	if p.m == nil {
-		p.m = map[string]*pathLock{}
-	}
-	l := p.m[rel]
-	if l == nil {
-		l = &pathLock{}
-		p.m[rel] = l
-	}
-	l.users++
-	p.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		p.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(p.m, rel)
-		}
-		p.mu.Unlock()
-	}
-}
-
-// busy reports whether a change of rel holds or awaits its lock.
-func (p *pathLocks) busy(rel string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.m[rel] != nil
 }

@@ -6,7 +6,7 @@ import (
 )
 
 func TestPathLocksSerialiseAndForget(t *testing.T) {
-	var p pathLocks
+	var p Changes
 	var wg sync.WaitGroup
 	inside, most := 0, 0
 	var mu sync.Mutex
@@ -14,12 +14,12 @@ func TestPathLocksSerialiseAndForget(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			unlock := p.lock("MEMORY.md")
+			unlock := p.Lock("MEMORY.md")
 			mu.Lock()
 			inside++
 			most = max(most, inside)
 			mu.Unlock()
-			if !p.busy("MEMORY.md") {
+			if !p.Locked("MEMORY.md") {
 				t.Error("a held path is not busy")
 			}
 			mu.Lock()
@@ -32,12 +32,12 @@ func TestPathLocksSerialiseAndForget(t *testing.T) {
 	if most != 1 {
 		t.Fatalf("%d commits of one path at once", most)
 	}
-	if p.busy("MEMORY.md") || len(p.m) != 0 {
-		t.Fatalf("locks left behind: %v", p.m)
+	if p.Locked("MEMORY.md") || len(p.locks) != 0 {
+		t.Fatalf("locks left behind: %v", p.locks)
 	}
 	// Other paths do not wait.
-	u1 := p.lock("a")
-	u2 := p.lock("b")
+	u1 := p.Lock("a")
+	u2 := p.Lock("b")
 	u2()
 	u1()
 }

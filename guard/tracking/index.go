@@ -49,6 +49,20 @@ func (x *Index) Last(rel string) string {
 	return x.last[rel]
 }
 
+// Set notes, for a change recorded as id, that rel's current version is
+// the content of the inode k (nil: rel is gone): the inode is guarded
+// under rel, and id is the record of rel's version.
+func (x *Index) Set(k *label.Key, rel, id string) {
+	x.mu.Lock()
+	if k != nil {
+		x.guarded[*k] = rel
+	}
+	if id != "" {
+		x.last[rel] = id
+	}
+	x.mu.Unlock()
+}
+
 // SetLast names the record of the current version of each path; an empty
 // id forgets them.
 func (x *Index) SetLast(id string, paths ...string) {

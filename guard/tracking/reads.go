@@ -117,7 +117,6 @@ type readSet struct {
 type Reads struct {
 	dir *backing.Dir
 	led *ledger.Ledger
-	idx *Index
 
 	mu      sync.Mutex
 	sets    map[reader]*readSet
@@ -128,9 +127,9 @@ type Reads struct {
 }
 
 // NewReads follows reads of the backing directory dir, recording lists of
-// them through led; idx names each path's current version.
-func NewReads(dir *backing.Dir, led *ledger.Ledger, idx *Index) *Reads {
-	return &Reads{dir: dir, led: led, idx: idx, sets: map[reader]*readSet{}, sweepAt: readsSweepMin}
+// them through led.
+func NewReads(dir *backing.Dir, led *ledger.Ledger) *Reads {
+	return &Reads{dir: dir, led: led, sets: map[reader]*readSet{}, sweepAt: readsSweepMin}
 }
 
 func (t *Reads) set(k reader, res *principal.Resolved) *readSet {
@@ -234,16 +233,17 @@ func (t *Reads) Opened(res *principal.Resolved, rel string, st *syscall.Stat_t, 
 	}
 }
 
-// Parents is the parents of a change of rel by res: the record of rel's
-// current version, the records of the labelled files res read, and its
-// newest reads record, which lists every file it read through the mount
-// (written now for what it read since its last change), with those of the
-// sessions its session was started from.
-func (t *Reads) Parents(res *principal.Resolved, rel string) []string {
+// Parents is the parents of a change by res of a path whose current
+// version was recorded as last ("" when none): that record, the records
+// of the labelled files res read, and its newest reads record, which lists
+// every file it read through the mount (written now for what it read
+// since its last change), with those of the sessions its session was
+// started from.
+func (t *Reads) Parents(res *principal.Resolved, last string) []string {
 	reads := t.heads(res)
 	out := []string{}
-	if id := t.idx.Last(rel); id != "" {
-		out = append(out, id)
+	if last != "" {
+		out = append(out, last)
 	}
 	add := func(id string) {
 		for _, x := range out {

@@ -93,20 +93,23 @@ func (t *Txn) Commit(c Commit) syscall.Errno {
 				}
 				preKey = &k
 			}
-			if errno := rep.Publish(); errno != 0 {
-				if preKey != nil {
-					// The temporary file is gone; its inode number is free.
-					t.c.Labels.Set(*preKey, nil)
-				}
-				return errno
+			errno := rep.Publish()
+			if errno != 0 && preKey != nil {
+				// The temporary file is gone; its inode number is free.
+				t.c.Labels.Set(*preKey, nil)
 			}
-			rep.Close()
-			return 0
+			return errno
 		},
 		Done: func(ids []string) syscall.Errno {
 			t.c.Ledger.Stats.Committed.Add(1)
-			nst, _ := t.c.Dir.Lstat(rel)
-			return t.Bind(rel, c.Hash, ids[0], nst, c.Label)
+			nst, err := t.c.Dir.Lstat(rel)
+			if err != nil {
+				t.c.Index.Set(nil, rel, ids[0])
+				return 0
+			}
+			k := label.KeyOf(nst)
+			t.c.Index.Set(&k, rel, ids[0])
+			return t.bindLabel(nst, c.Hash, ids[0], c.Label)
 		},
 		Abort: func() {
 			waitStage()
@@ -120,11 +123,20 @@ func (t *Txn) Commit(c Commit) syscall.Errno {
 // Bind points rel at its new version's record and binds the label l (the
 // flow's) to the new content at nst.
 func (t *Txn) Bind(rel, hash, id string, nst *syscall.Stat_t, l *label.Label) syscall.Errno {
-	t.c.Index.SetLast(id, rel)
+	var k *label.Key
+	if nst != nil {
+		key := label.KeyOf(nst)
+		k = &key
+	}
+	t.c.Index.Set(k, rel, id)
+	return t.bindLabel(nst, hash, id, l)
+}
+
+// bindLabel binds the label l (the flow's) to the new content at nst.
+func (t *Txn) bindLabel(nst *syscall.Stat_t, hash, id string, l *label.Label) syscall.Errno {
 	if nst == nil {
 		return 0
 	}
-	t.c.Index.SetGuarded(label.KeyOf(nst), rel)
 	b := *l
 	b.Hash, b.Record = hash, id
 	b.Bind(nst)

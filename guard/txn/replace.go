@@ -123,10 +123,14 @@ func (t *Txn) Stage(rel string, staged *os.File, old *syscall.Stat_t) (*Replacem
 func (r *Replacement) NewInode() *syscall.Stat_t { return r.st }
 
 // Publish renames the temporary file over the file (or rewrites a
-// multiply linked file in place).
+// multiply linked file in place), and releases the replacement once it
+// is published.
 func (r *Replacement) Publish() syscall.Errno {
 	if r.inPlace {
-		return r.rewriteInPlace()
+		errno := r.rewriteInPlace()
+		unix.Close(r.dfd)
+		r.dfd = -1
+		return errno
 	}
 	err := <-r.synced
 	r.synced = nil
@@ -138,16 +142,18 @@ func (r *Replacement) Publish() syscall.Errno {
 	}
 	var prev any
 	if r.t.ids != nil {
-		prev = r.t.ids.Before(r.rel)
+		if fd, err := unix.Openat(r.dfd, r.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			prev = r.t.ids.Before(os.NewFile(uintptr(fd), r.name))
+		}
 	}
 	if err := unix.Renameat(r.dfd, r.tmp, r.dfd, r.name); err != nil {
-		if r.t.ids != nil {
+		if prev != nil {
 			r.t.ids.Failed(prev)
 		}
 		return backing.Errno(err)
 	}
 	r.tmp = ""
-	if r.t.ids != nil {
+	if prev != nil {
 		r.t.ids.After(prev, int(r.out.Fd())) // the kernel keeps the identity it knew
 	}
 	if r.old != nil {
@@ -155,13 +161,17 @@ func (r *Replacement) Publish() syscall.Errno {
 		// file that gets its number.
 		r.t.Forget(label.KeyOf(r.old))
 	}
+	var errno syscall.Errno
 	if r.Durable {
 		// Without a record the directory is the only durable trace.
-		return backing.Errno(unix.Fsync(r.dfd))
+		errno = backing.Errno(unix.Fsync(r.dfd))
 	}
 	// With a record the directory is not flushed: a rename a crash loses
 	// is completed at the next mount from the record and the stored blob.
-	return 0
+	r.out.Close()
+	unix.Close(r.dfd)
+	r.out, r.dfd = nil, -1
+	return errno
 }
 
 // rewriteInPlace gives the existing inode the staged content.

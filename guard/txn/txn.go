@@ -34,8 +34,9 @@ type Txn struct {
 // Identities keeps the identity the kernel knows a guarded file by across
 // the renames that publish its versions (the FUSE side implements it).
 type Identities interface {
-	// Before is called just before rel is replaced by a rename.
-	Before(rel string) any
+	// Before is called just before the file old (open O_PATH; Before owns
+	// it) is replaced by a rename.
+	Before(old *os.File) any
 	// After is called once the file open as fd has been renamed over it.
 	After(prev any, fd int)
 	// Failed is called when the rename did not happen.
@@ -107,7 +108,6 @@ func (t *Txn) Apply(c *Change) (errno syscall.Errno) {
 	paths := make([]string, 0, len(after))
 	for p := range after {
 		paths = append(paths, p)
-		defer t.c.Changes.Changing(p)()
 	}
 	sort.Strings(paths)
 	var recs []*evidence.Record
@@ -117,17 +117,9 @@ func (t *Txn) Apply(c *Change) (errno syscall.Errno) {
 		}
 	}
 	// The drift watcher sees the publication: say beforehand what the
-	// names will hold.
-	prev := make(map[string]string, len(paths))
-	for _, p := range paths {
-		prev[p], _ = t.c.Changes.Expected(p)
-		t.c.Changes.Expect(p, after[p])
-	}
-	unexpect := func() {
-		for _, p := range paths {
-			t.c.Changes.Expect(p, prev[p])
-		}
-	}
+	// names will hold, and leave them alone until the change is done.
+	unexpect, end := t.c.Changes.Begin(after)
+	defer end()
 	ids, err := t.c.Ledger.All(recs)
 	if err != nil {
 		t.c.Ledger.Log.Error().Err(err).Strs("paths", paths).Msg("guarded change refused: its record cannot be made durable")
@@ -183,7 +175,12 @@ func (t *Txn) Keep(rel string) (string, syscall.Errno) {
 		// Stored already: it was the new content of the last commit.
 		return l.Hash, 0
 	}
-	h, err := t.Store(rel)
+	f, err := t.c.Dir.OpenFile(rel, os.O_RDONLY)
+	var h string
+	if err == nil {
+		h, err = t.c.Ledger.PutBlobFile(backing.FdPath(f))
+		f.Close()
+	}
 	if err != nil {
 		t.c.Ledger.Log.Error().Err(err).Str("path", rel).Msg("cannot keep previous version")
 		return "", syscall.EIO

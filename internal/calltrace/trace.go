@@ -19,6 +19,10 @@ import (
 // returns it (a function of the module is read to see whether, and in
 // which field, it returns what it was handed).
 //
+// A value of a type declared outside the scope that is built to hold the
+// path (an evidence record) takes it out of the scope: it is listed as an
+// exit and not followed further.
+//
 // A stop is a call, to a function of the scope, that is handed the path:
 // an argument or the receiver holds it (in any field). The callee is then
 // walked with the parameters that received it. A call through an
@@ -85,10 +89,12 @@ func (w *Walk) String() string {
 }
 
 // Trace walks the path from entry (its parameters named params hold it);
-// scope says which packages (import paths) are walked.
-func (p *Program) Trace(entry *Func, params []string, scope func(pkg string) bool) *Walk {
+// scope says which packages (import paths) are walked. With ran, only the
+// calls of blocks ran executed are followed (nil: every call).
+func (p *Program) Trace(entry *Func, params []string, scope func(pkg string) bool, ran *Executed) *Walk {
 	w := &walker{p: p, scope: scope, walk: &Walk{Entry: FuncName(p.Module, entry.Obj)}, exits: map[string]bool{},
-		memo: map[string]*summary{}}
+		memo: map[string]*summary{}, ran: ran}
+	w.walk.Stops = append(w.walk.Stops, Stop{Func: w.walk.Entry, File: w.rel(p.Fset.Position(entry.Decl.Pos()).Filename), At: "entry"})
 	in := facts{}
 	for _, name := range params {
 		in.add(entry.Pkg.Info.Defs[paramIdent(entry.Decl, name)], "")
@@ -142,6 +148,9 @@ func join(field, p string) string {
 	if p == "" {
 		return field
 	}
+	if field == "" {
+		return p
+	}
 	return field + "." + p
 }
 
@@ -167,6 +176,7 @@ type walker struct {
 	exits map[string]bool
 	memo  map[string]*summary
 	busy  map[*types.Func]bool
+	ran   *Executed
 }
 
 type summary struct{ results []paths }
@@ -184,11 +194,17 @@ func (w *walker) settle(f *Func, in facts) facts {
 	for changed := true; changed; {
 		changed = false
 		assign := func(lhs ast.Expr, ps paths) {
+			if ix, ok := ast.Unparen(lhs).(*ast.IndexExpr); ok && len(w.holds(info, ix.Index, held)) > 0 {
+				ps = paths{"": true} // a map keyed by the path holds it
+			}
 			id, fields := lvalue(info, lhs)
 			if id == nil {
 				return
 			}
 			obj := info.ObjectOf(id)
+			if obj == nil || w.outsideDeep(obj.Type()) {
+				return // a value of a type outside the scope (an evidence record) took it out
+			}
 			for p := range ps {
 				if held.add(obj, join(fields, p)) {
 					changed = true
@@ -215,6 +231,8 @@ func (w *walker) settle(f *Func, in facts) facts {
 						assign(s.Names[i], w.holds(info, v, held))
 					}
 				}
+			case *ast.SendStmt:
+				assign(s.Chan, w.holds(info, s.Value, held))
 			case *ast.RangeStmt:
 				if ps := w.holds(info, s.X, held); len(ps) > 0 {
 					if s.Key != nil {
@@ -267,7 +285,9 @@ func (w *walker) fn(f *Func, in facts, depth int) {
 	held := w.settle(f, in)
 	ast.Inspect(f.Decl.Body, func(n ast.Node) bool {
 		if call, ok := n.(*ast.CallExpr); ok {
-			w.call(f, call, held, depth)
+			if w.ran == nil || w.ran.ran(f.Pkg.Path, w.p.Fset.Position(call.Pos())) {
+				w.call(f, call, held, depth+1)
+			}
 		}
 		return true
 	})
@@ -367,9 +387,37 @@ func (w *walker) call(f *Func, call *ast.CallExpr, held facts, depth int) {
 			continue
 		}
 		w.stack = append(w.stack, t)
-		w.fn(tf, in, depth+1)
+		w.fn(tf, in, depth)
 		w.stack = w.stack[:len(w.stack)-1]
 	}
+}
+
+// outsideDeep reports whether t is, or is a pointer, slice, array or map
+// of, a named type declared outside the scope.
+func (w *walker) outsideDeep(t types.Type) bool {
+	for {
+		switch x := t.(type) {
+		case *types.Pointer:
+			t = x.Elem()
+		case *types.Slice:
+			t = x.Elem()
+		case *types.Array:
+			t = x.Elem()
+		case *types.Map:
+			t = x.Elem()
+		default:
+			return w.outside(t)
+		}
+	}
+}
+
+// outside reports whether t is a named type declared outside the scope.
+func (w *walker) outside(t types.Type) bool {
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := t.(*types.Named)
+	return ok && n.Obj().Pkg() != nil && !w.scope(n.Obj().Pkg().Path())
 }
 
 func (w *walker) rel(file string) string {
@@ -386,6 +434,9 @@ func (w *walker) holds(info *types.Info, e ast.Expr, held facts) paths {
 	switch x := ast.Unparen(e).(type) {
 	case *ast.Ident:
 		out := paths{}
+		if obj := info.ObjectOf(x); obj != nil && w.outsideDeep(obj.Type()) {
+			return out
+		}
 		for p := range held[info.ObjectOf(x)] {
 			out[p] = true
 		}
@@ -400,7 +451,19 @@ func (w *walker) holds(info *types.Info, e ast.Expr, held facts) paths {
 		return w.holds(info, x.X, held).under(x.Sel.Name)
 	case *ast.CompositeLit:
 		out := paths{}
-		for _, el := range x.Elts {
+		defer func() {
+			if len(out) > 0 && w.outside(info.TypeOf(x)) {
+				name := types.TypeString(info.TypeOf(x), func(p *types.Package) string {
+					return strings.TrimPrefix(strings.TrimPrefix(p.Path(), w.p.Module), "/")
+				}) + "{…}"
+				if !w.exits[name] {
+					w.exits[name] = true
+					w.walk.Exits = append(w.walk.Exits, name)
+				}
+				clear(out)
+			}
+		}()
+		for i, el := range x.Elts {
 			if kv, ok := el.(*ast.KeyValueExpr); ok {
 				if _, isStruct := info.TypeOf(x).Underlying().(*types.Struct); isStruct {
 					if id, ok := kv.Key.(*ast.Ident); ok {
@@ -413,8 +476,14 @@ func (w *walker) holds(info *types.Info, e ast.Expr, held facts) paths {
 				if len(w.holds(info, kv.Key, held)) > 0 || len(w.holds(info, kv.Value, held)) > 0 {
 					out[""] = true
 				}
-			} else if len(w.holds(info, el, held)) > 0 {
-				out[""] = true
+			} else if ps := w.holds(info, el, held); len(ps) > 0 {
+				if st, isStruct := info.TypeOf(x).Underlying().(*types.Struct); isStruct && i < st.NumFields() {
+					for p := range ps {
+						out[join(st.Field(i).Name(), p)] = true
+					}
+				} else {
+					out[""] = true
+				}
 			}
 		}
 		return out
@@ -464,7 +533,13 @@ func (w *walker) result(info *types.Info, call *ast.CallExpr, held facts, i int)
 		return nil
 	}
 	fn, recv := callee(info, call)
-	if fn == nil || fn.Pkg() == nil {
+	if fn == nil {
+		if given {
+			return paths{"": true} // a function value handed the path may return it
+		}
+		return nil
+	}
+	if fn.Pkg() == nil {
 		return nil
 	}
 	if recv != nil && len(w.holds(info, recv, held)) > 0 {
