@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/aerfs
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test unit integration vet demo fuzz posix soak man install clean e2e
+.PHONY: all build test unit integration vet demo fuzz posix soak man install uninstall clean e2e
 
 all: build
 
@@ -50,7 +50,7 @@ soak:
 
 # Man pages for every command, generated from the CLI's own help.
 man: build
-	$(BIN) man bin/man/man1
+	$(BIN) man bin/man
 
 # make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the systemd
 # unit, the mount(8) helper (in SBINDIR, where mount looks for
@@ -61,7 +61,7 @@ SBINDIR ?= /sbin
 MANDIR  ?= $(PREFIX)/share/man
 UNITDIR ?= /etc/systemd/system
 install: build man
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
 		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/aerfs
@@ -69,10 +69,22 @@ install: build man
 	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.fuse.aerfs
 	sed 's|@BINDIR@|$(BINDIR)|g' configs/aerfs@.service > $(DESTDIR)$(UNITDIR)/aerfs@.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/aerfs@.service
-	install -m 0644 bin/man/man1/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 bin/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 bin/man/*.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 bin/man/*.8 $(DESTDIR)$(MANDIR)/man8/
 	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/aerfs
 	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_aerfs
 	$(BIN) completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/aerfs.fish
+
+# make uninstall [PREFIX=…] [DESTDIR=…]: removes what make install put in
+# place. Workspaces, their state directories and /etc/aerfs stay: they hold
+# the owner's evidence.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/aerfs $(DESTDIR)$(SBINDIR)/mount.fuse.aerfs $(DESTDIR)$(UNITDIR)/aerfs@.service
+	rm -f $(DESTDIR)$(MANDIR)/man1/aerfs.1 $(DESTDIR)$(MANDIR)/man1/aerfs-*.1 \
+		$(DESTDIR)$(MANDIR)/man5/aerfs-policy.5 $(DESTDIR)$(MANDIR)/man8/mount.fuse.aerfs.8
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/aerfs $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_aerfs \
+		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/aerfs.fish
 
 # The real agent clients (Claude Code, Codex, OpenClaw, installed from npm
 # into a cached scratch directory) driven by a scripted model on 127.0.0.1,

@@ -9,3 +9,9 @@ import _ "embed"
 //
 //go:embed aerfs.yaml
 var DefaultPolicy []byte
+
+// MountHelper is mount.fuse.aerfs, the helper mount(8) runs for
+// "mount -t fuse.aerfs"; its header comment is its manual.
+//
+//go:embed mount.fuse.aerfs
+var MountHelper []byte

@@ -142,6 +142,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	rec := &countingRecorder{Recorder: elog, health: health}
 	if o.MetricsAddr != "" {
 		rec.m = metrics.New(metrics.Probes{
+			Version:      o.Version,
 			LiveSessions: func() int { return len(reg.Sessions()) },
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok },
 		})

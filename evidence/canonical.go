@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,6 +39,17 @@ var taints = map[string]bool{
 	"UNTRUSTED": true, "INJECTION_SUSPECT": true, "PROXY_DERIVED": true,
 	"SECRET_RISK": true, "CROSS_SESSION": true, "TOOL_OUTPUT": true,
 	"SKILL_OUTPUT": true, "WEB_DERIVED": true,
+}
+
+// RecordTypes lists every record type this format knows, sorted: the one
+// list a reader's type filter accepts.
+func RecordTypes() []string {
+	out := make([]string, 0, len(recordTypes))
+	for t := range recordTypes {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
 }
 
 var recordTypes = map[string]bool{

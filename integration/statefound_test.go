@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -65,6 +66,18 @@ func TestCompletionFromTheDaemon(t *testing.T) {
 	}
 	if out := complete("log", "--workspace", e.WS, "--session", "agent"); !strings.Contains(out, "agent-one") || strings.Contains(out, "web-two") {
 		t.Errorf("session ids: %q", out)
+	}
+	if out := complete("session", "end", "--workspace", e.WS, "agent"); !strings.Contains(out, "agent-one") {
+		t.Errorf("session end: %q", out)
+	}
+	if out := complete("session", "release", "--workspace", e.WS, ""); !strings.Contains(out, "agent-one") {
+		t.Errorf("session release: %q", out)
+	}
+	if out := complete("init", "--agent", "c"); !strings.Contains(out, "claude-code") || !strings.Contains(out, "codex") || strings.Contains(out, "gemini") {
+		t.Errorf("init --agent: %q", out)
+	}
+	if out := complete("run", "--workspace", e.WS, "--agent", ""); !strings.Contains(out, "openclaw") {
+		t.Errorf("run --agent: %q", out)
 	}
 	if out := complete("prove", "--workspace", e.WS, ""); strings.Count(out, "\n") < 3 {
 		t.Errorf("record ids: %q", out)
@@ -191,5 +204,47 @@ func TestJSONOutputs(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &plan); err != nil || !plan.DryRun || len(plan.Steps) != 1 ||
 		plan.Steps[0].Action != "change" || !strings.Contains(plan.Steps[0].Diff, "-later") {
 		t.Fatalf("restore --dry-run --json: %v %s", err, r)
+	}
+	// export and verify answer in JSON too, a failed verification
+	// included (with its exit code).
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	var man struct {
+		Output      string
+		RecordCount int64  `json:"record_count"`
+		RootHash    string `json:"root_hash"`
+	}
+	r = e.Aerfs("export", "--workspace", ws, "-o", bundle, "--json")
+	if err := json.Unmarshal([]byte(r.Stdout), &man); err != nil || man.Output != bundle || man.RecordCount == 0 || man.RootHash == "" {
+		t.Fatalf("export --json: %v %s", err, r)
+	}
+	type verified struct {
+		OK             bool   `json:"ok"`
+		OriginVerified bool   `json:"origin_verified"`
+		Records        int64  `json:"records"`
+		Failure        string `json:"failure"`
+		ExitCode       int    `json:"exit_code"`
+	}
+	var v verified
+	key := e.Aerfs("key", "--state", state)
+	expectOK(t, "key", key)
+	r = e.Aerfs("verify", "--json", "--key", strings.TrimSpace(key.Stdout), bundle)
+	if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil || r.Code != 0 || !v.OK || !v.OriginVerified || v.Records != man.RecordCount {
+		t.Fatalf("verify --json --key: %v %s", err, r)
+	}
+	v = verified{}
+	r = e.Aerfs("verify", "--json", bundle)
+	if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil || r.Code != 14 || !v.OK || v.OriginVerified || v.ExitCode != 14 {
+		t.Fatalf("verify --json without --key: %v %s", err, r)
+	}
+	recs, _ := filepath.Glob(filepath.Join(bundle, "records*"))
+	if len(recs) == 0 {
+		t.Fatalf("no records file in the bundle %s", bundle)
+	}
+	b, _ := os.ReadFile(recs[0])
+	os.WriteFile(recs[0], bytes.Replace(b, []byte(`"MEMORY.md"`), []byte(`"MEMORX.md"`), 1), 0o644)
+	v = verified{}
+	r = e.Aerfs("verify", "--json", "--key", strings.TrimSpace(key.Stdout), bundle)
+	if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil || r.Code == 0 || v.OK || v.Failure == "" || v.ExitCode != r.Code {
+		t.Fatalf("verify --json of a tampered bundle: %v %s", err, r)
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,8 +33,11 @@ func unitLine(t *testing.T, unit, key string, e *Env) []string {
 			case "@BINDIR@/aerfs":
 				argv = append(argv, aerfsBin)
 			case "$AERFS_FLAGS":
-				// From /etc/aerfs/<instance>.env, as the unit's comment says.
-				argv = append(argv, "--state", e.State)
+				// From /etc/aerfs/<instance>.env: the flags the README
+				// says to put there.
+				argv = append(argv, "--state", e.State, "--no-passthrough", "--metrics-addr", "127.0.0.1:0", "--log-max-size", "1048576", "--log-keep", "2")
+			case "$AERFS_UNMOUNT_FLAGS":
+				// The stop command's own flags (none needed).
 			case "%f":
 				argv = append(argv, e.WS)
 			default:
@@ -58,8 +65,19 @@ func TestSystemdUnitStartsAndStops(t *testing.T) {
 	start := unitLine(t, string(b), "ExecStart", e)
 	stop := unitLine(t, string(b), "ExecStop", e)
 
+	if !regexp.MustCompile(`(?m)^Type=notify$`).Match(b) || !regexp.MustCompile(`(?m)^NotifyAccess=main$`).Match(b) {
+		t.Fatalf("the unit must be Type=notify (started only once the mount serves), NotifyAccess=main")
+	}
+	// systemd's side of sd_notify: a datagram socket named by NOTIFY_SOCKET.
+	sock := filepath.Join(t.TempDir(), "notify")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
 	cmd := exec.Command(start[0], start[1:]...)
 	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -68,7 +86,16 @@ func TestSystemdUnitStartsAndStops(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(e.Unmount)
-	waitFor(t, "the unit's ExecStart to mount the workspace", e.Mounted)
+	notify.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 4096)
+	n, err := notify.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "READY=1") {
+		t.Fatalf("no READY=1 from ExecStart within 30 s: %q %v\nstderr:\n%s", buf[:n], err, stderr.String())
+	}
+	// Ready means serving: the mount answers at once.
+	if !e.Mounted() {
+		t.Fatalf("READY=1 sent before the workspace was mounted")
+	}
 	expectOK(t, "owner write through the unit's mount", e.Owner("echo more >> MEMORY.md"))
 
 	expectOK(t, "ExecStop", runCmd("/", nil, stop[0], stop[1:]...))
@@ -86,7 +113,7 @@ func TestSystemdUnitStartsAndStops(t *testing.T) {
 	}
 	// Every stderr line the daemon wrote is one JSON object (journald
 	// keeps them as they are).
-	n := 0
+	n = 0
 	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
 		if !strings.HasPrefix(line, "{") {
 			continue // the CLI's own "aerfs: …" lines
@@ -212,4 +239,80 @@ func TestVersionInAMount(t *testing.T) {
 			t.Errorf("aerfs version lacks %q:\n%s", want, r.Stdout)
 		}
 	}
+}
+
+// A workspace never initialised is a usage error whose hint names aerfs
+// init — from aerfs mount, with a --state that does not exist, and from
+// mount -t fuse.aerfs (it printed a raw lstat error and exited 4, the code
+// of a policy refusal).
+func TestMountNotInitialisedSaysRunInit(t *testing.T) {
+	installMountHelper(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nostate := filepath.Join(t.TempDir(), "nonexistent")
+	for _, c := range []struct {
+		name string
+		argv []string
+	}{
+		{"aerfs mount", []string{aerfsBin, "mount", ws}},
+		{"aerfs mount --state", []string{aerfsBin, "mount", "--state", nostate, ws}},
+		{"mount -t fuse.aerfs", []string{"mount", "-t", "fuse.aerfs", nostate, ws}},
+	} {
+		r := runCmd("/", nil, c.argv[0], c.argv[1:]...)
+		if r.Code == 0 {
+			syscall.Unmount(ws, syscall.MNT_DETACH)
+			t.Fatalf("%s of a workspace never initialised succeeded", c.name)
+		}
+		if c.argv[0] == aerfsBin && r.Code != 2 {
+			t.Errorf("%s: exit %d, want 2 (usage)", c.name, r.Code)
+		}
+		if !strings.Contains(r.Stderr, "aerfs: "+ws+" is not initialised") || !strings.Contains(r.Stderr, "hint: run: aerfs init ") ||
+			strings.Contains(r.Stderr, "lstat") {
+			t.Errorf("%s: want 'is not initialised' and a hint naming aerfs init:\n%s", c.name, r.Stderr)
+		}
+	}
+}
+
+// make install puts the binary, the mount helper, the unit, the man pages
+// (sections 1, 5 and 8) and the completions in place under DESTDIR, and
+// make uninstall removes every one of them.
+func TestMakeInstallAndUninstall(t *testing.T) {
+	dest := t.TempDir()
+	expectOK(t, "make install", runCmd("..", nil, "make", "--no-print-directory", "install", "DESTDIR="+dest))
+	var installed []string
+	filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			installed = append(installed, strings.TrimPrefix(p, dest))
+		}
+		return nil
+	})
+	for _, want := range []string{"/usr/local/bin/aerfs", "/sbin/mount.fuse.aerfs", "/etc/systemd/system/aerfs@.service",
+		"/usr/local/share/man/man1/aerfs.1", "/usr/local/share/man/man1/aerfs-run.1", "/usr/local/share/man/man5/aerfs-policy.5",
+		"/usr/local/share/man/man8/mount.fuse.aerfs.8", "/usr/local/share/bash-completion/completions/aerfs"} {
+		if !slices.Contains(installed, want) {
+			t.Errorf("make install did not install %s", want)
+		}
+	}
+	expectOK(t, "make uninstall", runCmd("..", nil, "make", "--no-print-directory", "uninstall", "DESTDIR="+dest))
+	filepath.Walk(dest, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			t.Errorf("make uninstall left %s", strings.TrimPrefix(p, dest))
+		}
+		return nil
+	})
+}
+
+// Mounting a workspace that is already mounted says so and how to see and
+// undo it (the hint pointed at daemon.log, which is root's and said
+// nothing more).
+func TestMountTwiceSaysAlreadyMounted(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	r := e.Aerfs("mount", "--state", e.State, e.WS)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "aerfs: "+e.WS+" is already mounted") ||
+		!strings.Contains(r.Stderr, "hint: aerfs status --workspace "+e.WS) || strings.Contains(r.Stderr, "daemon.log") {
+		t.Fatalf("second mount: %s", r)
+	}
+	expectOK(t, "the first mount still serves", e.Owner("echo more >> MEMORY.md"))
 }

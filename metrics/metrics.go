@@ -7,6 +7,8 @@ package metrics
 
 import (
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -34,6 +36,8 @@ type Metrics struct {
 
 // Probes are asked at each scrape.
 type Probes struct {
+	// Version is the aerfs version serving the mount (aerfs_build_info).
+	Version      string
 	LiveSessions func() int
 	LogHealthy   func() bool
 }
@@ -58,6 +62,7 @@ func New(p Probes) *Metrics {
 	m.appendErrs = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "aerfs", Name: "evidence_append_errors_total", Help: "Records that could not be appended to the evidence log."})
 	m.reg.MustRegister(m.verdicts, m.refusals, m.commits, m.taint, m.commitTime, m.quarantined, m.pending, m.sessions, m.appendErrs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(buildInfo(p.Version))
 	if p.LiveSessions != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "aerfs", Name: "sessions", Help: "Sessions known to the daemon."},
 			func() float64 { return float64(p.LiveSessions()) }))
@@ -72,6 +77,28 @@ func New(p Probes) *Metrics {
 			}))
 	}
 	return m
+}
+
+// buildInfo is the constant 1 labelled with what serves the mount: the
+// aerfs version, the Go version and the go-fuse module version, as
+// Prometheus's own *_build_info metrics are.
+func buildInfo(version string) prometheus.Collector {
+	gofuse := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/hanwen/go-fuse/v2" {
+				gofuse = d.Version
+			}
+		}
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "aerfs", Name: "build_info",
+		Help:        "Always 1; the labels say which aerfs, Go and go-fuse serve the mount.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version(), "gofuse": gofuse}})
+	g.Set(1)
+	return g
 }
 
 // Handler serves the metrics in Prometheus's text format.

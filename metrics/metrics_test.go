@@ -13,7 +13,7 @@ import (
 
 func TestObserveCountsRecords(t *testing.T) {
 	live := 3
-	m := New(Probes{LiveSessions: func() int { return live }, LogHealthy: func() bool { return true }})
+	m := New(Probes{Version: "v9.9.9-test", LiveSessions: func() int { return live }, LogHealthy: func() bool { return true }})
 	rec := func(typ, verdict, rule, principal string, taint ...string) *evidence.Record {
 		return &evidence.Record{Type: typ, Principal: principal, Taint: taint,
 			Meta: evidence.Meta{Verdict: verdict, Rule: rule}}
@@ -48,7 +48,7 @@ func TestObserveCountsRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"aerfs_sessions 3", "aerfs_evidence_log_healthy 1", "process_resident_memory_bytes", `aerfs_refusals_total{principal="WEB",rule="R3-untrusted"} 2`} {
+	for _, want := range []string{"aerfs_sessions 3", "aerfs_evidence_log_healthy 1", "process_resident_memory_bytes", `aerfs_refusals_total{principal="WEB",rule="R3-untrusted"} 2`, `version="v9.9.9-test"} 1`, "aerfs_build_info{gofuse="} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("scrape lacks %q", want)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -55,6 +56,7 @@ func newKeyCommand() *cobra.Command {
 func newExportCommand() *cobra.Command {
 	var o logOptions
 	var out string
+	var asJSON bool
 	c := &cobra.Command{
 		Use:   "export -o OUT",
 		Short: "Write a self-contained, verifiable evidence bundle (a directory, or OUT.zip)",
@@ -82,6 +84,17 @@ func newExportCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				b, err := json.Marshal(struct {
+					Output string `json:"output"`
+					*evidence.Manifest
+				}{out, m})
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(say, string(b))
+				return err
+			}
 			fmt.Fprintf(say, "exported %s: %d records, %d blobs, tree size %d, root %s\n",
 				out, m.RecordCount, m.BlobCount, m.TreeSize, m.RootHash)
 			return nil
@@ -91,12 +104,14 @@ func newExportCommand() *cobra.Command {
 	c.Flags().StringVar(&o.path, "path", "", "only records about this path")
 	c.Flags().StringVar(&o.session, "session", "", "only records of this session")
 	c.Flags().StringVar(&o.since, "since", "", "only records at or after this time")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the bundle's manifest as JSON (on standard error with -o -)")
 	c.MarkFlagRequired("output")
 	return c
 }
 
 func newVerifyCommand() *cobra.Command {
 	var key string
+	var asJSON bool
 	c := &cobra.Command{
 		Use:   "verify [BUNDLE]",
 		Short: "Verify an evidence bundle offline, or the live log with --state",
@@ -115,35 +130,63 @@ origin not (no --key), 10 integrity failure, 11 schema failure, 12
 signature failure (not signed by the given key), 13 I/O error.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runVerify(cmd.OutOrStdout(), args, key)
+			return runVerify(cmd.OutOrStdout(), args, key, asJSON)
 		},
 	}
 	c.Flags().StringVar(&key, "key", "", "the trusted public key (text, or @FILE); default: the bundle's own key")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object (also when verification fails; the exit code is the same)")
 	return c
 }
 
-func runVerify(out io.Writer, args []string, key string) error {
-	if strings.HasPrefix(key, "@") {
-		if fi, err := os.Stat(key[1:]); err == nil && !fi.Mode().IsRegular() {
-			return fail(exitIO, "name the file holding the public key", "cannot read key: %s is not a regular file", key[1:])
+// verifyResult is what verify --json prints: the report when the checks
+// ran, and the failure's kind and reason when they did not pass.
+type verifyResult struct {
+	OK             bool   `json:"ok"`
+	OriginVerified bool   `json:"origin_verified"`
+	Source         string `json:"source,omitempty"`
+	Records        int64  `json:"records"`
+	TreeSize       int64  `json:"tree_size"`
+	Root           string `json:"root,omitempty"`
+	KeyID          string `json:"key_id,omitempty"`
+	KeySource      string `json:"key_source,omitempty"`
+	Complete       bool   `json:"complete"`
+	Blobs          int64  `json:"blobs"`
+	Pruned         int64  `json:"pruned"`
+	Uncommitted    int64  `json:"uncommitted"`
+	Failure        string `json:"failure,omitempty"` // integrity, schema, signature or io
+	Error          string `json:"error,omitempty"`
+	ExitCode       int    `json:"exit_code"`
+}
+
+func runVerify(out io.Writer, args []string, key string, asJSON bool) error {
+	rep, err := verify(args, key)
+	if asJSON {
+		res := verifyResult{}
+		if rep != nil {
+			res = verifyResult{Source: rep.Source, Records: rep.Records, TreeSize: rep.TreeSize, Root: rep.Root, KeyID: rep.KeyID,
+				KeySource: rep.KeySource, Complete: rep.Complete, Blobs: rep.Blobs, Pruned: rep.Pruned, Uncommitted: rep.Uncommitted}
 		}
-		b, err := os.ReadFile(key[1:])
 		if err != nil {
-			return fail(exitIO, "", "cannot read key: %v", err)
+			res.Error, res.ExitCode = err.Error(), exitError
+			if k := evidence.KindOf(err); k != 0 {
+				res.Failure, res.ExitCode = k.String(), verifyExit(k)
+			}
+			var ce *cliError
+			if errors.As(err, &ce) {
+				res.ExitCode = ce.code
+			}
+		} else {
+			res.OK, res.OriginVerified = true, rep.KeySource != "bundle"
+			if !res.OriginVerified {
+				res.ExitCode = exitUnpinned
+			}
 		}
-		key = strings.TrimSpace(string(b))
-	}
-	var rep *evidence.Report
-	var err error
-	if len(args) == 1 {
-		rep, err = evidence.VerifyBundle(args[0], key)
-	} else {
-		t, ferr := findTarget(false)
-		if ferr != nil {
-			return ferr
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(out, string(b))
+		if err == nil && !res.OriginVerified {
+			return &exitOnly{code: exitUnpinned}
 		}
-		syncLog(t.stateDir)
-		rep, err = evidence.VerifyState(t.stateDir, key)
+		return err
 	}
 	if err != nil {
 		return err
@@ -156,6 +199,29 @@ func runVerify(out io.Writer, args []string, key string) error {
 			"%s: integrity verified, origin not verified (no --key)", args[0])
 	}
 	return nil
+}
+
+// verify checks a bundle (args[0]) or the live log, against key when given.
+func verify(args []string, key string) (*evidence.Report, error) {
+	if strings.HasPrefix(key, "@") {
+		if fi, err := os.Stat(key[1:]); err == nil && !fi.Mode().IsRegular() {
+			return nil, fail(exitIO, "name the file holding the public key", "cannot read key: %s is not a regular file", key[1:])
+		}
+		b, err := os.ReadFile(key[1:])
+		if err != nil {
+			return nil, fail(exitIO, "", "cannot read key: %v", err)
+		}
+		key = strings.TrimSpace(string(b))
+	}
+	if len(args) == 1 {
+		return evidence.VerifyBundle(args[0], key)
+	}
+	t, err := findTarget(false)
+	if err != nil {
+		return nil, err
+	}
+	syncLog(t.stateDir)
+	return evidence.VerifyState(t.stateDir, key)
 }
 
 func newProveCommand() *cobra.Command {

@@ -72,14 +72,9 @@ func parseTimeFlag(flag, s string) (time.Time, error) {
 	return t, nil
 }
 
-// recordTypes are the record types a log filter may name.
-var recordTypes = []string{
-	evidence.TypeVerdict, evidence.TypeWrite, evidence.TypeRename, evidence.TypeDelete,
-	evidence.TypeSessionStart, evidence.TypeSessionEnd, evidence.TypePromote, evidence.TypeTaint,
-	evidence.TypePolicyLoad, evidence.TypeMount, evidence.TypeUnmount, evidence.TypeRecovery,
-	evidence.TypeSnapshot, evidence.TypeRestore, evidence.TypeDrift, evidence.TypeQuarantine,
-	evidence.TypeApprove, evidence.TypeReject, evidence.TypeDeclassify, evidence.TypeElevate, evidence.TypeReads,
-}
+// recordTypes are the record types a log filter may name: every type the
+// evidence format knows.
+var recordTypes = evidence.RecordTypes()
 
 // filter is the record filter the flags describe.
 func (o logOptions) filter() (evidence.Filter, error) {

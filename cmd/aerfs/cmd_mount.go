@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"io"
 	"os"
 	"os/exec"
@@ -68,6 +69,10 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = r
 	}
+	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws {
+		return fail(exitError, "aerfs status --workspace "+ws+" shows it; aerfs unmount "+ws+" first to mount it again",
+			"%s is already mounted (state %s)", ws, m.StateDir)
+	}
 	state := gopts.state
 	if state == "" {
 		state = findStateDir(ws)
@@ -78,11 +83,14 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	// Root follows no link the owner put in the state directory: not to
 	// read the policy, not to append the daemon's log (it would create or
 	// extend any file on the system).
+	if _, err := os.Lstat(state); errors.Is(err, os.ErrNotExist) {
+		return notInitialised(ws, state, "no state directory "+state)
+	}
 	if err := daemon.CheckStateEntries(state); err != nil {
 		return fail(exitRefused, "", "%v", err)
 	}
 	if _, err := os.Stat(filepath.Join(state, daemon.PolicyName)); err != nil {
-		return fail(exitNotMounted, "run: aerfs init "+ws+" (or pass the --state DIR it was initialised with)", "%s is not initialised (no policy in %s)", ws, state)
+		return notInitialised(ws, state, "no policy in "+state)
 	}
 	// Check the policy here too, so a bad one is reported to the user
 	// and not only in the daemon's log.
@@ -139,8 +147,15 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		ready = func(err error) {
 			if err == nil {
 				fmt.Fprintf(os.Stderr, "aerfs: serving %s (state %s); Ctrl-C unmounts\n", ws, state)
+				// Under systemd (Type=notify) the unit is started
+				// only now; elsewhere NOTIFY_SOCKET is unset and
+				// this does nothing.
+				if _, err := sddaemon.SdNotify(false, sddaemon.SdNotifyReady+"\nSTATUS=serving "+ws); err != nil {
+					log.Warn().Err(err).Msg("cannot tell systemd that the mount serves")
+				}
 			}
 		}
+		defer sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	}
 	// Operators' lines: when the mount serves and when it ends, with the
 	// version that served it.
@@ -170,6 +185,16 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		return fail(exitNoWorkspace, "check the path", "%v", err)
 	}
 	return err
+}
+
+// notInitialised is the usage error of a mount before aerfs init: it names
+// the command to run, with the state directory when one was given.
+func notInitialised(ws, state, why string) error {
+	hint := "run: aerfs init " + ws + " (or pass the --state DIR it was initialised with)"
+	if gopts.state != "" {
+		hint = "run: aerfs init --state " + state + " " + ws + " (or pass the --state DIR it was initialised with)"
+	}
+	return fail(exitUsage, hint, "%s is not initialised (%s)", ws, why)
 }
 
 // startDaemon starts `aerfs mount --foreground` in the background and waits

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerfs/aerfs/configs"
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/policy"
@@ -23,6 +24,19 @@ func completeFixed(vals []string, help string) cobra.CompletionFunc {
 		var out []cobra.Completion
 		for _, v := range vals {
 			if strings.HasPrefix(v, strings.ToUpper(toComplete)) {
+				out = append(out, cobra.CompletionWithDesc(v, help))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeLower completes lower-case values such as agent names.
+func completeLower(vals []string, help string) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []cobra.Completion
+		for _, v := range vals {
+			if strings.HasPrefix(v, toComplete) {
 				out = append(out, cobra.CompletionWithDesc(v, help))
 			}
 		}
@@ -137,11 +151,24 @@ func addCompletions(root *cobra.Command) {
 		if f := c.Flags().Lookup("session"); f != nil {
 			c.RegisterFlagCompletionFunc("session", completeSessions)
 		}
+		if f := c.Flags().Lookup("agent"); f != nil {
+			c.RegisterFlagCompletionFunc("agent", completeLower(configs.Agents(), "agent profile"))
+		}
+		if f := c.Flags().Lookup("sandbox"); f != nil {
+			c.RegisterFlagCompletionFunc("sandbox", completeLower([]string{"on", "off"}, "confinement"))
+		}
 		switch c.CommandPath() {
 		case "aerfs taint":
 			c.ValidArgsFunction = completeTaint
 		case "aerfs approve", "aerfs reject":
 			c.ValidArgsFunction = completePending
+		case "aerfs session end", "aerfs session release":
+			c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+				if len(args) > 0 {
+					return nil, cobra.ShellCompDirectiveNoFileComp
+				}
+				return completeSessions(cmd, args, toComplete)
+			}
 		case "aerfs prove":
 			c.ValidArgsFunction = completeRecords
 		}

@@ -78,6 +78,7 @@ from which process writes and what it has read, never from the bytes.`,
 	root.InitDefaultHelpCmd()
 	addExamples(root)
 	addCompletions(root)
+	addUsageHints(root)
 	// --version prints what `aerfs version` prints.
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String())
@@ -86,11 +87,14 @@ from which process writes and what it has read, never from the bytes.`,
 
 func main() {
 	root := newRootCommand()
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &cliError{code: exitUsage, msg: err.Error(), hint: "see '" + c.CommandPath() + " --help'"}
-	})
+	root.SetFlagErrorFunc(flagError)
 	err := root.Execute()
 	os.Exit(report(err))
+}
+
+// flagError makes a bad flag a usage error with a hint.
+func flagError(c *cobra.Command, err error) error {
+	return &cliError{code: exitUsage, msg: err.Error(), hint: "see '" + c.CommandPath() + " --help'"}
 }
 
 // report prints err in the one voice users see and returns the exit code.
@@ -114,7 +118,7 @@ func report(err error) int {
 		if k := evidence.KindOf(err); k != 0 {
 			code = verifyExit(k)
 		} else if isUsage(err) {
-			code = exitUsage
+			code, hint = exitUsage, "'aerfs --help' lists the commands, 'aerfs CMD --help' a command's flags"
 		}
 	}
 	fmt.Fprintf(os.Stderr, "aerfs: %v\n", err)
