@@ -82,6 +82,7 @@ type Config struct {
 	Reads     *tracking.Reads
 	Objects   *tracking.Objects
 	Ledger    *ledger.Ledger
+	Index     *tracking.Index
 	// Forget forgets an inode whose number was given to a new file.
 	Forget func(label.Key)
 }
@@ -257,7 +258,7 @@ func (f *Flow) open(m Move) *label.Label {
 			// The provenance DAG reaches plain files through this record:
 			// whoever reads the file later names it as a parent.
 			nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
-				Taint: ledger.TaintNames(nl.Taint), Parents: f.c.Reads.Parents(res, m.To.Path),
+				Taint: ledger.TaintNames(nl.Taint), Parents: f.parents(res, m.To.Path),
 				Meta: evidence.Meta{Path: m.To.Path, Op: "open", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 					UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "written by a labelled writer",
 					Class: label.ClassOf(nl)}})
@@ -291,7 +292,7 @@ func (f *Flow) flush(m Move) *label.Label {
 	}
 	l.Stamp = &ns
 	l.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
-		Taint: ledger.TaintNames(subj.Taint), Parents: f.c.Reads.Parents(res, m.To.Path),
+		Taint: ledger.TaintNames(subj.Taint), Parents: f.parents(res, m.To.Path),
 		Meta: evidence.Meta{Path: m.To.Path, Op: "close", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 			UID: res.Proc.UID, Session: subj.Session, Rule: ns.Rule.ID(), Reason: "the writer read content of a lower class while the file was open",
 			Class: ns.Class.String()}})
@@ -378,12 +379,17 @@ func (f *Flow) object(res *principal.Resolved, to Dest, nl *label.Label, why str
 	subj := res.Subject()
 	nl.Bind(to.Stat)
 	nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
-		Taint: ledger.TaintNames(nl.Taint), Parents: f.c.Reads.Parents(res, to.Path),
+		Taint: ledger.TaintNames(nl.Taint), Parents: f.parents(res, to.Path),
 		Meta: evidence.Meta{Path: to.Path, Op: "label", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: why}})
 	if err := f.c.Labels.Set(label.KeyOf(to.Stat), nl); err != nil {
 		f.c.Ledger.Log.Error().Err(err).Str("path", to.Path).Msg("label not stored")
 	}
+}
+
+// parents is the parents of a record of a change of rel by res.
+func (f *Flow) parents(res *principal.Resolved, rel string) []string {
+	return f.c.Reads.Parents(res, f.c.Index.Last(rel))
 }
 
 // store stores l (nil removes) for the destination's inode.
