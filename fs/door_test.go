@@ -87,6 +87,12 @@ func TestGateIsTheOnlyDoor(t *testing.T) {
 // nodeInterfaces parses go-fuse's api.go: every `type Node...er interface`
 // with the names of its methods.
 func nodeInterfaces(t *testing.T, file string) map[string][]string {
+	return fuseInterfaces(t, file, "Node")
+}
+
+// fuseInterfaces parses go-fuse's api.go: every `type <prefix>...er
+// interface` with the names of its methods.
+func fuseInterfaces(t *testing.T, file, prefix string) map[string][]string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
@@ -101,7 +107,7 @@ func nodeInterfaces(t *testing.T, file string) map[string][]string {
 		for _, s := range g.Specs {
 			ts := s.(*ast.TypeSpec)
 			it, ok := ts.Type.(*ast.InterfaceType)
-			if !ok || !strings.HasPrefix(ts.Name.Name, "Node") || !strings.HasSuffix(ts.Name.Name, "er") {
+			if !ok || !strings.HasPrefix(ts.Name.Name, prefix) || !strings.HasSuffix(ts.Name.Name, "er") {
 				continue
 			}
 			for _, m := range it.Methods.List {

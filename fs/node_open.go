@@ -86,12 +86,13 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 }
 
 // plainHandle is the handle of a plain file: the bare loopback handle, or
-// one that tells the guard of each close when the writer is followed.
+// one that tells the guard of each close when it follows the handle's
+// writers or its reader.
 func plainHandle(fh gofs.FileHandle, o *guard.Opened) gofs.FileHandle {
-	if o.Plain == nil {
+	if o.Plain == nil && o.Reading == nil {
 		return fh
 	}
-	return &plainFile{LoopbackFile: fh.(*gofs.LoopbackFile), p: o.Plain}
+	return &plainFile{LoopbackFile: fh.(*gofs.LoopbackFile), p: o.Plain, r: o.Reading}
 }
 
 // guardedReader serves reads of a guarded file without kernel passthrough
@@ -125,13 +126,15 @@ func (g *guardedReader) Lseek(ctx context.Context, off uint64, whence uint32) (u
 	return g.FileHandle.(gofs.FileLseeker).Lseek(ctx, off, whence)
 }
 
-// plainFile is a writable plain file whose label the guard follows. It
-// embeds the loopback file, so kernel passthrough still serves its reads
-// and writes; at each close the guard binds the content's class, and at
-// release the label's fingerprint.
+// plainFile is a plain file whose label the guard follows: written (p: at
+// each close the guard recomputes the label from the handle's writers, at
+// release it binds it to the content) or read (r: content written under
+// it reaches its reader). It embeds the loopback file, so kernel
+// passthrough still serves its reads and writes.
 type plainFile struct {
 	*gofs.LoopbackFile
 	p *guard.Plain
+	r *guard.Reading
 }
 
 func (p *plainFile) stat() *syscall.Stat_t {
@@ -146,13 +149,18 @@ func (p *plainFile) stat() *syscall.Stat_t {
 
 func (p *plainFile) Flush(ctx context.Context) syscall.Errno {
 	errno := p.LoopbackFile.Flush(ctx)
-	if st := p.stat(); st != nil {
-		p.p.Flush(st)
+	if p.p != nil {
+		if st := p.stat(); st != nil {
+			p.p.Flush(caller(ctx), st)
+		}
 	}
 	return errno
 }
 
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
-	p.p.Release(p.stat())
+	p.r.Close()
+	if p.p != nil {
+		p.p.Release(p.stat())
+	}
 	return p.LoopbackFile.Release(ctx)
 }

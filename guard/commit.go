@@ -55,7 +55,7 @@ func (d *Door) Commit(rel string, dr *draft.Draft, last bool) syscall.Errno {
 		p.Done(false)
 		return syscall.EIO
 	}
-	cv := h.gate.Commit(p.Writers(h.reg), rel, hash, p.Created())
+	cv := h.gate.Commit(p.Writers(h.reg), rel, hash, p.Created(), p.Extends())
 	if cv.Refused {
 		errno = h.txn.Quarantine(cv.Record, rel, staged, cv.Target.Absent)
 	} else {
@@ -90,6 +90,6 @@ func (d *Door) Release(rel string, dr *draft.Draft) syscall.Errno {
 		}
 		unlock()
 	}
-	d.h.opens.WriteClosed(dr.Key())
+	d.h.opens.WriteClosed(dr.Held())
 	return errno
 }

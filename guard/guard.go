@@ -96,7 +96,7 @@ func New(c Config) (*Guard, error) {
 	if mon == nil {
 		mon = authority.New(authority.Config{}, nil)
 	}
-	h.flow = flow.New(flow.Config{Labels: h.labels, Authority: mon, Reads: h.reads, Objects: h.objs, Ledger: h.led, Index: h.idx, Forget: h.txn.Forget})
+	h.flow = flow.New(flow.Config{Labels: h.labels, Authority: mon, Reads: h.reads, Objects: h.objs, Ledger: h.led, Index: h.idx, Opens: h.opens, Forget: h.txn.Forget})
 	h.gate = gate.New(gate.Config{Policy: c.Policy, Registry: c.Registry, Dir: h.dir, Ledger: h.led, Labels: h.labels,
 		Index: h.idx, Opens: h.opens, Changes: h.changes, Reads: h.reads, Flow: h.flow, OnBurst: c.OnBurst})
 	h.rec = recovery.New(recovery.Config{Dir: h.dir, Ledger: h.led, Labels: h.labels, Index: h.idx, Changes: h.changes,

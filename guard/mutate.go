@@ -111,19 +111,26 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	// The content arrives under a guarded name: a write of it.
 	defer h.txn.Lock(src, dst)()
 	subj := res.Subject()
+	var hash string
 	errno = h.txn.Apply(&txn.Change{
 		Keep:  []string{src, dst},
 		After: func(old map[string]string) map[string]string { return map[string]string{dst: old[src]} },
 		Prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
-			r := h.gate.WriteRecord(res, subj, dst, checks[1].V, h.baseClass(subj))
+			hash = old[src]
+			r := h.gate.WriteRecord(res, subj, dst, checks[1].V, label.ClassOf(ls))
 			r.Meta.Op = "link"
-			r.Payload = &evidence.Payload{OldHash: old[dst], NewHash: old[src]}
+			r.Payload = &evidence.Payload{OldHash: old[dst], NewHash: hash}
 			return []*evidence.Record{r}, 0
 		},
 		Publish: func([]string) syscall.Errno { return link() },
 		Done: func(ids []string) syscall.Errno {
+			// The two names share the inode and its label: the source's,
+			// met with the linker's.
 			h.idx.SetLast(ids[0], dst)
-			return 0
+			nst, _ := h.dir.Lstat(dst)
+			l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{ls},
+				To: flow.Dest{Path: dst, Hash: hash, Guarded: true}})
+			return h.txn.Label(nst, hash, ids[0], l)
 		},
 	})
 	return td.Class, td.Namespace, errno

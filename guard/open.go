@@ -1,12 +1,14 @@
 package guard
 
 import (
+	"sync"
 	"syscall"
 
 	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/guard/draft"
 	"github.com/aerfs/aerfs/guard/flow"
 	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/tracking"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -45,6 +47,9 @@ type Opened struct {
 	// Plain: a plain file written by an identified writer, followed to its
 	// close (the class of what it writes can still drop while it is open).
 	Plain *Plain
+	// Reading: a plain file opened to read it; Close it when the handle
+	// goes (content written under an open reader reaches it).
+	Reading *Reading
 	// Cache: the kernel may keep the file's pages between opens (plain).
 	Cache bool
 	// Stat is the file as it was before the open (nil: created by it).
@@ -67,8 +72,12 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 	if o.Cache && l == nil && op != policy.OpWrite {
 		// Unlabelled plain file read by anyone: nothing to decide, nothing
 		// to propagate. Kernel passthrough serves it at native speed.
-		h.readOpened(c, nil, rel, st, l, flags)
-		return o, open()
+		o.Reading = h.readOpened(c, nil, rel, st, l, flags)
+		if errno := open(); errno != 0 {
+			o.Reading.Close()
+			return nil, errno
+		}
+		return o, 0
 	}
 	res := h.gate.Resolve(c)
 	if op == policy.OpWrite && flags&syscall.O_ACCMODE == syscall.O_RDWR {
@@ -90,14 +99,15 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 			return nil, errno
 		}
 	}
-	h.readOpened(c, res, rel, st, l, flags)
+	reading := h.readOpened(c, res, rel, st, l, flags)
 	if t.Class.Guarded() {
+		reading.Close() // a guarded reader takes each new version's label at its page fills
 		if op == policy.OpWrite {
 			dr, errno := draft.Open(h.dir, h.staging, rel, res, flags, false, label.KeyOf(st))
 			if errno != 0 {
 				return nil, errno
 			}
-			h.opens.WriteOpened(dr.Key())
+			dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
 			return &Opened{Draft: dr}, 0
 		}
 		if errno := open(); errno != 0 {
@@ -105,10 +115,14 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 		}
 		return &Opened{Reader: true, Key: label.KeyOf(st)}, 0
 	}
-	if errno := open(); errno != 0 || op != policy.OpWrite {
-		return o, errno
+	if errno := open(); errno != 0 {
+		reading.Close()
+		return nil, errno
 	}
-	o.Plain = d.plainWriter(res, rel, st, l, flags&syscall.O_TRUNC != 0)
+	o.Reading = reading
+	if op == policy.OpWrite {
+		o.Plain = d.plainWriter(res, rel, st, l, flags&syscall.O_TRUNC != 0)
+	}
 	return o, 0
 }
 
@@ -148,43 +162,69 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.
 		if errno != 0 {
 			return nil, errno
 		}
-		h.opens.WriteOpened(dr.Key())
+		dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
 		return &Opened{Draft: dr}, 0
 	}
-	return &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st, Plain: d.plainWriter(res, rel, nst, l, true)}, 0
+	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st, Plain: d.plainWriter(res, rel, nst, l, true)}
+	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
+		o.Reading = h.readOpened(c, res, rel, nst, nil, flags)
+	}
+	return o, 0
 }
 
 // readOpened notes that the caller (res, resolved when nil) opened rel
-// (stat st, label l) with flags that let it read: provenance.
-func (h *house) readOpened(c Caller, res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label, flags uint32) {
+// (stat st, label l) with flags that let it read: provenance, and the
+// file's open readers. It returns the reading to close with the handle
+// (nil: not a read of a regular file).
+func (h *house) readOpened(c Caller, res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label, flags uint32) *Reading {
 	if st == nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || flags&syscall.O_ACCMODE == syscall.O_WRONLY {
-		return
+		return nil
 	}
 	if res == nil {
 		res = h.gate.Resolve(c)
 	}
 	if !res.Identified {
-		return // refused every change anyway
+		return nil // refused every change anyway
 	}
 	hash := ""
 	if l != nil && l.Hash != "" && l.Kind == 0 && l.Matches(st) {
 		hash = l.Hash
 	}
 	h.reads.Opened(res, rel, st, hash)
+	return &Reading{opens: h.opens, r: h.opens.ReadOpened(label.KeyOf(st), res)}
+}
+
+// Reading is a plain file open to be read: content written into it while
+// it is open reaches its reader (tracking.Opens).
+type Reading struct {
+	opens *tracking.Opens
+	r     *tracking.Reader
+}
+
+// Close ends the reading (nil does nothing).
+func (r *Reading) Close() {
+	if r != nil {
+		r.opens.Closed(r.r)
+	}
 }
 
 // Plain is a plain file opened for writing whose label follows its
-// content to its close.
+// content: kernel passthrough serves its writes, so at each close the
+// label is recomputed from every process that wrote through the handle
+// (each one that closed a descriptor of it), as they are then.
 type Plain struct {
 	h   *house
 	key label.Key
-	res *principal.Resolved // the opener, whose reads bound the content's class
 	rel string
+	w   *tracking.Writer
+
+	mu      sync.Mutex
+	writers tracking.WriterSet
 }
 
 // plainWriter labels a plain file written by res (the label flow) and
-// returns the writer to follow to its close: nil when a clean owner writes
-// an unlabelled file (the bare loopback handle serves it).
+// returns the writer to follow to its close: nil when an unidentified
+// caller writes an unlabelled file.
 func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat_t, old *label.Label, truncated bool) *Plain {
 	identified := res != nil && res.Identified
 	nl := d.h.flow.Next(flow.Move{Op: flow.Open, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{old},
@@ -192,30 +232,57 @@ func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat
 	if nl == nil && !identified {
 		return nil
 	}
-	k := label.KeyOf(st)
-	d.h.opens.WriteOpened(k)
-	return &Plain{h: d.h, key: k, res: res, rel: rel}
+	p := &Plain{h: d.h, key: label.KeyOf(st), rel: rel}
+	p.writers.Note(res)
+	p.w = d.h.opens.WriteOpened(p.key, p.settle)
+	return p
 }
 
-// Flush is called at each close of the handle, with the file's stat: the
-// class of its content is bound again (the label flow).
-func (p *Plain) Flush(st *syscall.Stat_t) {
-	if p.res == nil {
-		return
+// settle recomputes the label from the writers as they are now, without a
+// close (tracking.Opens.Settle: before a decision about one of the file's
+// readers).
+func (p *Plain) settle() {
+	st, err := p.h.dir.Lstat(p.rel)
+	if err != nil || label.KeyOf(st) != p.key {
+		return // renamed or replaced since: its next close settles it
 	}
-	p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: []*principal.Resolved{p.res}, To: flow.Dest{Path: p.rel, Stat: st}})
+	p.mu.Lock()
+	p.flow(st)
+	p.mu.Unlock()
 }
 
-// Release is called when the handle goes: the label is bound to the
-// content's new fingerprint.
+// Flush is called at each close of a descriptor of the handle, by c, with
+// the file's stat: c counts as a writer (with passthrough aerfs cannot
+// tell whether it wrote), and the file's label is recomputed from every
+// writer as it is now.
+func (p *Plain) Flush(c Caller, st *syscall.Stat_t) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c > 0 {
+		p.writers.Note(p.h.gate.Resolve(c))
+	}
+	p.flow(st)
+}
+
+func (p *Plain) flow(st *syscall.Stat_t) {
+	if ws := p.writers.Now(p.h.reg); len(ws) > 0 {
+		p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: ws, To: flow.Dest{Path: p.rel, Stat: st}})
+	}
+}
+
+// Release is called when the handle goes: the label is recomputed once
+// more and bound to the content's new fingerprint.
 func (p *Plain) Release(st *syscall.Stat_t) {
 	if st != nil {
-		if l := p.h.labels.Get(p.key); l != nil {
+		p.mu.Lock()
+		p.flow(st)
+		p.mu.Unlock()
+		if l := p.h.labels.Get(p.key); l != nil && !l.Matches(st) {
 			l.Bind(st)
 			p.h.labels.Set(p.key, l)
 		}
 	}
-	p.h.opens.WriteClosed(p.key)
+	p.h.opens.WriteClosed(p.w)
 }
 
 // Fill is called when a guarded reader's page fill is answered with a

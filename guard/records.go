@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/policy"
@@ -22,12 +21,4 @@ func (h *house) changeRecord(res *principal.Resolved, v policy.Verdict, typ, rel
 		Parents: h.reads.Parents(res, h.idx.Last(rel)),
 		Meta: evidence.Meta{Path: rel, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
 			Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: p}
-}
-
-// baseClass is the class a write by subj binds by itself, before what it
-// read lowers it.
-func (h *house) baseClass(subj policy.Subject) string {
-	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: true}
-	c, _ := h.flow.Authority().Config().Base(&w)
-	return c.String()
 }

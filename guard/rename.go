@@ -81,7 +81,7 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 			for _, p := range mv.pairs {
 				if p.toGuarded && p.regular {
 					// The content under a guarded name changed: a write.
-					r := h.gate.WriteRecord(res, subj, p.to, verdict(p.to), h.baseClass(subj))
+					r := h.gate.WriteRecord(res, subj, p.to, verdict(p.to), label.ClassOf(p.label))
 					r.Meta.Op = "rename"
 					r.Payload = &evidence.Payload{OldHash: old[p.to], NewHash: old[p.from]}
 					recs = append(recs, r)
@@ -102,7 +102,8 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 				if p.toGuarded && p.regular {
 					nst, _ := h.dir.Lstat(p.to)
 					hash, _ := h.changes.Expected(p.to)
-					l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, To: flow.Dest{Path: p.to, Hash: hash, Guarded: true}})
+					l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{p.label},
+						To: flow.Dest{Path: p.to, Hash: hash, Guarded: true}})
 					if e := h.txn.Bind(p.to, hash, ids[k], nst, l); e != 0 {
 						errno = e
 					}
@@ -119,6 +120,7 @@ type move struct {
 	from, to               string
 	fromGuarded, toGuarded bool
 	regular                bool
+	label                  *label.Label // the moved content's (nil: unlabelled)
 }
 
 // moves is every name a rename moves (a directory's files below it too;
@@ -134,8 +136,12 @@ func (h *house) renameMoves(src, dst string, sst *syscall.Stat_t, exchange bool)
 	add := func(from, to string, st *syscall.Stat_t) {
 		cf, _, _ := pol.Classify(from)
 		ct, _, _ := pol.Classify(to)
-		mv.pairs = append(mv.pairs, move{from: from, to: to, fromGuarded: cf.Guarded(), toGuarded: ct.Guarded(),
-			regular: st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG})
+		m := move{from: from, to: to, fromGuarded: cf.Guarded(), toGuarded: ct.Guarded(),
+			regular: st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG}
+		if m.toGuarded && m.regular {
+			_, m.label = h.gate.Target(from, st)
+		}
+		mv.pairs = append(mv.pairs, m)
 	}
 	isDir := sst.Mode&syscall.S_IFMT == syscall.S_IFDIR
 	add(src, dst, sst)

@@ -56,16 +56,15 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 			return errno
 		}
 	}
-	if res != nil && !t.Class.Guarded() && a.Size != nil {
+	if !t.Class.Guarded() && a.Size != nil {
 		// A plain file truncated by a labelled writer carries its label,
 		// stored before the change: a label that cannot be kept would be
 		// lost taint.
-		if nl := h.flow.Next(flow.Move{Op: flow.Truncate, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
-			To: flow.Dest{Path: rel, Stat: st}}); nl != nil {
-			if err := h.labels.Set(label.KeyOf(st), nl); err != nil {
-				h.led.Log.Error().Err(err).Str("path", rel).Msg("label not stored: truncate refused")
-				return syscall.EIO
-			}
+		if res == nil {
+			res = h.gate.Resolve(c)
+		}
+		if errno := d.changed(res, rel, st, l); errno != 0 {
+			return errno
 		}
 	}
 	sizeDone := false
@@ -104,16 +103,42 @@ func (d *Door) truncate(res *principal.Resolved, rel string, size uint64) syscal
 	return d.Commit(rel, dr, true)
 }
 
+// changed lets the label of a labelled writer res flow into the plain
+// file rel (stat st, label l) it changes in place, stored before the
+// change: a label that cannot be kept would be lost taint.
+func (d *Door) changed(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) syscall.Errno {
+	nl := d.h.flow.Next(flow.Move{Op: flow.Change, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
+		To: flow.Dest{Path: rel, Stat: st}})
+	if nl == nil || label.Same(nl, l) {
+		return 0
+	}
+	if err := d.h.labels.Set(label.KeyOf(st), nl); err != nil {
+		d.h.led.Log.Error().Err(err).Str("path", rel).Msg("label not stored: change refused")
+		return syscall.EIO
+	}
+	return 0
+}
+
 // Xattr decides a change of rel's extended attributes; do is the node's
-// own setxattr or removexattr.
+// own setxattr or removexattr. A labelled writer's label flows into a
+// plain file's.
 func (d *Door) Xattr(c Caller, rel string, do func() syscall.Errno) syscall.Errno {
 	h := d.h
 	st, _ := h.dir.Lstat(rel)
 	t, l := h.gate.Target(rel, st)
-	if _, errno := h.gate.All(c, []gate.Check{{Op: policy.OpXattr, Rel: rel, T: t, L: l}}); errno != 0 {
+	res, errno := h.gate.All(c, []gate.Check{{Op: policy.OpXattr, Rel: rel, T: t, L: l}})
+	if errno != 0 {
 		return errno
 	}
-	errno := do()
+	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !t.Class.Guarded() {
+		if res == nil {
+			res = h.gate.Resolve(c)
+		}
+		if errno := d.changed(res, rel, st, l); errno != 0 {
+			return errno
+		}
+	}
+	errno = do()
 	d.rebind(rel)
 	return errno
 }

@@ -46,7 +46,18 @@ type Draft struct {
 	// write landed at the end of the file).
 	appendOnly bool
 	baseLen    int64
+	// fresh: opened with O_TRUNC (or created) and not committed since:
+	// what the handle commits does not keep the content it found.
+	fresh bool
+	held  *tracking.Writer // the handle as a writer of the file (tracking.Opens)
 }
+
+// Hold keeps the handle's entry among the file's writers until Held is
+// asked for it at its release.
+func (d *Draft) Hold(w *tracking.Writer) { d.held = w }
+
+// Held is the handle's entry among the file's writers.
+func (d *Draft) Held() *tracking.Writer { return d.held }
 
 // Open stages a copy of the file at rel (empty with O_TRUNC) for the
 // opener res. created: the handle created the file (an empty placeholder).
@@ -76,7 +87,7 @@ func Open(dir *backing.Dir, stagingDir, rel string, res *principal.Resolved, fla
 	}
 	d := &Draft{dir: stagingDir, opener: res, key: key, staging: f, onDisk: onDisk,
 		append: flags&syscall.O_APPEND != 0, truncated: flags&syscall.O_TRUNC != 0,
-		appendOnly: flags&syscall.O_TRUNC == 0, created: created}
+		appendOnly: flags&syscall.O_TRUNC == 0, created: created, fresh: flags&syscall.O_TRUNC != 0}
 	if fi, err := f.Stat(); err == nil {
 		d.baseLen = fi.Size()
 	}

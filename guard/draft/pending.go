@@ -69,6 +69,11 @@ func (p *Pending) Content(cur *os.File) (*os.File, syscall.Errno) {
 	return f, 0
 }
 
+// Extends reports whether the content committed keeps the content the
+// handle found (it was not opened with O_TRUNC, or it committed since):
+// that content's label flows into the new one.
+func (p *Pending) Extends() bool { return !p.d.fresh }
+
 // Created is the inode of the empty placeholder the handle created and
 // has not committed over yet (nil: none).
 func (p *Pending) Created() *label.Key {
@@ -123,7 +128,7 @@ func (p *Pending) Done(committed bool) {
 		}
 	}
 	if committed {
-		d.created = false
+		d.created, d.fresh = false, false
 		d.appendOnly = true
 		if fi, err := d.staging.Stat(); err == nil {
 			d.baseLen = fi.Size()

@@ -25,8 +25,9 @@ const (
 	Open
 	// Flush: a written plain handle was flushed or released.
 	Flush
-	// Truncate: a plain file's size set without a handle.
-	Truncate
+	// Change: a plain file changed in place without a handle (its size
+	// set, its extended attributes set or removed).
+	Change
 	// Commit: staged content committed to a guarded file.
 	Commit
 	// Rename: content moved under a guarded name.
@@ -83,6 +84,7 @@ type Config struct {
 	Objects   *tracking.Objects
 	Ledger    *ledger.Ledger
 	Index     *tracking.Index
+	Opens     *tracking.Opens
 	// Forget forgets an inode whose number was given to a new file.
 	Forget func(label.Key)
 }
@@ -109,26 +111,28 @@ func (f *Flow) Next(m Move) *label.Label {
 		return f.open(m)
 	case Flush:
 		return f.flush(m)
-	case Truncate:
-		return f.truncate(m)
+	case Change:
+		return f.change(m)
 	case Commit:
-		// The writers' label; the class is bound from the first one (the
-		// opener as it is now) and what its session read.
+		// The meet of every writer (the first, the opener as it is now,
+		// binds the class to the content's hash) and of the content the
+		// commit extends (Sources: an append keeps what it appends to).
 		res := m.Subjects[0]
-		subj := res.Subject()
-		for _, o := range m.Subjects[1:] {
-			w := o.Subject()
-			subj.Taint |= w.Taint
-			subj.Principal = policy.Lower(subj.Principal, w.Principal)
-		}
 		h, _ := authority.ParseHash(m.To.Hash)
 		st := f.c.Authority.Write(authWriter(res, res.Subject()), m.To.Path, h)
 		st.Session = res.Subject().Session
-		l := writer(subj)
+		l := writer(res.Subject())
 		if l == nil {
-			l = &label.Label{Origin: subj.Principal}
+			l = &label.Label{Origin: res.Subject().Principal}
 		}
-		l.Hash, l.Stamp = m.To.Hash, &st
+		l.Stamp = &st
+		for _, w := range m.Subjects[1:] {
+			l = lower(l, f.wrote(w))
+		}
+		for _, src := range m.Sources {
+			l = lower(l, src)
+		}
+		l.Hash, l.Stamp.Hash = m.To.Hash, h
 		return l
 	case Rename:
 		return f.rename(m)
@@ -267,43 +271,110 @@ func (f *Flow) open(m Move) *label.Label {
 	if nl != nil || old != nil {
 		f.store(m.To, nl)
 	}
+	if nl != nil {
+		f.reached(label.KeyOf(m.To.Stat), m.To.Path, nl)
+	}
 	return nl
 }
 
-// flush binds the class of a plain file's content at each close: below
-// the class its label has, when the writer's session read lower content
-// since the open, the label gets the lower stamp and a write record says
-// so.
+// flush recomputes a plain file's label at a close of a handle that wrote
+// it, from every process that wrote through the handle as they are now
+// (Subjects: a writer that read lower content, joined a tainted session
+// or exec'd an untrusted program since the open lowers it): the label it
+// has met with each writer's. A lower label is recorded, stored, and
+// reaches the file's readers.
 func (f *Flow) flush(m Move) *label.Label {
-	res := m.Subjects[0]
 	k := label.KeyOf(m.To.Stat)
-	l := f.c.Labels.Get(k)
-	floor, sources := f.c.Authority.Floor(AuthorityKey(res))
-	cur := label.StampOf(l)
-	if floor >= cur.Class {
-		return l
+	cur := f.c.Labels.Get(k)
+	nl := cur
+	for _, w := range m.Subjects {
+		nl = lower(nl, f.wrote(w))
 	}
+	if label.Same(nl, cur) {
+		return cur
+	}
+	res := m.Subjects[0]
 	subj := res.Subject()
-	ns := *cur
-	ns.Class, ns.Rule, ns.Sources = floor, authority.RuleWriteSource, sources
-	if l == nil {
-		l = &label.Label{Origin: subj.Principal, Session: subj.Session}
-		ns.Origin, ns.Session = subj.Principal, subj.Session
-	}
-	l.Stamp = &ns
-	l.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
-		Taint: ledger.TaintNames(subj.Taint), Parents: f.parents(res, m.To.Path),
+	nl.Bind(m.To.Stat)
+	nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: nl.Origin.String(),
+		Taint: ledger.TaintNames(nl.Taint), Parents: f.parents(res, m.To.Path),
 		Meta: evidence.Meta{Path: m.To.Path, Op: "close", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
-			UID: res.Proc.UID, Session: subj.Session, Rule: ns.Rule.ID(), Reason: "the writer read content of a lower class while the file was open",
-			Class: ns.Class.String()}})
-	f.store(m.To, l)
+			UID: res.Proc.UID, Session: subj.Session, Rule: nl.Stamp.Rule.ID(),
+			Reason: "the writers at close, as they are now, lower the file's label (a writer read lower content, was tainted or became untrusted while the file was open)",
+			Class:  nl.Stamp.Class.String()}})
+	f.store(m.To, nl)
+	f.reached(k, m.To.Path, nl)
+	return nl
+}
+
+// wrote is the label content written by res gets: its origin and taint,
+// and the class its principal and what its session read allow (nil: the
+// owner's clean act content).
+func (f *Flow) wrote(res *principal.Resolved) *label.Label {
+	subj := res.Subject()
+	w := authWriter(res, subj)
+	class, rule := f.c.Authority.Config().Base(&w)
+	var sources []authority.Source
+	if floor, src := f.c.Authority.Floor(w.Session); floor < class {
+		class, rule, sources = floor, authority.RuleWriteSource, src
+	}
+	l := writer(subj)
+	if l == nil {
+		if class == authority.Act {
+			return nil
+		}
+		l = &label.Label{Origin: subj.Principal, Session: subj.Session}
+	}
+	l.Stamp = &authority.Stamp{Class: class, Rule: rule, Origin: subj.Principal, Session: subj.Session, Sources: sources}
 	return l
 }
 
-// truncate is the label of a plain file whose size a writer set: what it
+// lower is the label of content made of what a and b describe: the lower
+// origin, the union of taint, the lower class (a's on a tie). nil is the
+// owner's clean act content.
+func lower(a, b *label.Label) *label.Label {
+	if b == nil {
+		if a == nil {
+			return nil
+		}
+		c := *a
+		if a.Stamp != nil {
+			st := *a.Stamp
+			c.Stamp = &st
+		}
+		return &c
+	}
+	c := meet(a, b)
+	sa, sb := label.StampOf(a), label.StampOf(b)
+	st := *sa
+	if sb.Class < sa.Class {
+		st = *sb
+	}
+	c.Stamp = &st
+	return c
+}
+
+// reached lets content labelled l, written into k under its readers (the
+// handles open to read it, and those opened while it was being written:
+// tracking.Opens), flow into them as reading it would: kernel passthrough
+// serves their reads, which the daemon never sees.
+func (f *Flow) reached(k label.Key, rel string, l *label.Label) {
+	t, st := l.ReadTaint(), label.StampOf(l)
+	if t == 0 && st.Class == authority.Act {
+		return
+	}
+	for _, r := range f.c.Opens.Readers(k) {
+		if r.AddTaint(t) {
+			f.c.Ledger.Record(ledger.Taint(r, t, rel, "read a file whose content changed under it: "+l.Origin.String()+" wrote it while it was open"))
+		}
+		f.c.Authority.Read(AuthorityKey(r), rel, st)
+	}
+}
+
+// change is the label of a plain file a writer changed in place: what it
 // held met with the writer. The caller stores it before the change: a
 // label that cannot be kept would be lost taint.
-func (f *Flow) truncate(m Move) *label.Label {
+func (f *Flow) change(m Move) *label.Label {
 	var old *label.Label
 	if len(m.Sources) > 0 {
 		old = m.Sources[0]
@@ -311,13 +382,23 @@ func (f *Flow) truncate(m Move) *label.Label {
 	return meet(old, writer(m.Subjects[0].Subject()))
 }
 
-// rename is the label of content renamed under a guarded name: the
-// renamer's.
+// rename is the label of content renamed (or linked) under a guarded
+// name: the source's — its stamp and its taint — met with the renamer's
+// origin and taint, which can only lower it. A rename is not a write: it
+// never raises the class.
 func (f *Flow) rename(m Move) *label.Label {
 	subj := m.Subjects[0].Subject()
-	l := writer(subj)
+	var src *label.Label
+	if len(m.Sources) > 0 {
+		src = m.Sources[0]
+	}
+	l := meet(src, writer(subj))
 	if l == nil {
 		l = &label.Label{Origin: subj.Principal}
+	}
+	if src != nil {
+		st := *label.StampOf(src)
+		l.Stamp = &st
 	}
 	l.Hash = m.To.Hash
 	return l

@@ -82,6 +82,13 @@ func (g *Gate) All(c Caller, checks []Check) (*principal.Resolved, syscall.Errno
 	if all && !res.Session.Quarantined() {
 		return res, 0
 	}
+	for _, ch := range checks {
+		if ch.Op.Mutates() && ch.T.Class.Guarded() {
+			// What res read is decided as it is now.
+			g.c.Opens.Settle(res)
+			break
+		}
+	}
 	for i, ch := range checks {
 		v, errno := g.Ask(res, ch.Op, ch.Rel, ch.T)
 		checks[i].V = v

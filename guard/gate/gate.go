@@ -154,14 +154,18 @@ type CommitVerdict struct {
 // authority), then asks the label flow for the content's label and the
 // act gate whether content of its class may become a control file.
 // created is the inode of the empty placeholder the committing handle
-// created (nil when it created none).
-func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *label.Key) CommitVerdict {
+// created (nil when it created none); extends says the new content keeps
+// the current one (an append), whose label then flows into it.
+func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *label.Key, extends bool) CommitVerdict {
 	st, _ := g.c.Dir.Lstat(rel)
-	t, _ := g.Target(rel, st)
+	t, l := g.Target(rel, st)
 	cv := CommitVerdict{Res: writers[0], Placeholder: created != nil && st != nil && label.KeyOf(st) == *created && st.Size == 0}
 	t.Absent = t.Absent || cv.Placeholder
 	cv.Target = t
 	held := func(res *principal.Resolved) bool { return res.Session.Quarantined() }
+	for _, w := range writers {
+		g.c.Opens.Settle(w)
+	}
 	subj := cv.Res.Subject()
 	for _, w := range writers[1:] {
 		ws := w.Subject()
@@ -176,7 +180,11 @@ func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *
 	if !cv.Verdict.Allow {
 		return g.refuseCommit(cv, subj, rel, cv.Verdict)
 	}
-	cv.Label = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
+	var sources []*label.Label
+	if extends && !cv.Placeholder {
+		sources = []*label.Label{l}
+	}
+	cv.Label = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
 	if st := cv.Label.Stamp; t.Class == policy.Control && st != nil && st.Class != authority.Act {
 		// Configuration acts: an agent's note (inform) or anything an
 		// untrusted source shaped (none) does not become configuration

@@ -70,6 +70,15 @@ func (l *Label) Broken() *Label {
 	return &Label{Origin: policy.External, Taint: l.Taint | policy.Untrusted, Record: l.Record}
 }
 
+// Same reports whether a and b say the same of their content: origin,
+// taint and class (nil is the owner's clean act content).
+func Same(a, b *Label) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Origin == b.Origin && a.Taint == b.Taint && StampOf(a).Class == StampOf(b).Class
+}
+
 // Key names a backing inode. Labels follow the inode, so a rename keeps a
 // file's label and a hard link shares it.
 type Key struct {

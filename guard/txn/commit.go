@@ -109,7 +109,7 @@ func (t *Txn) Commit(c Commit) syscall.Errno {
 			}
 			k := label.KeyOf(nst)
 			t.c.Index.Set(&k, rel, ids[0])
-			return t.bindLabel(nst, c.Hash, ids[0], c.Label)
+			return t.Label(nst, c.Hash, ids[0], c.Label)
 		},
 		Abort: func() {
 			waitStage()
@@ -129,11 +129,12 @@ func (t *Txn) Bind(rel, hash, id string, nst *syscall.Stat_t, l *label.Label) sy
 		k = &key
 	}
 	t.c.Index.Set(k, rel, id)
-	return t.bindLabel(nst, hash, id, l)
+	return t.Label(nst, hash, id, l)
 }
 
-// bindLabel binds the label l (the flow's) to the new content at nst.
-func (t *Txn) bindLabel(nst *syscall.Stat_t, hash, id string, l *label.Label) syscall.Errno {
+// Label binds the label l (the flow's) to the content with hash at nst,
+// recorded as id.
+func (t *Txn) Label(nst *syscall.Stat_t, hash, id string, l *label.Label) syscall.Errno {
 	if nst == nil {
 		return 0
 	}

@@ -148,8 +148,10 @@ type importerFunc func(path string) (*types.Package, error)
 
 func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
 
-// indexImpls maps every method of every interface the module declares or
-// uses to the module's concrete methods that implement it.
+// indexImpls maps every method of every interface the module declares to
+// the module's concrete methods that implement it. A call through an
+// interface declared elsewhere (go-fuse's file handle interfaces) is not
+// followed into the module: the value behind it is the other package's.
 func (p *Program) indexImpls() {
 	p.impls = map[*types.Func][]*types.Func{}
 	var named []*types.Named
@@ -170,7 +172,7 @@ func (p *Program) indexImpls() {
 				continue
 			}
 			iface, ok := sel.Recv().Underlying().(*types.Interface)
-			if !ok || seen[iface] {
+			if !ok || seen[iface] || fn.Pkg() == nil || !strings.HasPrefix(fn.Pkg().Path(), p.Module) {
 				continue
 			}
 			seen[iface] = true
@@ -189,7 +191,6 @@ func (p *Program) indexImpls() {
 					}
 				}
 			}
-			_ = fn
 		}
 	}
 }
