@@ -26,63 +26,71 @@ func Agents() []string {
 }
 
 // AgentPolicy is the policy file aerfs init --agent name writes: the
-// default policy with the profile's classes in place of the default ones
-// and its roots added at the end.
+// profile's leading comment, the default policy (whose classes already
+// cover every known client's files in the workspace) and the profile's
+// roots, the client's directories in the owner's home, at the end.
 func AgentPolicy(name string) ([]byte, error) {
-	prof, err := agentFS.ReadFile("agents/" + name + ".yaml")
-	if err != nil || strings.ContainsAny(name, "/.") {
-		return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(Agents(), ", "))
+	prof, err := profile(name)
+	if err != nil {
+		return nil, err
 	}
-	head, classes, roots := splitProfile(prof)
-	if classes == "" || roots == "" {
-		return nil, fmt.Errorf("agent profile %s: needs a classes and a roots block", name)
-	}
-	lines := strings.SplitAfter(string(DefaultPolicy), "\n")
-	start, end := topBlock(lines, "classes:")
-	if start < 0 {
-		return nil, fmt.Errorf("the default policy has no classes block")
+	head, roots := splitProfile(prof)
+	if roots == "" {
+		return nil, fmt.Errorf("agent profile %s: needs a roots block", name)
 	}
 	var b bytes.Buffer
 	b.WriteString(head)
 	b.WriteString("#\n")
-	for _, l := range lines[:start] {
-		b.WriteString(l)
-	}
-	b.WriteString(classes)
-	b.WriteString("\n")
-	for _, l := range lines[end:] {
-		b.WriteString(l)
-	}
+	b.Write(DefaultPolicy)
 	b.WriteString("\n")
 	b.WriteString(roots)
 	return b.Bytes(), nil
 }
 
-// splitProfile cuts a profile into its leading comment, its classes block
-// and its roots block (each with the comments just above it).
-func splitProfile(prof []byte) (head, classes, roots string) {
+// AgentRoot names the root that guards the home directory of the agent
+// name: the first root of its profile.
+func AgentRoot(name string) (string, error) {
+	prof, err := profile(name)
+	if err != nil {
+		return "", err
+	}
 	lines := strings.SplitAfter(string(prof), "\n")
-	cs, ce := topBlock(lines, "classes:")
+	start, end := topBlock(lines, "roots:")
+	for _, l := range lines[max(start+1, 0):max(end, 0)] {
+		if k, ok := strings.CutPrefix(strings.TrimRight(l, "\n"), "  "); ok && k != "" && k[0] != ' ' && k[0] != '#' {
+			return strings.TrimSuffix(k, ":"), nil
+		}
+	}
+	return "", fmt.Errorf("agent profile %s: needs a roots block", name)
+}
+
+func profile(name string) ([]byte, error) {
+	prof, err := agentFS.ReadFile("agents/" + name + ".yaml")
+	if err != nil || strings.ContainsAny(name, "/.") {
+		return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(Agents(), ", "))
+	}
+	return prof, nil
+}
+
+// splitProfile cuts a profile into its leading comment and its roots block
+// (with the comments just above it).
+func splitProfile(prof []byte) (head, roots string) {
+	lines := strings.SplitAfter(string(prof), "\n")
 	rs, re := topBlock(lines, "roots:")
-	if cs < 0 || rs < 0 {
-		return "", "", ""
+	if rs < 0 {
+		return "", ""
 	}
 	// The head is the leading comment, up to the first blank line.
 	i := 0
-	for i < cs && strings.TrimSpace(lines[i]) != "" {
+	for i < rs && strings.TrimSpace(lines[i]) != "" {
 		i++
 	}
-	head = strings.Join(lines[:i], "")
-	classes = strings.Join(lines[i:ce], "")
+	head = strings.TrimRight(strings.Join(lines[:i], ""), "\n") + "\n"
 	j := rs
-	for j > 0 && (strings.HasPrefix(lines[j-1], "#") || strings.TrimSpace(lines[j-1]) == "") {
+	for j > i && (strings.HasPrefix(lines[j-1], "#") || strings.TrimSpace(lines[j-1]) == "") {
 		j--
 	}
-	roots = strings.Join(lines[j:re], "")
-	head = strings.TrimRight(head, "\n") + "\n"
-	classes = strings.TrimRight(classes, "\n") + "\n"
-	roots = strings.TrimLeft(roots, "\n")
-	return head, classes, roots
+	return head, strings.TrimLeft(strings.Join(lines[j:re], ""), "\n")
 }
 
 // topBlock finds the top-level key line key and where its block ends: at

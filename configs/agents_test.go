@@ -35,6 +35,16 @@ func TestAgentPolicies(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no root %s", name, w.root)
 		}
+		if root, err := configs.AgentRoot(name); err != nil || root != w.root {
+			t.Errorf("AgentRoot(%s) = %q, %v; want %q", name, root, err, w.root)
+		}
+		// The workspace classes are the default's: it covers every
+		// known client's files.
+		for _, c := range []policy.Class{policy.Identity, policy.Memory, policy.Control, policy.Secret} {
+			if got, want := strings.Join(p.Patterns(c), " "), strings.Join(policy.Default().Patterns(c), " "); got != want {
+				t.Errorf("%s: %v patterns differ from the default:\n%s\n%s", name, c, got, want)
+			}
+		}
 		if c, _, _ := r.Policy.Classify(w.memory); !c.Guarded() {
 			t.Errorf("%s: @%s/%s is %v", name, w.root, w.memory, c)
 		}
@@ -55,5 +65,8 @@ func TestAgentPolicies(t *testing.T) {
 	}
 	if _, err := configs.AgentPolicy("cursor"); err == nil || !strings.Contains(err.Error(), "claude-code") {
 		t.Errorf("unknown agent: %v", err)
+	}
+	if _, err := configs.AgentRoot("../aerfs"); err == nil {
+		t.Error("AgentRoot accepted a path")
 	}
 }

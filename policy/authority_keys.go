@@ -62,7 +62,7 @@ func (ps *parser) authorityKey(key string, n *yaml.Node, s *spec) error {
 	if n.Kind != yaml.MappingNode {
 		return ps.errf(n, "attestors: {NAME: {domain: DOMAIN}}", "attestors must be a mapping, found %s", kindName(n))
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
+	for i := 0; i < len(n.Content); i += 2 { // key, value pairs
 		name, err := ps.str(n.Content[i], "an attestor name")
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -17,11 +18,20 @@ func TestAuthorityKeys(t *testing.T) {
 	if d := Default().Authority(); len(d.Attestors) != 0 || d.K != 0 || d.AgentScripts {
 		t.Fatalf("default authority settings: %+v", d)
 	}
+	// The bounds are inclusive: one attestation domain, or sixteen.
+	for _, k := range []int{1, 16} {
+		q, err := Parse("k.yaml", []byte(fmt.Sprintf("version: 1\nelevation: {k: %d, promote: %d}\n", k, k)))
+		if err != nil || q.Authority().K != k || q.Authority().KFor["promote"] != k {
+			t.Errorf("elevation k %d: %v", k, err)
+		}
+	}
 	for _, bad := range []string{
 		"attestors: {erp: {domain: \"\"}}",
 		"attestors: {erp: {realm: x}}",
 		"attestors: [erp]",
 		"elevation: {k: 0}",
+		"elevation: {k: 17}",
+		"elevation: {control: -1}",
 		"elevation: {k: many}",
 		"elevation: {run: 2}",
 		"agent_scripts: maybe",

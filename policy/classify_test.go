@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,40 @@ func TestClassifyDefaults(t *testing.T) {
 		{"skills/web/SKILL.md", Control, NSNone, ""},
 		{"lib/skills/x", Plain, NSNone, ""},
 		{".claude/settings.json", Control, NSNone, ""},
+		// Agents' directories are guarded at any depth: a client working
+		// in pkg/ loads pkg/.claude/settings.json.
+		{"pkg/.claude/settings.json", Control, NSNone, ""},
+		{"a/b/.claude", Control, NSNone, ""},
+		{"a/b/.claude/commands/x.md", Control, NSNone, ""},
+		{"a/.claudex/y", Plain, NSNone, ""},
+		{"GEMINI.md", Memory, NSNone, ""},
+		{"docs/AGENTS.override.md", Memory, NSNone, ""},
+		{".github/copilot-instructions.md", Memory, NSNone, ""},
+		{"sub/.github/instructions/go.instructions.md", Memory, NSNone, ""},
+		{".github/workflows/ci.yml", Control, NSNone, ""},
+		{".github/ISSUE_TEMPLATE/bug.md", Plain, NSNone, ""},
+		// Build configuration the owner's tools execute.
+		{"Makefile", Control, NSNone, ""},
+		{"lib/Makefile", Control, NSNone, ""},
+		{"rules.mk", Control, NSNone, ""},
+		{"package.json", Control, NSNone, ""},
+		{"vite.config.ts", Control, NSNone, ""},
+		{"tests/conftest.py", Control, NSNone, ""},
+		{"tests/test_x.py", Plain, NSNone, ""},
+		// …but not what a package manager unpacks.
+		{"node_modules/left-pad/package.json", Plain, NSNone, ""},
+		{"web/node_modules/x/Makefile", Plain, NSNone, ""},
+		{"node_modules/x/CLAUDE.md", Memory, NSNone, ""},
+		{"node_modules/x/.env", Secret, NSNone, ""},
+		{".gitattributes", Control, NSNone, ""},
+		{"a/.gitattributes", Control, NSNone, ""},
+		{".git/info/attributes", Control, NSNone, ""},
+		{".git/info/exclude", Plain, NSNone, ""},
+		{".git/commondir", Control, NSNone, ""},
+		{".git/worktrees/w1/config.worktree", Control, NSNone, ""},
+		{".git/modules/lib/a/config", Control, NSNone, ""},
+		{".git/modules/lib/hooks/pre-commit", Control, NSNone, ""},
+		{".git/refs/heads/config", Plain, NSNone, ""},
 		{".mcp.json", Control, NSNone, ""},
 		{"sub/.mcp.json", Control, NSNone, ""},
 		{".git/hooks/pre-commit", Control, NSNone, ""},
@@ -60,7 +95,8 @@ func TestClassifyDefaults(t *testing.T) {
 		{".vscode/tasks.json", Control, NSNone, ""},
 		{".idea/workspace.xml", Control, NSNone, ""},
 		{".husky/pre-commit", Control, NSNone, ""},
-		{".envrc", Secret, NSNone, ""},
+		// direnv runs .envrc: control wins over the ".env*" secret.
+		{".envrc", Control, NSNone, ""},
 		{"crontab", Control, NSNone, ""},
 		{"cron/daily", Control, NSNone, ""},
 		{"jobs/backup.cron", Control, NSNone, ""},
@@ -128,6 +164,8 @@ func TestGlobs(t *testing.T) {
 		{"x[!a-c].md", []string{"xd.md"}, []string{"xa.md", "xc.md"}},
 		{"a/*/c", []string{"a/b/c"}, []string{"a/c", "a/b/b/c"}},
 		{"a*b*c", []string{"abc", "axxbyyc"}, []string{"ab"}},
+		{"*tmp*", []string{"tmp", "a.tmp.b", "d/x.tmp"}, []string{"tm", "t/mp"}},
+		{"x*y*", []string{"xy", "xaya"}, []string{"ax", "yx"}},
 		{`\*lit`, []string{"*lit"}, []string{"xlit"}},
 	}
 	for _, tc := range tests {
@@ -215,6 +253,7 @@ classes:
 		{"", true},
 		{"id", true},
 		{"id/sub", false},
+		{"id/SOUL.md", false}, // the guarded file itself: nothing below it
 		{"notes", true},
 		{"notes/x/y", true},
 		{"a", true},
@@ -304,6 +343,8 @@ executables:
   - {match: "/opt/agent/bin/fetch", principal: WEB}
   - {match: "py*", principal: tool_unauth}
   - {match: "/opt/**/scrape", principal: CHANNEL}
+  - {match: "/opt/skills/*", principal: SKILL}
+  - {match: "/opt/skills/fetch*", principal: WEB}
 `)
 	for _, tc := range []struct {
 		exe  string
@@ -315,6 +356,7 @@ executables:
 		{"/usr/bin/python3", ToolUnauth, true},
 		{"/opt/agent/bin/sub/run", 0, false},
 		{"/opt/x/y/scrape", Channel, true},
+		{"/opt/skills/fetcher", Skill, true}, // equally trusted: the first listed names the channel
 		{"opt/agent/bin/run", 0, false},
 		{"/usr/bin/curl", 0, false}, // a file that sets executables replaces the list
 	} {
@@ -364,6 +406,91 @@ func TestMatchDeepPaths(t *testing.T) {
 		}
 		if d := time.Since(start); d > 200*time.Millisecond {
 			t.Errorf("%q took %v on a deep path", pat, d)
+		}
+	}
+}
+
+// TestClassExclusions: a "!" pattern takes paths out of its own class only,
+// wherever it is written, so a weaker class may still claim them; "**/NAME"
+// means NAME at any depth; "**/NAME/**" a directory at any depth.
+func TestClassExclusions(t *testing.T) {
+	p := mustParse(t, `version: 1
+classes:
+  identity: []
+  memory: ["notes/**", "**/journal"]
+  control: ["!notes/draft/**", "notes/**", "**/.tool/**", "!**/vendor/**", "Makefile", "etc/cfg/**", "**/*.d/**"]
+  secret: ["*.pem", "!public.pem"]
+`)
+	for _, tc := range []struct {
+		rel string
+		c   Class
+	}{
+		{"notes/a.md", Control},
+		{"notes/draft/a.md", Memory},
+		{"notes/draft", Memory}, // "notes/draft/**" matches the directory itself
+		{"journal", Memory},
+		{"x/y/journal", Memory},
+		{"journal/x", Plain},
+		{".tool", Control},
+		{"a/.tool/cfg", Control},
+		{"vendor/a/.tool/cfg", Plain},
+		{"Makefile", Control},
+		{"src/Makefile", Control},
+		{"vendor/Makefile", Plain},
+		{"k.pem", Secret},
+		{"public.pem", Plain},
+		{"sessions/s/notes/draft/x", Memory},
+		// Only "**/NAME/**" is a directory at any depth.
+		{"etc/cfg/a", Control},
+		{"x/cfg/a", Plain},
+		{"x/etc/cfg/a", Plain},
+		{"a/b.d/c", Control},
+		{"b.d", Control},
+		{"a/bd/c", Plain},
+		{"sessions/s/notes/x", Control},
+	} {
+		if c, _, _ := p.Classify(tc.rel); c != tc.c {
+			t.Errorf("Classify(%q) = %v, want %v", tc.rel, c, tc.c)
+		}
+	}
+	if got := strings.Join(p.Patterns(Control), " "); got != "!notes/draft/** notes/** **/.tool/** !**/vendor/** Makefile etc/cfg/** **/*.d/**" {
+		t.Errorf("Patterns(control) = %s", got)
+	}
+	if !p.MayContainGuarded("src") {
+		t.Error(`"**/.tool/**" may match below any directory`)
+	}
+	for _, bad := range []string{`"!"`, `"!/"`, `"!a//b"`} {
+		_, err := Parse("x.yaml", []byte("version: 1\nclasses:\n  control: ["+bad+"]\n"))
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Line != 3 || pe.Hint == "" {
+			t.Errorf("control: [%s]: %v", bad, err)
+		}
+	}
+}
+
+// TestPatternNeed: an anchored pattern's first literal component is what
+// every path it matches contains, and match rejects a path without it
+// before walking it; a pattern with no literal needs nothing.
+func TestPatternNeed(t *testing.T) {
+	for pat, want := range map[string]string{
+		"**/.git/config":    ".git",
+		"skills/**":         "skills",
+		"/SOUL.md":          "SOUL.md",
+		"a/*/hooks/**":      "a",
+		"**/*.d/**":         "",
+		"**":                "",
+		"*.pem":             "", // unanchored: the base name is compared anyway
+		"**/journal":        "", // the same as journal
+		"x/**/cfg":          "x",
+		"**/.github/a/**":   ".github",
+		"[ab]/**/.cargo/**": ".cargo",
+	} {
+		pt, msg, _ := compileGlob(pat)
+		if msg != "" {
+			t.Fatal(msg)
+		}
+		if pt.need != want {
+			t.Errorf("compileGlob(%q).need = %q, want %q", pat, pt.need, want)
 		}
 	}
 }

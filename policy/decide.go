@@ -18,10 +18,11 @@ func (p *Policy) Decide(s Subject, op Op, t Target) Verdict {
 	// R9: default deny on doubt. Plain requests of an unidentified caller
 	// pass: the kernel sends some (pid 0) on its own behalf.
 	if !s.Identified || !s.Principal.Valid() {
-		switch {
-		case t.Namespace == NSSession, t.Class == Secret, op == OpPromote:
-			return deny(RuleUnidentified)
-		case mut && (t.Class.Guarded() || t.Namespace == NSShared || t.Namespace == NSSessionsRoot):
+		// Refused: anything in a session, on a secret, a promotion, and
+		// every mutation of a guarded class, of the shared namespace or of
+		// the sessions directory.
+		private := t.Namespace == NSSession || t.Class == Secret || op == OpPromote
+		if private || mut && (t.Class.Guarded() || t.Namespace == NSShared || t.Namespace == NSSessionsRoot) {
 			return deny(RuleUnidentified)
 		}
 	}

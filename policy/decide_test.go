@@ -159,8 +159,10 @@ func TestRules(t *testing.T) {
 			t.Errorf("missing rule id %s", id)
 		}
 	}
-	if Rule(200).ID() == "" || Rule(200).Reason() == "" {
-		t.Error("invalid rule without id")
+	for _, r := range []Rule{numRules, 200} {
+		if r.ID() != "R-invalid" || r.Reason() != "invalid rule" {
+			t.Errorf("invalid rule %d: %q, %q", r, r.ID(), r.Reason())
+		}
 	}
 	var zero Verdict
 	if !zero.Deny() || zero.Rule != RuleUnset {

@@ -82,6 +82,11 @@
 //     more components, and the directory holding guarded files is where
 //     they can be renamed or removed all at once.
 //
+//   - A "!" pattern in a class list takes the paths it matches out of that
+//     class, wherever it is written (gitignore's negation without its
+//     order); a weaker class may still claim them. The default uses it to
+//     leave node_modules to the package manager.
+//
 //   - A policy file that leaves a key out keeps the default for it, and a
 //     class it does not list keeps its default patterns: forgetting a line
 //     must not unguard SOUL.md. An explicit [] empties a list on purpose.
@@ -97,10 +102,13 @@
 // # Cost
 //
 // Patterns are compiled once by Parse. Classify looks wildcard-free names
-// up in a map and matches the rest component by component without
-// allocating; "**" is matched without backtracking beyond the most recent
-// "**", so the work is bounded by pattern length times path depth, and an
-// agent cannot stall the monitor with a deep directory tree.
+// up in a map, and each component of the path in a map of the "**/NAME/**"
+// directories (the agents' .claude, .cursor …); it matches the rest
+// component by component without allocating, after a substring test for
+// the literal an anchored pattern needs. "**" is matched without
+// backtracking beyond the most recent "**", so the work is bounded by
+// pattern length times path depth, and an agent cannot stall the monitor
+// with a deep directory tree.
 //
 // # Threats answered
 //

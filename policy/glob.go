@@ -45,12 +45,39 @@ func (s *segment) match(name string) bool {
 type pattern struct {
 	src      string // as written, for messages
 	anchored bool   // contains a "/": matched from the root, component by component
+	exclude  bool   // written "!…" in a class list: removes what it matches from the class
 	segs     []segment
+	// need is the first literal component of an anchored pattern, which
+	// every path it matches contains ("**/.git/config" needs ".git"): a
+	// path without it as a substring is rejected before the component
+	// walk, as most paths are for most patterns. "" needs nothing.
+	need string
+}
+
+// compileClassPattern compiles one entry of a class list: a glob, or "!"
+// and a glob that takes the paths it matches out of the class again
+// (gitignore's negation, without its order: an exclusion applies to every
+// pattern of its class wherever it is written).
+func compileClassPattern(src string) (pattern, string, string) {
+	rest, excl := strings.CutPrefix(src, "!")
+	if excl && rest == "" {
+		return pattern{src: src}, `pattern "!" excludes nothing`, `write "!" and a pattern, as in "!**/node_modules/**"`
+	}
+	p, msg, hint := compileGlob(rest)
+	p.src, p.exclude = src, excl
+	return p, msg, hint
+}
+
+// anyDir reports whether p is "**/NAME/**" with a literal NAME: every path
+// with a component NAME, which Classify finds by looking each component up.
+func (p *pattern) anyDir() bool {
+	return len(p.segs) == 3 && p.segs[0].kind == segStarStar && p.segs[1].kind == segLiteral && p.segs[2].kind == segStarStar
 }
 
 // compileGlob compiles one pattern. The rules, gitignore-like:
 //   - a pattern without "/" matches the base name at any depth;
 //   - a pattern with "/" is anchored at the root (a leading "/" only anchors);
+//     "**/NAME" is the same as NAME;
 //   - "**" as a whole component matches zero or more components, so
 //     "skills/**" matches skills itself and everything below it;
 //   - "*", "?", "[...]" ("[!...]" negates) match within one component.
@@ -76,19 +103,20 @@ func compileGlob(src string) (p pattern, msg, hint string) {
 		p.anchored = true
 	}
 	for comp := range strings.SplitSeq(s, "/") {
-		switch {
-		case comp == "":
+		if comp == "" {
 			return p, "bad glob " + quote(src) + ": empty path component", "remove the doubled slash"
-		case comp == "." || comp == "..":
+		}
+		if comp == "." || comp == ".." {
 			return p, "bad glob " + quote(src) + ": " + quote(comp) + " component", "patterns are workspace-relative paths without . or .. components"
-		case comp == "**":
+		}
+		if comp == "**" {
 			// Consecutive "**" mean the same as one.
-			if n := len(p.segs); n > 0 && p.segs[n-1].kind == segStarStar {
-				continue
+			if n := len(p.segs); n == 0 || p.segs[n-1].kind != segStarStar {
+				p.segs = append(p.segs, segment{kind: segStarStar})
 			}
-			p.segs = append(p.segs, segment{kind: segStarStar})
 			continue
-		case strings.Contains(comp, "**"):
+		}
+		if strings.Contains(comp, "**") {
 			return p, "bad glob " + quote(src) + `: "**" inside a name`, `"**" must be a whole path component, as in "memory/**/*.md"; use "*" within a name`
 		}
 		seg, ok := compileSegment(comp)
@@ -97,9 +125,20 @@ func compileGlob(src string) (p pattern, msg, hint string) {
 		}
 		p.segs = append(p.segs, seg)
 	}
-	if !p.anchored && p.segs[0].kind == segStarStar {
+	lead := p.segs[0].kind == segStarStar
+	if lead && !p.anchored {
 		// "**" alone: every path at any depth, including the root.
 		p.anchored = true
+	} else if lead && len(p.segs) == 2 {
+		// "**/NAME" matches the name at any depth, as NAME does (a second
+		// "**" was folded into the first).
+		p.anchored, p.segs = false, p.segs[1:]
+	}
+	for _, sg := range p.segs {
+		if sg.kind == segLiteral && p.anchored {
+			p.need = sg.lit
+			break
+		}
 	}
 	return p, "", ""
 }
@@ -138,6 +177,9 @@ func (p *pattern) match(rel string) bool {
 		}
 		return p.segs[0].match(rel[strings.LastIndexByte(rel, '/')+1:])
 	}
+	if !strings.Contains(rel, p.need) {
+		return false
+	}
 	return matchSegs(p.segs, rel, rel != "")
 }
 
@@ -148,9 +190,11 @@ func (p *pattern) match(rel string) bool {
 // component. That bounds the work by len(segs) × the path's depth, whatever
 // the patterns and however deep the paths an adversary creates.
 func matchSegs(segs []segment, rest string, more bool) bool {
-	si := 0
-	star := -1 // index after the last "**" seen, or -1
+	// After the last "**" seen: the index of the segment that follows it,
+	// and the rest of the path it may still absorb (starMore: whether it
+	// may absorb one more component; false too before any "**").
 	var (
+		si, star int
 		starRest string
 		starMore bool
 	)
@@ -172,7 +216,7 @@ func matchSegs(segs []segment, rest string, more bool) bool {
 		} else if si == len(segs) && !more {
 			return true
 		}
-		if star < 0 || !starMore {
+		if !starMore {
 			return false
 		}
 		starRest, starMore = next(starRest)
@@ -183,10 +227,7 @@ func matchSegs(segs []segment, rest string, more bool) bool {
 // split returns the first component of rest, what follows it, and whether
 // anything follows.
 func split(rest string) (comp, tail string, more bool) {
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		return rest[:i], rest[i+1:], true
-	}
-	return rest, "", false
+	return strings.Cut(rest, "/")
 }
 
 func next(rest string) (string, bool) {

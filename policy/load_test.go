@@ -52,3 +52,30 @@ func TestLoadRefusesFIFO(t *testing.T) {
 		t.Fatal("Load blocked on a FIFO")
 	}
 }
+
+// The size limit is inclusive: a policy of exactly maxPolicySize bytes
+// loads, one byte more is refused.
+func TestLoadSizeLimitIsInclusive(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int{maxPolicySize, maxPolicySize + 1} {
+		head := "version: 1\n"
+		line := "# " + strings.Repeat("x", 97) + "\n"
+		body := head + strings.Repeat(line, (size-len(head))/len(line))
+		body += "#" + strings.Repeat("y", size-len(body)-2) + "\n"
+		if len(body) != size {
+			t.Fatalf("built %d bytes, want %d", len(body), size)
+		}
+		p := filepath.Join(dir, "aerfs.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		data, rerr := ReadFile(p)
+		_, err := Load(p)
+		if size == maxPolicySize && (err != nil || rerr != nil || string(data) != body) {
+			t.Errorf("a policy of exactly %d bytes: %v, %v, read %d bytes", size, err, rerr, len(data))
+		}
+		if size > maxPolicySize && (err == nil || !strings.Contains(err.Error(), "larger than")) {
+			t.Errorf("a policy of %d bytes: want a size refusal, got %v", size, err)
+		}
+	}
+}

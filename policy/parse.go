@@ -222,10 +222,9 @@ func (ps *parser) syntaxError(err error) *Error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if i := strings.IndexByte(rest, ':'); i > 0 {
-			if n, convErr := strconv.Atoi(rest[:i]); convErr == nil {
-				line = n
-				msg = strings.TrimSpace(rest[i+1:])
+		if num, text, found := strings.Cut(rest, ":"); found {
+			if n, convErr := strconv.Atoi(num); convErr == nil {
+				line, msg = n, strings.TrimSpace(text)
 			}
 		}
 	}
@@ -269,7 +268,7 @@ func (ps *parser) mapping(n *yaml.Node, allowed []string, fn func(key string, k,
 		return ps.errf(n, "expected keys: "+strings.Join(allowed, ", "), "expected a mapping, found %s", kindName(n))
 	}
 	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
+	for i := 0; i < len(n.Content); i += 2 { // key, value pairs
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
 			return ps.errf(k, "keys are plain words: "+strings.Join(allowed, ", "), "unexpected key %s", kindName(k))

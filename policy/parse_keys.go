@@ -50,7 +50,7 @@ func (ps *parser) classes(n *yaml.Node, s *spec) error {
 			if err != nil {
 				return err
 			}
-			pt, msg, hint := compileGlob(src)
+			pt, msg, hint := compileClassPattern(src)
 			if msg != "" {
 				return ps.errf(it, hint, "%s", msg)
 			}
@@ -264,7 +264,7 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	mergeAuthority(s, base)
 	for _, k := range topKeys {
-		if s.has[k] || k == keyRoots || base == nil && (k == keyNamespaces || k == keyBurst) {
+		if s.has[k] || k == keyRoots {
 			continue
 		}
 		if base == nil {
@@ -333,7 +333,8 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 func compile(name string, s *spec) *Policy {
 	p := &Policy{
 		name:        name,
-		literal:     map[string]Class{},
+		literal:     map[string]uint8{},
+		dirs:        map[string]uint8{},
 		sessions:    s.sessions,
 		shared:      s.shared,
 		blocking:    s.blocking,
@@ -349,22 +350,7 @@ func compile(name string, s *spec) *Policy {
 		privateTmp:  s.sandbox.privateTmp,
 	}
 	defer compileRoots(p, s)
-	for c := Identity; c < numClasses; c++ {
-		r := classRank(c)
-		for _, pt := range s.classes[c] {
-			p.classPatterns[c] = append(p.classPatterns[c], pt.src)
-			if c.Guarded() && !pt.anchored {
-				p.guardedFloating = true
-			}
-			if !pt.anchored && pt.segs[0].kind == segLiteral {
-				if old, ok := p.literal[pt.segs[0].lit]; !ok || classRank(old) > r {
-					p.literal[pt.segs[0].lit] = c
-				}
-				continue
-			}
-			p.byRank[r] = append(p.byRank[r], pt)
-		}
-	}
+	addClasses(p, s.classes)
 	return p
 }
 
@@ -444,14 +430,14 @@ func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
 // without wildcards, and not the whole file system.
 func checkSandboxPath(p string) string {
 	rest := p
-	switch {
-	case p == "~":
+	if p == "~" {
 		return "is the whole home directory, where the owner's shell and tools keep what they run"
-	case strings.HasPrefix(p, "~/"):
+	}
+	if strings.HasPrefix(p, "~/") {
 		rest = p[1:]
-	case strings.HasPrefix(p, "~"):
+	} else if strings.HasPrefix(p, "~") {
 		return "names another user's home; only ~ (the owner's) is expanded"
-	case !strings.HasPrefix(p, "/"):
+	} else if !strings.HasPrefix(p, "/") {
 		return "is relative"
 	}
 	if rest == "/" {

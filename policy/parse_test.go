@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,12 @@ func TestParseErrors(t *testing.T) {
 		{"uid twice", "version: 1\nuids:\n  - {uid: 1001, principal: WEB}\n  - {uid: 1001, principal: SKILL}\n", 4, "uid 1001 listed twice", "line 3"},
 		{"uid principal", "version: 1\nuids:\n  - {uid: 1001, principal: root}\n", 3, `unknown principal "root"`, "principals are"},
 		{"burst zero", "version: 1\nburst: {denials: 0}\n", 2, "out of range", "whole number"},
+		{"burst too many", "version: 1\nburst: {denials: 1048577}\n", 2, "burst.denials 1048577 is out of range", "from 1 to 1048576"},
+		{"burst window zero", "version: 1\nburst:\n  window: 0s\n", 3, "bad burst.window", "positive"},
+		{"version null", "version:\n", 1, "version must be an integer, found nothing", "version 1"},
+		{"namespace null", "version: 1\nnamespaces: {sessions: }\n", 2, "namespaces.sessions must be a string, found nothing", "quote"},
+		{"namespace number", "version: 1\nnamespaces: {sessions: 7}\n", 2, `namespaces.sessions must be a string, found the int "7"`, "quote"},
+		{"yaml syntax", "version: 1\nclasses: [\n", 2, "invalid YAML: did not find expected node content", "quote"},
 		{"burst window", "version: 1\nburst:\n  window: soon\n", 3, `bad burst.window "soon"`, "120s"},
 		{"burst window negative", "version: 1\nburst:\n  window: -5s\n", 3, "bad burst.window", "positive"},
 		{"burst window number", "version: 1\nburst:\n  window: 120\n", 3, "burst.window must be a string", "quote"},
@@ -200,13 +207,28 @@ func TestDefault(t *testing.T) {
 	}
 	for c, want := range map[Class][]string{
 		Identity: {"/SOUL.md", "/IDENTITY.md"},
-		Memory:   {"MEMORY.md", "AGENTS.md", "CLAUDE.md", "TOOLS.md", "USER.md", "HEARTBEAT.md", "memory/**"},
-		Control:  {"skills/**", ".claude/**", ".mcp.json", ".git", "**/.git/config", "**/.git/hooks/**", ".gitmodules", ".vscode/**", ".idea/**", ".husky/**", "crontab", "cron/**", "*.cron", "*.timer"},
 		Secret:   {".env*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "credentials*", ".netrc"},
 	} {
 		if got := p.Patterns(c); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("Patterns(%v) = %q, want %q", c, got, want)
 		}
+	}
+	// Memory and control list every known client's files (the table in
+	// docs/agents.md is checked row by row in configs/); the patterns are
+	// returned as written, exclusions included.
+	for c, some := range map[Class][]string{
+		Memory:  {"MEMORY.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md", "memory/**"},
+		Control: {"skills/**", "**/.claude/**", ".mcp.json", ".git", "**/.git/config", "**/.git/hooks/**", "Makefile", "package.json", "!**/node_modules/**"},
+	} {
+		got := " " + strings.Join(p.Patterns(c), " ") + " "
+		for _, w := range some {
+			if !strings.Contains(got, " "+w+" ") {
+				t.Errorf("Patterns(%v) lacks %q: %s", c, w, got)
+			}
+		}
+	}
+	if p.Patterns(numClasses) != nil {
+		t.Error("Patterns of an invalid class")
 	}
 	// Parsing the embedded file as a user file gives the same policy.
 	q, err := Parse("aerfs.yaml", configs.DefaultPolicy)
@@ -260,5 +282,18 @@ func TestLoad(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Hint == "" {
 		t.Errorf("Load(missing) = %v", err)
+	}
+}
+
+// The bounds of burst.denials are inclusive.
+func TestBurstBounds(t *testing.T) {
+	for _, n := range []int{1, 1 << 20} {
+		p, err := Parse("b.yaml", []byte(fmt.Sprintf("version: 1\nburst: {denials: %d, window: 1ns}\n", n)))
+		if err != nil {
+			t.Fatalf("denials %d: %v", n, err)
+		}
+		if got, w := p.Burst(); got != n || w != time.Nanosecond {
+			t.Errorf("Burst() = %d, %v", got, w)
+		}
 	}
 }

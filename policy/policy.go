@@ -11,11 +11,17 @@ type Policy struct {
 	name string
 
 	// literal holds the unanchored patterns without wildcards (SOUL.md,
-	// MEMORY.md, …), keyed by base name, with the strongest class.
-	literal map[string]Class
+	// MEMORY.md, …), keyed by base name: a bit per rank (1<<classRank)
+	// whose class lists the name.
+	literal map[string]uint8
+	// dirs holds the patterns "**/NAME/**" (.claude, .cursor, …): a path
+	// with a component NAME, at any depth, is in the classes of its bits.
+	dirs map[string]uint8
 	// byRank holds the other patterns of each class, strongest class first
 	// (see classRank).
 	byRank [numRanks][]pattern
+	// excl holds the exclusions ("!pattern") of each class, by rank.
+	excl [numRanks][]pattern
 	// guardedFloating is true when some Identity, Memory or Control
 	// pattern matches a base name at any depth.
 	guardedFloating bool
@@ -77,31 +83,44 @@ func (p *Policy) Name() string { return p.name }
 // (slash-separated, no leading slash, "" for the root), its namespace, and
 // the session id when the namespace is NSSession (a substring of rel).
 //
-// Anchored patterns ("skills/**", ".claude/**") are matched from the
+// Anchored patterns ("skills/**", "/SOUL.md") are matched from the
 // workspace root and also from the root of each session directory and of
 // the shared namespace, since an agent working in sessions/<id>/ treats it
-// as its workspace. Classify does not allocate.
+// as its workspace. The strongest class one of whose patterns matches, and
+// none of whose exclusions does, wins. Classify does not allocate.
 func (p *Policy) Classify(rel string) (Class, Namespace, string) {
 	ns, id, sub, hasSub := p.namespace(rel)
-	best := numRanks
+	var named uint8 // the ranks that list rel's base name or one of its directories
 	if rel != "" {
-		if c, ok := p.literal[rel[strings.LastIndexByte(rel, '/')+1:]]; ok {
-			best = classRank(c)
+		named = p.literal[rel[strings.LastIndexByte(rel, '/')+1:]]
+		for rest, more := rel, true; more; {
+			var comp string
+			comp, rest, more = split(rest)
+			named |= p.dirs[comp]
 		}
 	}
-	for r := 0; r < best; r++ {
-		for i := range p.byRank[r] {
-			pt := &p.byRank[r][i]
-			if pt.match(rel) || (hasSub && pt.anchored && pt.match(sub)) {
-				best = r
-				break
-			}
+	for r := 0; r < numRanks; r++ {
+		if named&(1<<r) == 0 && !matchAny(p.byRank[r], rel, sub, hasSub) {
+			continue
+		}
+		if matchAny(p.excl[r], rel, sub, hasSub) {
+			continue
+		}
+		return rankClass[r], ns, id
+	}
+	return Plain, ns, id
+}
+
+// matchAny reports whether a pattern of pts matches rel, or, for an
+// anchored one, the path sub below a session directory or the shared root.
+func matchAny(pts []pattern, rel, sub string, hasSub bool) bool {
+	for i := range pts {
+		pt := &pts[i]
+		if pt.match(rel) || (hasSub && pt.anchored && pt.match(sub)) {
+			return true
 		}
 	}
-	if best == numRanks {
-		return Plain, ns, id
-	}
-	return rankClass[best], ns, id
+	return false
 }
 
 // namespace splits rel by namespace. sub is the path below the session
@@ -169,7 +188,8 @@ func (p *Policy) Patterns(c Class) []string {
 // ExecPrincipal returns the principal the policy assigns to the executable
 // exe (an absolute path as found in /proc/<pid>/exe), and whether any rule
 // matched. A bare-name rule matches the base name; an absolute rule matches
-// the whole path. When several match, the least trusted wins. The caller
+// the whole path. When several match, the least trusted wins, and of
+// equally trusted ones (WEB and SKILL) the first listed. The caller
 // applies the result with Lower: executable rules only lower trust.
 func (p *Policy) ExecPrincipal(exe string) (Principal, bool) {
 	var (

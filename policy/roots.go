@@ -60,10 +60,9 @@ func checkRootName(n string) string {
 		return "is longer than 32 characters"
 	}
 	for i, c := range n {
-		switch {
-		case c >= 'a' && c <= 'z':
-		case i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_'):
-		default:
+		lower := c >= 'a' && c <= 'z'
+		rest := i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '_')
+		if !lower && !rest {
 			return "must start with a lowercase letter and hold only lowercase letters, digits, '-' and '_'"
 		}
 	}
@@ -88,7 +87,7 @@ func (ps *parser) roots(n *yaml.Node, s *spec) error {
 	}
 	s.roots = []rootSpec{}
 	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
+	for i := 0; i < len(n.Content); i += 2 { // key, value pairs
 		k, v := n.Content[i], n.Content[i+1]
 		name, err := ps.str(k, "a root name")
 		if err != nil {
@@ -131,7 +130,7 @@ func (ps *parser) roots(n *yaml.Node, s *spec) error {
 				if err != nil {
 					return err
 				}
-				pt, msg, hint := compileGlob(src)
+				pt, msg, hint := compileClassPattern(src)
 				if msg != "" {
 					return ps.errf(it, hint, "%s", msg)
 				}
@@ -185,8 +184,8 @@ func compileRoots(p *Policy, s *spec) {
 	for _, r := range s.roots {
 		rp := *p
 		rp.name = p.name + " (root " + r.name + ")"
-		rp.literal = map[string]Class{}
-		rp.byRank = [numRanks][]pattern{}
+		rp.literal, rp.dirs = map[string]uint8{}, map[string]uint8{}
+		rp.byRank, rp.excl = [numRanks][]pattern{}, [numRanks][]pattern{}
 		rp.classPatterns = [numClasses][]string{}
 		rp.guardedFloating = false
 		rp.roots = nil
@@ -206,16 +205,20 @@ func addClasses(p *Policy, classes [numClasses][]pattern) {
 		r := classRank(c)
 		for _, pt := range classes[c] {
 			p.classPatterns[c] = append(p.classPatterns[c], pt.src)
-			if c.Guarded() && !pt.anchored {
-				p.guardedFloating = true
-			}
-			if !pt.anchored && pt.segs[0].kind == segLiteral {
-				if old, ok := p.literal[pt.segs[0].lit]; !ok || classRank(old) > r {
-					p.literal[pt.segs[0].lit] = c
-				}
+			if pt.exclude {
+				p.excl[r] = append(p.excl[r], pt)
 				continue
 			}
-			p.byRank[r] = append(p.byRank[r], pt)
+			if lit := !pt.anchored && pt.segs[0].kind == segLiteral; lit {
+				p.literal[pt.segs[0].lit] |= 1 << r
+			} else if pt.anyDir() {
+				p.dirs[pt.segs[1].lit] |= 1 << r
+			} else {
+				p.byRank[r] = append(p.byRank[r], pt)
+			}
+			if c.Guarded() && (!pt.anchored || pt.anyDir()) {
+				p.guardedFloating = true
+			}
 		}
 	}
 }
@@ -248,8 +251,11 @@ func (p *Policy) ResolveRoots(home, workspace, stateDir string) ([]Root, error) 
 			}
 			d = path.Clean(strings.TrimSuffix(home, "/") + rest)
 		}
-		if d == "/" || d == path.Clean(home) {
-			return nil, fmt.Errorf("root %s: %s is the whole %s", r.Name, d, map[bool]string{true: "file system", false: "home directory"}[d == "/"])
+		if d == "/" {
+			return nil, fmt.Errorf("root %s: %s is the whole file system", r.Name, d)
+		}
+		if d == path.Clean(home) {
+			return nil, fmt.Errorf("root %s: %s is the whole home directory", r.Name, d)
 		}
 		for _, o := range []struct{ what, dir string }{{"the workspace", workspace}, {"the state directory", stateDir}} {
 			if o.dir != "" && pathsOverlap(strings.TrimPrefix(d, "/"), strings.TrimPrefix(path.Clean(o.dir), "/")) {

@@ -123,14 +123,14 @@ func TestResolveRoots(t *testing.T) {
 		{"/home/me", "/home/me/.claude/projects/x", "/s", "root claude (/home/me/.claude) overlaps the workspace /home/me/.claude/projects/x"},
 		{"/home/me", "/home", "/s", "overlaps the workspace /home"},
 		{"/home/me", "/w", "/home/me/.codex/state", "root codex (/home/me/.codex) overlaps the state directory"},
-		{"/home/me/.codex", "/w", "/s", "roots codex (/home/me/.codex/.claude) and"}, // never reached: claude is inside codex
+		{"/home/me/.codex", "/w", "/s", "root codex: /home/me/.codex is the whole home directory"},
 	} {
 		_, err := p.ResolveRoots(tt.home, tt.ws, tt.state)
 		if err == nil {
 			t.Errorf("ResolveRoots(%q, %q, %q) = nil", tt.home, tt.ws, tt.state)
 			continue
 		}
-		if tt.home != "/home/me/.codex" && !strings.Contains(err.Error(), tt.msg) {
+		if !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("ResolveRoots(%q, %q, %q) = %v, want %q", tt.home, tt.ws, tt.state, err, tt.msg)
 		}
 	}
@@ -143,6 +143,25 @@ func TestResolveRoots(t *testing.T) {
 		n, r, ok := SplitRootPath(in)
 		if n != want[0] || r != want[1] || ok != (want[2] == "ok") {
 			t.Errorf("SplitRootPath(%q) = %q, %q, %v", in, n, r, ok)
+		}
+	}
+}
+
+// TestRootNames: a root name becomes a path component of records
+// ("@name/…") and a file name in the state directory: a lowercase letter
+// first, then lowercase letters, digits, '-' and '_', at most 32.
+func TestRootNames(t *testing.T) {
+	for _, ok := range []string{"a", "z", "claude", "a0", "z9", "open-claw_2", "a-", strings.Repeat("x", 32)} {
+		if msg := checkRootName(ok); msg != "" {
+			t.Errorf("root name %q refused: %s", ok, msg)
+		}
+		if n, _, found := SplitRootPath("@" + ok + "/f"); !found || n != ok {
+			t.Errorf("SplitRootPath(@%s/f) = %q, %v", ok, n, found)
+		}
+	}
+	for _, bad := range []string{"", "0a", "9", "-a", "_a", "A", "aB", "a.b", "a/b", "a b", "`", "{", "a/", "a:", "é", strings.Repeat("x", 33)} {
+		if checkRootName(bad) == "" {
+			t.Errorf("root name %q accepted", bad)
 		}
 	}
 }

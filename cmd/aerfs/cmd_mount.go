@@ -69,7 +69,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = r
 	}
-	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws {
+	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws && !staleMount(ws) {
 		return fail(exitError, "aerfs status --workspace "+ws+" shows it; aerfs unmount "+ws+" first to mount it again",
 			"%s is already mounted (state %s)", ws, m.StateDir)
 	}
@@ -304,4 +304,13 @@ func rootlessPreflight() error {
 		return fail(exitError, "as root: chmod u+s "+helper+" (and make sure it is owned by root)", "%s is not setuid: an unprivileged user cannot mount through it", helper)
 	}
 	return nil
+}
+
+// staleMount reports whether the mount at ws has lost its daemon (killed):
+// the kernel answers "transport endpoint is not connected", and the mount
+// about to start clears it.
+func staleMount(ws string) bool {
+	var st syscall.Statfs_t
+	err := syscall.Statfs(ws, &st)
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
 }

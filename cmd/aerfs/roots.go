@@ -122,18 +122,14 @@ func rootDirs(t *target) []string {
 	return out
 }
 
-// agentRoots names, for each agent profile, the root that guards its home
-// directory.
-var agentRoots = map[string]string{"claude-code": "claude", "codex": "codex", "gemini": "gemini", "openclaw": "openclaw-skills"}
-
 // checkRunAgent validates aerfs run --agent, and warns when the policy
 // does not guard the agent's home directory.
 func checkRunAgent(t *target, agent string) error {
 	if agent == "" {
 		return nil
 	}
-	root, ok := agentRoots[agent]
-	if !ok {
+	root, err := configs.AgentRoot(agent)
+	if err != nil {
 		return fail(exitUsage, "agents are "+strings.Join(configs.Agents(), ", "), "unknown agent %q", agent)
 	}
 	for _, r := range policyRoots(t) {
