@@ -508,7 +508,7 @@ func checkDriftAtMount(ctx context.Context, m *guarded, o Options) error {
 	if err := m.FlushLog(); err != nil {
 		return err
 	}
-	prev, pending, err := lastKnownState(o.StateDir)
+	prev, pending, ended, err := lastKnownState(o.StateDir)
 	if err != nil {
 		return err
 	}
@@ -546,7 +546,9 @@ func checkDriftAtMount(ctx context.Context, m *guarded, o Options) error {
 		}
 		o.Log.Warn().Str("path", p).Str("op", op).Msg("completed a recorded change interrupted by a crash")
 	}
-	// A file the log never saw predates aerfs (or this log): believe it.
+	// A file the log never saw predates aerfs (or this log, or the policy
+	// that guards it): believe it — unless it was born after the previous
+	// mount ended: created while unmounted, it is drift.
 	union := map[string]string{}
 	for p, h := range prev {
 		union[p] = h
@@ -554,6 +556,9 @@ func checkDriftAtMount(ctx context.Context, m *guarded, o Options) error {
 	for p, h := range cur {
 		if _, ok := prev[p]; !ok {
 			union[p] = h
+			if !ended.IsZero() && !m.isRootPath(p) && m.bornAfter(p, ended) {
+				union[p] = ""
+			}
 		}
 	}
 	m.Expect(guard.Expectation{State: union})

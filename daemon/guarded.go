@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"syscall"
+	"time"
+
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/backing"
@@ -62,6 +65,22 @@ func (g *guarded) setContent(rel, h string, mk func(old string) *evidence.Record
 	}
 	r, err := g.Change(c)
 	return r.Old, r.ID, err
+}
+
+// bornAfter reports whether the file rel was made after t (its birth
+// time where the file system keeps one, its change time otherwise: either
+// is set by the kernel, never by the file's writer).
+func (g *guarded) bornAfter(rel string, t time.Time) bool {
+	var st syscall.Stat_t
+	gen, err := g.dir.Statx(rel, &st)
+	if err != nil {
+		return false
+	}
+	born := time.Unix(0, int64(gen))
+	if gen <= 1 {
+		born = time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	}
+	return born.After(t)
 }
 
 // isRootPath reports whether the record path p names a file of a further

@@ -33,6 +33,11 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Er
 	if _, errno := h.gate.All(c, []gate.Check{{Op: policy.OpCreate, Rel: rel, T: t, L: l}}); errno != 0 {
 		return false, errno
 	}
+	if !dir {
+		if errno := h.gate.Link(h.gate.Resolve(c), policy.OpCreate, rel); errno != 0 {
+			return false, errno
+		}
+	}
 	if errno := make(); errno != 0 || dir {
 		return false, errno
 	}

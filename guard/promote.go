@@ -32,6 +32,30 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 	if !v.Allow || err != nil {
 		return "", v, err
 	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A directory is promoted with everything in it: each file is
+		// decided as its own promotion would be, and one refusal keeps
+		// the whole directory where it is.
+		var fv policy.Verdict
+		var ferr error
+		h.dir.Walk(rel, func(sub string, fst *syscall.Stat_t) {
+			if ferr != nil || !fv.Allow && fv.Rule != policy.RuleUnset || fst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				return
+			}
+			p := backing.Join(rel, sub)
+			ft, fl := h.gate.Target(p, fst)
+			var w policy.Verdict
+			if w, _, ferr = h.gate.Promote(res, p, ft, fl); !w.Allow {
+				fv = w
+			}
+		})
+		if ferr != nil {
+			return "", v, ferr
+		}
+		if !fv.Allow && fv.Rule != policy.RuleUnset {
+			return "", fv, nil
+		}
+	}
 	sessions, shared := pol.Namespaces()
 	rest := strings.TrimPrefix(rel, sessions+"/"+t.Session+"/")
 	if rest == rel || rest == "" {

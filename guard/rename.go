@@ -35,12 +35,23 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 		h.keepRefusedArrival(res, checks, policy.OpRenameTo, src, sst)
 		return errno
 	}
-	if cl, _, _ := h.gate.Policy().Classify(dst); cl == policy.Control && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		// A control-class destination asks the act gate with the source's
-		// stamp.
-		_, ls := h.gate.Target(src, sst)
-		if errno := h.gate.Control(c, res, "rename", dst, ls); errno != 0 {
-			return errno
+	if cl, _, _ := h.gate.Policy().Classify(dst); cl == policy.Control {
+		switch sst.Mode & syscall.S_IFMT {
+		case syscall.S_IFREG:
+			// A control-class destination asks the act gate with the
+			// source's stamp.
+			_, ls := h.gate.Target(src, sst)
+			if errno := h.gate.Control(c, res, "rename", dst, ls); errno != 0 {
+				return errno
+			}
+		case syscall.S_IFDIR:
+		default:
+			if res == nil {
+				res = h.gate.Resolve(c)
+			}
+			if errno := h.gate.Link(res, policy.OpRenameTo, dst); errno != 0 {
+				return errno
+			}
 		}
 	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
@@ -51,6 +62,14 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 		}
 	}
 	mv := h.renameMoves(src, dst, sst, exchange)
+	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// Every file a directory rename brings under a control name asks
+		// the act gate, and every symlink or special object there the
+		// gate: all of them may arrive, or nothing moves.
+		if errno := h.arrive(c, res, mv); errno != 0 {
+			return errno
+		}
+	}
 	if res == nil || !mv.guarded() {
 		if errno := rename(); errno != 0 {
 			return errno
@@ -115,11 +134,38 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 	})
 }
 
+// arrive decides what a directory rename brings under control-class
+// names: each regular file through the act gate with its own stamp, each
+// symlink or special object through the gate. The first refusal refuses
+// the whole rename.
+func (h *house) arrive(c Caller, res *principal.Resolved, mv *moves) syscall.Errno {
+	pol := h.gate.Policy()
+	for _, p := range mv.pairs {
+		if cl, _, _ := pol.Classify(p.to); cl != policy.Control || p.kind == syscall.S_IFDIR {
+			continue
+		}
+		if res == nil {
+			res = h.gate.Resolve(c)
+		}
+		var errno syscall.Errno
+		if p.regular {
+			errno = h.gate.Control(c, res, "rename", p.to, p.label)
+		} else {
+			errno = h.gate.Link(res, policy.OpRenameTo, p.to)
+		}
+		if errno != 0 {
+			return errno
+		}
+	}
+	return 0
+}
+
 // move is one name a rename moves: from, to, and what is guarded.
 type move struct {
 	from, to               string
 	fromGuarded, toGuarded bool
 	regular                bool
+	kind                   uint32       // the file type (S_IFMT)
 	label                  *label.Label // the moved content's (nil: unlabelled)
 }
 
@@ -138,6 +184,9 @@ func (h *house) renameMoves(src, dst string, sst *syscall.Stat_t, exchange bool)
 		ct, _, _ := pol.Classify(to)
 		m := move{from: from, to: to, fromGuarded: cf.Guarded(), toGuarded: ct.Guarded(),
 			regular: st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG}
+		if st != nil {
+			m.kind = st.Mode & syscall.S_IFMT
+		}
 		if m.toGuarded && m.regular {
 			_, m.label = h.gate.Target(from, st)
 		}

@@ -132,6 +132,39 @@ func (g *Gate) Promote(res *principal.Resolved, rel string, t policy.Target, l *
 		"hint: `aerfs authority %s` shows where the content came from", rel, d.Rule.ID(), chainText(d), rel)
 }
 
+// Deny refuses a change the gate refuses by a rule of its own (not the
+// policy's): recorded with rule and reason, counted against the caller's
+// session tree. It returns EACCES.
+func (g *Gate) Deny(res *principal.Resolved, op policy.Op, rel, rule, reason string) syscall.Errno {
+	r := ledger.Verdict(res, res.Subject(), op, rel, policy.Verdict{})
+	r.Meta.Rule, r.Meta.Reason = rule, reason
+	g.c.Ledger.Stats.Denied.Add(1)
+	g.c.Ledger.Record(r)
+	g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("rule", rule).Msg("denied")
+	g.Denied(res)
+	return syscall.EACCES
+}
+
+// Link decides a symlink, FIFO, socket or device node arriving at rel
+// (made there, or renamed there) by res: at a control-class name, only
+// the owner outside every session may put one (RX-control-symlink): what
+// it points to, or what passes through it, is not content the act gate
+// can see — a WEB session could write the target a symlink names.
+func (g *Gate) Link(res *principal.Resolved, op policy.Op, rel string) syscall.Errno {
+	if c, _, _ := g.Policy().Classify(rel); c != policy.Control {
+		return 0
+	}
+	if res.Identified && (res.Session == nil || res.Session.Implicit) && res.Subject().Principal.Trusted() {
+		return 0
+	}
+	return g.Deny(res, op, rel, RuleControlLink,
+		"a session may not put a symlink, FIFO, socket or device at a control name: what it points to is not content the act gate sees; the owner may, outside every session")
+}
+
+// RuleControlLink is the rule id of a symlink (or another special object)
+// refused at a control-class name.
+const RuleControlLink = "RX-control-symlink"
+
 // Refuse records a refusal the gate makes without the policy (a change
 // inside aerfs's own reserved names) and returns EACCES.
 func (g *Gate) Refuse(c Caller, op policy.Op, rel, rule, reason string) syscall.Errno {
