@@ -67,18 +67,19 @@ func (g *guarded) setContent(rel, h string, mk func(old string) *evidence.Record
 	return r.Old, r.ID, err
 }
 
-// bornAfter reports whether the file rel was made after t (its birth
-// time where the file system keeps one, its change time otherwise: either
-// is set by the kernel, never by the file's writer).
+// bornAfter reports whether the file rel was made, or moved or changed,
+// after t: the later of its birth time (where the file system keeps one)
+// and its change time, which the kernel sets, never the file's writer (a
+// rename from elsewhere keeps the birth time, and moves the change time).
 func (g *guarded) bornAfter(rel string, t time.Time) bool {
 	var st syscall.Stat_t
 	gen, err := g.dir.Statx(rel, &st)
 	if err != nil {
 		return false
 	}
-	born := time.Unix(0, int64(gen))
-	if gen <= 1 {
-		born = time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	born := time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+	if b := time.Unix(0, int64(gen)); gen > 1 && b.After(born) {
+		born = b
 	}
 	return born.After(t)
 }

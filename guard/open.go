@@ -94,8 +94,15 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 	} else if errno := d.read(res, op, rel, t, l); errno != 0 {
 		return nil, errno
 	}
-	if op == policy.OpExec {
+	switch op {
+	case policy.OpExec:
 		if errno := h.gate.Exec(res, "exec", rel, l); errno != 0 {
+			return nil, errno
+		}
+	case policy.OpRead:
+		// An interpreter reading the program it runs, the loader a
+		// library: the act gate decides as for an exec.
+		if errno := h.gate.Interpret(res, rel, l); errno != 0 {
 			return nil, errno
 		}
 	}

@@ -138,3 +138,49 @@ func TestLabelFlowCreatedWhileUnmountedIsDrift(t *testing.T) {
 		bugErrorf(t, "a session that read a file created while unmounted committed MEMORY.md")
 	}
 }
+
+// Finding 7: execution through interpreters and the loader. A none file
+// was refused as ./x but ran as sh x, bash x, . x, python3 x, node x,
+// perl x and ld.so x: the act gate saw only the kernel's exec open. An
+// interpreter's read of the program it runs is decided as an exec; reading
+// the same file as data stays a read.
+func TestLabelFlowInterpretersAreExec(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	expectOK(t, "a WEB session writes programs", e.Sh("WEB", "web", `printf 'echo pwned\n' > x.sh &&
+printf 'print("pwned")\n' > x.py && printf 'console.log("pwned")\n' > x.js && printf 'print "pwned\\n";\n' > x.pl &&
+cp /bin/echo echo.bin`))
+	runs := map[string]string{
+		"sh":     "sh x.sh",
+		"bash":   "bash ./x.sh",
+		"dot":    ". ./x.sh",
+		"python": "python3 x.py",
+		"node":   "node x.js",
+		"perl":   "perl x.pl",
+		"ld.so":  "/lib64/ld-linux-x86-64.so.2 ./echo.bin pwned",
+	}
+	for name, cmd := range runs {
+		if r := e.Sh("USER", "b", cmd); strings.Contains(r.Stdout, "pwned") {
+			bugErrorf(t, "%s: a none file ran through an interpreter (%s): %s", name, cmd, r)
+		}
+		if r := e.Owner(cmd); strings.Contains(r.Stdout, "pwned") {
+			bugErrorf(t, "%s: the owner ran a none file through an interpreter (%s): %s", name, cmd, r)
+		}
+	}
+	li := e.Log()
+	for _, p := range []string{"x.sh", "x.py", "x.js", "x.pl", "echo.bin"} {
+		found := false
+		for _, le := range li {
+			m := le.Record.Meta
+			if m.Verdict == "deny" && m.Path == p && m.Op == "interpret" && m.Rule == "AU3-exec-none" {
+				found = true
+			}
+		}
+		if !found {
+			bugErrorf(t, "no AU3-exec-none refusal (op interpret) of %s:%s", p, describe(recordsFor(li, "", "", p)))
+		}
+	}
+	// Reading the same files as data is a read.
+	if r := e.Owner(`python3 -c 'print(open("x.py").read())' && cat x.sh && wc -l x.js`); r.Code != 0 || !strings.Contains(r.Stdout, "pwned") {
+		t.Errorf("reading a none file as data was refused: %s", r)
+	}
+}

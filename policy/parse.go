@@ -66,14 +66,17 @@ type spec struct {
 	blocking    Taint
 	executables []execRule
 	uids        map[uint32]Principal
-	burstN      int
-	burstWindow time.Duration
-	review      map[string]bool
-	onDrift     DriftAction
-	sandbox     sandboxSpec
-	firstID     bool
-	auth        AuthoritySettings // policy/authority_keys.go
-	roots       []rootSpec
+	// interpreters (interpreters.go)
+	interpreters    []pattern
+	hasInterpreters bool
+	burstN          int
+	burstWindow     time.Duration
+	review          map[string]bool
+	onDrift         DriftAction
+	sandbox         sandboxSpec
+	firstID         bool
+	auth            AuthoritySettings // policy/authority_keys.go
+	roots           []rootSpec
 }
 
 var (
@@ -172,7 +175,7 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 
 	s := &spec{has: map[string]bool{}}
 	var versionNode *yaml.Node
-	err := ps.mapping(root, append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), func(key string, k, v *yaml.Node) error {
+	err := ps.mapping(root, append(append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), keyInterpreters), func(key string, k, v *yaml.Node) error {
 		s.has[key] = true
 		switch key {
 		case keyVersion:
@@ -202,6 +205,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.authorityKey(key, v, s)
 		case keyRoots:
 			return ps.roots(v, s)
+		case keyInterpreters:
+			return ps.interpreters(v, s)
 		}
 		return nil
 	})

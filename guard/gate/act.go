@@ -99,6 +99,9 @@ func (g *Gate) Exec(res *principal.Resolved, op, rel string, l *label.Label) sys
 	if !g.Act(res, op, rel, l, authority.Exec).Allowed() {
 		return syscall.EACCES
 	}
+	if op == "exec" {
+		g.execd.allow(res.Proc.ID, rel)
+	}
 	return 0
 }
 

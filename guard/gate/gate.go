@@ -45,6 +45,8 @@ type Gate struct {
 
 	tokMu sync.Mutex
 	armed map[string]string // rel + "\x00" + action → owner token the next such action presents
+
+	execd execd // interp.go
 }
 
 // New is the gate of a root.
