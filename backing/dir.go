@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+func nop() {}
+
 // Dir is the backing directory.
 type Dir struct {
 	fd   int
@@ -48,7 +50,7 @@ func (d *Dir) OpenDir(rel string) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	if Long(rel) {
+	if len(rel) > longRel {
 		return d.openDirPieces(rel, unix.O_RDONLY)
 	}
 	return unix.Openat2(d.fd, rel, &unix.OpenHow{Flags: unix.O_DIRECTORY | unix.O_RDONLY | unix.O_CLOEXEC, Resolve: beneath})
@@ -61,9 +63,12 @@ func (d *Dir) Lstat(rel string) (*syscall.Stat_t, error) {
 	if rel == "" {
 		rel = "."
 	}
-	fd, name, done, err := d.ParentAt(rel)
-	if err != nil {
-		return nil, err
+	fd, name, done := d.fd, rel, nop
+	if len(rel) > longRel { // beyond one system call: piece by piece
+		var err error
+		if fd, name, done, err = d.ParentAt(rel); err != nil {
+			return nil, err
+		}
 	}
 	defer done()
 	var st unix.Stat_t
@@ -75,9 +80,12 @@ func (d *Dir) Lstat(rel string) (*syscall.Stat_t, error) {
 
 // OpenFile opens rel without following symlinks anywhere on the way.
 func (d *Dir) OpenFile(rel string, flags int) (*os.File, error) {
-	dfd, name, done, err := d.ParentAt(rel)
-	if err != nil {
-		return nil, err
+	dfd, name, done := d.fd, rel, nop
+	if len(rel) > longRel { // beyond one system call: piece by piece
+		var err error
+		if dfd, name, done, err = d.ParentAt(rel); err != nil {
+			return nil, err
+		}
 	}
 	defer done()
 	fd, err := unix.Openat2(dfd, name, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Resolve: beneath})
@@ -99,9 +107,12 @@ func (d *Dir) Stat(rel string) (os.FileInfo, error) {
 
 // Unlink removes rel (a directory with AT_REMOVEDIR).
 func (d *Dir) Unlink(rel string, flags int) error {
-	fd, name, done, err := d.ParentAt(rel)
-	if err != nil {
-		return err
+	fd, name, done := d.fd, rel, nop
+	if len(rel) > longRel { // beyond one system call: piece by piece
+		var err error
+		if fd, name, done, err = d.ParentAt(rel); err != nil {
+			return err
+		}
 	}
 	defer done()
 	return unix.Unlinkat(fd, name, flags)
@@ -179,9 +190,12 @@ func (d *Dir) Statx(rel string, st *syscall.Stat_t) (gen uint64, err error) {
 	if rel == "" {
 		rel = "."
 	}
-	fd, name, done, err := d.ParentAt(rel)
-	if err != nil {
-		return 0, err
+	fd, name, done := d.fd, rel, nop
+	if len(rel) > longRel { // beyond one system call: piece by piece
+		var err error
+		if fd, name, done, err = d.ParentAt(rel); err != nil {
+			return 0, err
+		}
 	}
 	defer done()
 	var x unix.Statx_t
