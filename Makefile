@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/aerfs
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test unit integration vet demo fuzz posix soak man install uninstall clean e2e mutation
+.PHONY: all build test unit integration vet demo fuzz posix soak man install uninstall clean e2e mutation test-churn test-unmount-busy
 
 all: build
 
@@ -19,6 +19,18 @@ build:
 # detector, then real mounts (integration), then a leftover-mount check.
 test:
 	bash scripts/test.sh
+
+# make test while an unrelated FUSE file system is mounted and unmounted
+# every 100 ms beside it (scripts/churn.sh): aerfs must find its own mounts
+# in a mount table that changes under it, and leave none behind (root).
+test-churn:
+	bash scripts/churn.sh -- bash scripts/test.sh
+
+# aerfs unmount while another process writes 2 GB to the backing file
+# system, with ten sessions of another workspace alive: it returns within
+# 5 s and the daemon exits (root, FUSE; too slow for make test).
+test-unmount-busy:
+	AERFS_BUSY_WRITE_MB=2048 $(GO) test -count=1 -v -run TestUnmountWhileBackingBusy ./integration/
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration)

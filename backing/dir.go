@@ -181,8 +181,43 @@ func (d *Dir) Walk(rel string, fn func(sub string, st *syscall.Stat_t)) {
 	walk("")
 }
 
-// Sync flushes the backing file system.
-func (d *Dir) Sync() error { return unix.Syncfs(d.fd) }
+// SyncPaths makes the given paths durable: each regular file's content
+// and each one's directory (a rename is durable once its directory is).
+// A path gone since is skipped; the first error is returned. Only those:
+// a syncfs of the whole backing file system would wait for everything
+// every other program wrote there (minutes behind a large copy).
+func (d *Dir) SyncPaths(paths []string) error {
+	dirs := map[string]bool{}
+	var first error
+	for _, rel := range paths {
+		dir, name := path.Split(rel)
+		dir = strings.TrimSuffix(dir, "/")
+		dfd, err := d.OpenDir(dir)
+		if err != nil {
+			if !errors.Is(err, unix.ENOENT) && first == nil {
+				first = err
+			}
+			continue
+		}
+		if fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				if err := unix.Fsync(fd); err != nil && first == nil {
+					first = err
+				}
+			}
+			unix.Close(fd)
+		}
+		if !dirs[dir] {
+			dirs[dir] = true
+			if err := unix.Fsync(dfd); err != nil && first == nil {
+				first = err
+			}
+		}
+		unix.Close(dfd)
+	}
+	return first
+}
 
 // Statx stats rel as go-fuse's loopback does (statx, with the birth time
 // that makes up the inode's generation).

@@ -32,10 +32,11 @@ type sessionConfs struct {
 }
 
 type sessionConf struct {
-	root     principal.ProcID
-	planned  string // the register request's sandbox field ("off": none)
-	reported bool
-	summary  string
+	root       principal.ProcID
+	planned    string // the register request's sandbox field ("off": none)
+	reported   bool
+	summary    string
+	supervised bool // its connect() listener was handed over (sockets.go)
 }
 
 func newConfinements() *confinements { return &confinements{m: map[string]*sessionConfs{}} }
@@ -57,6 +58,23 @@ func (c *confinements) registered(id string, root principal.ProcID, planned stri
 	}
 	x.last = &sessionConf{root: root, planned: planned}
 	x.byRoot[root] = x.last
+}
+
+// claimSupervision reports whether root, which registered session id
+// confined, may hand over its connect() listener now: once.
+func (c *confinements) claimSupervision(id string, root principal.ProcID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x := c.m[id]
+	if x == nil {
+		return false
+	}
+	sc := x.byRoot[root]
+	if sc == nil || sc.planned == "off" || sc.supervised || sc.reported {
+		return false
+	}
+	sc.supervised = true
+	return true
 }
 
 // describe is the confinement of session id as `aerfs status` shows it.
@@ -115,8 +133,9 @@ func (s *controlServer) confined(pid int, req Request) *Response {
 }
 
 // kernelView is what /proc shows of pid's confinement: no_new_privs, the
-// seccomp mode, and whether its user and mount namespaces are its own
-// (not the daemon's).
+// seccomp mode, whether its user and mount namespaces are its own (not the
+// daemon's), and its effective, permitted and bounding capability sets
+// (CapEff=0 CapPrm=0 CapBnd=0 in a confined session).
 func kernelView(pid int) string {
 	base := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(base + "/status")
@@ -124,6 +143,7 @@ func kernelView(pid int) string {
 		return "unreadable: " + err.Error()
 	}
 	var out []string
+	caps := map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -131,6 +151,13 @@ func kernelView(pid int) string {
 		}
 		v = strings.TrimSpace(v)
 		switch k {
+		case "CapEff", "CapPrm", "CapBnd":
+			if t := strings.TrimLeft(v, "0"); t != "" {
+				v = t
+			} else {
+				v = "0"
+			}
+			caps[k] = k + "=" + v
 		case "NoNewPrivs":
 			if v == "1" {
 				out = append(out, "no_new_privs")
@@ -160,6 +187,9 @@ func kernelView(pid int) string {
 		out = append(out, "own "+strings.Join(own, "+")+" namespaces")
 	} else {
 		out = append(out, "the daemon's namespaces")
+	}
+	if len(caps) == 3 {
+		out = append(out, caps["CapEff"]+" "+caps["CapPrm"]+" "+caps["CapBnd"])
 	}
 	return strings.Join(out, ", ")
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/internal/mountinfo"
 	"github.com/aerfs/aerfs/metrics"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -138,6 +138,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	ev := &events{}
 	var mon *guarded
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
+	reg.SetStateDir(o.StateDir)
 	health := &logHealth{ok: true, log: o.Log}
 	rec := &countingRecorder{Recorder: elog, health: health}
 	if o.MetricsAddr != "" {
@@ -288,33 +289,61 @@ func Run(ctx context.Context, o Options) (err error) {
 	ready(nil)
 	ready = nil
 
+	served, err := newServedMount(ws, o.StateDir, server)
+	if err != nil {
+		server.Unmount()
+		return err
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	go func() {
-		select {
-		case <-sig:
-		case <-ctx.Done():
-		}
-		for i := 0; i < 20; i++ {
-			if server.Unmount() == nil {
+		// Leave when asked (a signal, the caller), or as soon as the mount
+		// has left this namespace (leave.go).
+		gone, done := served.gone(ctx), ctx.Done()
+		for {
+			select {
+			case <-sig:
+			case <-done:
+				done = nil
+			case <-gone:
+			case <-served.done:
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
+			err := served.leave(false, o.Log)
+			if errors.Is(err, errBusy) {
+				o.Log.Error().Msg("unmount failed: the mount is busy")
+				continue
+			}
+			if err != nil {
+				o.Log.Error().Err(err).Msg("the daemon cannot leave")
+			}
+			return
 		}
-		o.Log.Error().Msg("unmount failed: the mount is busy")
 	}()
-	server.Wait()
-	if err := mon.SyncBacking(); err != nil {
-		// Without the flush the unmount is not recorded as clean: the
-		// next mount completes what this one recorded.
-		o.Log.Error().Err(err).Msg("cannot flush the backing file system at unmount")
-		return err
+	<-served.done
+	// Flush what this mount published, within a bound: a flush that
+	// does not finish leaves the unmount unrecorded (not clean), and the
+	// next mount completes what this one recorded.
+	flushed := make(chan error, 1)
+	go func() { flushed <- mon.SyncBacking() }()
+	select {
+	case err := <-flushed:
+		if err != nil {
+			o.Log.Error().Err(err).Msg("cannot flush what aerfs wrote at unmount: the unmount is not recorded as clean")
+			return err
+		}
+	case <-time.After(flushBound):
+		o.Log.Error().Msg("flushing what aerfs wrote at unmount takes longer than " + flushBound.String() + ": the unmount is not recorded as clean; the next mount completes what this one recorded")
+		return fmt.Errorf("flush at unmount: not done after %s", flushBound)
 	}
 	mon.Record(&evidence.Record{Type: evidence.TypeUnmount, Principal: "SYS",
 		Meta: evidence.Meta{Path: ws, Pid: os.Getpid(), UID: uint32(os.Getuid()), Reason: "unmounted"}})
 	return nil
 }
+
+// flushBound is how long the flush at unmount may take.
+const flushBound = 3 * time.Second
 
 // events records what the registry learns.
 type events struct{ m *guarded }
@@ -439,60 +468,37 @@ func comm(base string) string {
 type MountInfo struct {
 	Mountpoint string
 	StateDir   string
+	ID         int    // the mount's id in the table
+	Conn       uint32 // its FUSE connection (the mount's device number)
 }
 
-// FindMount returns the aerfs mount that contains path (the innermost), or
-// nil. The state directory is the mount's source field.
-func FindMount(p string) *MountInfo {
-	f, err := os.Open("/proc/self/mountinfo")
+// Mounts lists the aerfs mounts of this process's mount table, read whole
+// (internal/mountinfo): other file systems mounting and unmounting
+// meanwhile never hide one. The state directory is the mount's source.
+func Mounts() []MountInfo {
+	ms, err := mountinfo.Self()
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	var out []MountInfo
+	for _, m := range ms {
+		if m.FSType == "fuse.aerfs" {
+			out = append(out, MountInfo{Mountpoint: m.Point, StateDir: m.Source, ID: m.ID, Conn: m.Major<<20 | m.Minor})
+		}
+	}
+	return out
+}
+
+// FindMount returns the aerfs mount that contains path (the innermost), or
+// nil.
+func FindMount(p string) *MountInfo {
 	var best *MountInfo
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, x := range fields {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || len(fields) < sep+3 || len(fields) < 5 {
-			continue
-		}
-		if fields[sep+1] != "fuse.aerfs" {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		if p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/") {
-			if best == nil || len(mp) > len(best.Mountpoint) {
-				best = &MountInfo{Mountpoint: mp, StateDir: unescapeMount(fields[sep+2])}
-			}
+	for _, m := range Mounts() {
+		if mountinfo.Within(p, m.Mountpoint) && (best == nil || len(m.Mountpoint) > len(best.Mountpoint)) {
+			best = &m
 		}
 	}
 	return best
-}
-
-// unescapeMount undoes the octal escapes of /proc/self/mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // checkDriftAtMount compares the guarded files with what the log says aerfs

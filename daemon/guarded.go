@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,12 +22,27 @@ type guarded struct {
 	led   *ledger.Ledger
 	dir   *backing.Dir
 	roots map[string]bool // the further roots attached to the workspace's guard
+
+	mu        sync.Mutex
+	unflushed map[string]struct{} // guarded paths changed since the last SyncBacking
 }
 
 // newGuarded holds the guard g of the root named root ("" for the
 // workspace: its records name the root's files "@root/…").
 func newGuarded(g *guard.Guard, rec ledger.Recorder, root string, rootFd int) *guarded {
-	return &guarded{Guard: g, led: ledger.New(rec, root, zerolog.Nop()), dir: backing.New(rootFd)}
+	gd := &guarded{Guard: g, led: ledger.New(rec, root, zerolog.Nop()), dir: backing.New(rootFd)}
+	g.Expect(guard.Expectation{OnChange: gd.changed})
+	return gd
+}
+
+// changed notes a guarded path aerfs is about to change, for SyncBacking.
+func (g *guarded) changed(rel string) {
+	g.mu.Lock()
+	if g.unflushed == nil {
+		g.unflushed = map[string]struct{}{}
+	}
+	g.unflushed[rel] = struct{}{}
+	g.mu.Unlock()
 }
 
 // Record makes r durable.
@@ -41,11 +57,21 @@ func (g *guarded) Blob(h string) ([]byte, error) { return g.led.Blob(h) }
 // HasBlob reports whether the content with this hash is stored.
 func (g *guarded) HasBlob(h string) bool { return g.led.HasBlob(h) }
 
-// SyncBacking flushes the backing file system: everything published so far
-// (renames of content not flushed on its own) is durable before the
-// unmount is recorded, so a clean unmount record means nothing is left to
-// complete.
-func (g *guarded) SyncBacking() error { return g.dir.Sync() }
+// SyncBacking flushes what aerfs published since the last call: every
+// guarded path it changed (renames of content not flushed on their own)
+// and its directory are durable before the unmount is recorded, so a
+// clean unmount record means nothing is left to complete. Only those, not
+// a syncfs of the whole backing file system (backing.Dir.SyncPaths).
+func (g *guarded) SyncBacking() error {
+	g.mu.Lock()
+	paths := make([]string, 0, len(g.unflushed))
+	for p := range g.unflushed {
+		paths = append(paths, p)
+	}
+	g.unflushed = nil
+	g.mu.Unlock()
+	return g.dir.SyncPaths(paths)
+}
 
 // hashOf is the content of the guarded file rel ("" when absent), kept as
 // a blob.

@@ -167,10 +167,10 @@ func (p *peer) check() error {
 // verify checks, after res was resolved from p's pid, that it is the
 // connecting process.
 func (p *peer) verify(res *principal.Resolved) error {
-	if res == nil || !res.Identified {
-		return errPeerGone
-	}
-	if res.Proc.ID.Tgid != p.pid || res.Proc.ID.Start != p.start {
+	// An unidentified resolution of the connector itself (another
+	// mount's session) is still the connector: the request is served, and
+	// refused for what it is (R9-unidentified).
+	if res == nil || res.Proc.ID.Tgid != p.pid || res.Proc.ID.Start != p.start {
 		return errPeerGone
 	}
 	return p.check()

@@ -29,10 +29,15 @@ func (s *controlServer) ownerChannel(pid int, what string) (*principal.Resolved,
 		rec := &evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: nonNil(subj.Taint.Names()),
 			Meta: evidence.Meta{Op: what, Verdict: "deny", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 				Session: subj.Session, Rule: v.Rule.ID(), Reason: v.Rule.Reason() + ": " + what}}
+		msg := what + " refused: only the owner's channel (a process outside every session) may " + what
+		if !subj.Identified && peer.Reason != "" {
+			// Another mount's session, most often: say so.
+			rec.Meta.Reason += " (" + peer.Reason + ")"
+			msg += ": " + peer.Reason
+		}
 		s.m.Record(rec)
-		return peer, &Response{Refused: true, Rule: v.Rule.ID(),
-			Error: what + " refused: only the owner's channel (a process outside every session) may " + what,
-			Hint:  "run it from your own terminal, not from an agent session"}
+		return peer, &Response{Refused: true, Rule: v.Rule.ID(), Error: msg,
+			Hint: "run it from your own terminal, not from an agent session"}
 	}
 	return peer, nil
 }

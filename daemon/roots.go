@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -44,6 +43,7 @@ type guardedRoot struct {
 	mon    *guarded
 	labels *label.Store
 	server *fuse.Server
+	served *servedMount // leave.go
 }
 
 type rootSet struct {
@@ -200,8 +200,13 @@ func (s *rootSet) mount(ctx context.Context, o Options, mon *guarded) error {
 			return fmt.Errorf("root %s: %w", g.root.Name, err)
 		}
 		g.server = srv
-		go srv.Wait()
 		if err := srv.WaitMount(); err != nil {
+			go srv.Wait()
+			s.unmount()
+			return fmt.Errorf("root %s: %w", g.root.Name, err)
+		}
+		if g.served, err = newServedMount(g.root.Dir, o.StateDir, srv); err != nil {
+			go srv.Wait()
 			s.unmount()
 			return fmt.Errorf("root %s: %w", g.root.Name, err)
 		}
@@ -234,20 +239,16 @@ func (s *rootSet) unmount() {
 		s.log.Debug().Str("root", g.root.Name).Msg("unmounting root")
 		// The workspace is gone and the daemon is leaving: a root still
 		// in use is detached rather than left to a dead daemon.
-		var err error
-		for i := 0; i < 3; i++ {
-			if err = g.server.Unmount(); err == nil {
-				break
+		if g.served != nil {
+			// Detached when busy, aborted when copies in other mount
+			// namespaces keep it open (leave.go).
+			if err := g.served.leave(true, s.log); err != nil {
+				s.log.Error().Err(err).Str("root", g.root.Name).Msg("root cannot leave")
 			}
-			time.Sleep(50 * time.Millisecond)
+		} else if syscall.Unmount(g.root.Dir, syscall.MNT_DETACH) != nil {
+			fusermountUnmount(g.root.Dir, true)
 		}
-		if err != nil {
-			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("root busy: detached")
-			if syscall.Unmount(g.root.Dir, syscall.MNT_DETACH) != nil {
-				detachFusermount(g.root.Dir)
-			}
-		}
-		g.server = nil
+		g.server, g.served = nil, nil
 		if err := g.mon.SyncBacking(); err != nil {
 			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("cannot flush the root's file system at unmount")
 		}
@@ -295,18 +296,6 @@ func agentDetail(a string) string {
 		return ""
 	}
 	return "; agent: " + a
-}
-
-// detachFusermount lazily unmounts dir through the setuid helper, for a
-// daemon that may not unmount itself (an unprivileged mount).
-func detachFusermount(dir string) {
-	for _, h := range []string{"fusermount3", "fusermount"} {
-		if p, err := exec.LookPath(h); err == nil {
-			if exec.Command(p, "-u", "-z", dir).Run() == nil {
-				return
-			}
-		}
-	}
 }
 
 // mountedRoots maps a workspace's monitor to its mounted roots, for status.

@@ -43,6 +43,7 @@ type serverShared struct {
 	limits *connLimits
 	admit  chan struct{} // connections being admitted
 	conf   *confinements // what aerfs run applied to each session
+	gate   *socketGate   // the connect() calls of confined sessions (sockets.go)
 	// readers: the owner's readers of the state running (ownerread.go);
 	// done is closed when the daemon stops serving, which ends them.
 	readers chan struct{}
@@ -66,10 +67,20 @@ func (s *controlServer) listen(path string) error {
 		readers: make(chan struct{}, ownerReaders), done: make(chan struct{})}
 	l := s.shared.limits
 	s.log.Debug().Int("total", l.total).Int("per_uid", l.perUID).Int("per_session", l.perKey).Msg("control socket limits")
+	if g, err := newSocketGate(s, path); err != nil {
+		// Confined sessions cannot start then: aerfs run refuses to run
+		// one whose sockets nobody decides.
+		s.log.Error().Err(err).Msg("cannot decide the sockets of confined sessions")
+	} else {
+		s.shared.gate = g
+	}
 	return nil
 }
 
 func (s *controlServer) close() {
+	if s.shared.gate != nil {
+		s.shared.gate.close()
+	}
 	s.ln.Close()
 	close(s.shared.done)
 	s.shared.wg.Wait()
@@ -117,6 +128,23 @@ func (s *controlServer) serve() {
 	}
 }
 
+// adoptConn serves c, a connection the daemon made on behalf of the process p
+// (sockets.go), as a control connection of p.
+func (s *controlServer) adoptConn(c *net.UnixConn, p *peer) {
+	s.shared.wg.Add(1)
+	go func() {
+		defer s.shared.wg.Done()
+		defer c.Close()
+		release := s.admitPeer(c, p)
+		if release == nil {
+			return
+		}
+		defer p.close()
+		defer release()
+		s.handleConn(c, p)
+	}()
+}
+
 // admitConn binds c to its peer and counts it against the limits of the
 // peer's session tree (or uid outside sessions), uid, and all. A
 // connection that cannot be bound or is over a limit is answered with one
@@ -128,6 +156,16 @@ func (s *controlServer) admitConn(c *net.UnixConn) (*peer, func()) {
 			Hint: "requests must come over the local socket from the process that connected"})
 		return nil, nil
 	}
+	release := s.admitPeer(c, p)
+	if release == nil {
+		return nil, nil
+	}
+	return p, release
+}
+
+// admitPeer counts the connection c of p against the limits, or answers
+// and closes it (and p) when over one.
+func (s *controlServer) admitPeer(c *net.UnixConn, p *peer) func() {
 	var key any = p.uid
 	name := fmt.Sprintf("uid %d outside sessions", p.uid)
 	res := s.reg.Resolve(p.pid)
@@ -146,9 +184,9 @@ func (s *controlServer) admitConn(c *net.UnixConn) (*peer, func()) {
 		}
 		p.close()
 		answerAndClose(c, &Response{Error: over, Hint: "close idle connections to the control socket"})
-		return nil, nil
+		return nil
 	}
-	return p, release
+	return release
 }
 
 func answerAndClose(c *net.UnixConn, resp *Response) {
@@ -208,6 +246,10 @@ func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 		s.serveRead(c, p, req) // ownerread.go: answered frame by frame
 		return
 	}
+	if err == nil && req.Op == "supervise" {
+		s.serveSupervise(c, p, req) // sockets.go: a descriptor follows the answer
+		return
+	}
 	if err != nil {
 		resp = &Response{Error: "malformed request: " + err.Error()}
 	} else {
@@ -251,7 +293,11 @@ func (s *controlServer) refuseStale(p *peer, req Request, now *principal.Resolve
 	if now != nil && now.Identified && now.Proc.ID.Tgid == p.pid && now.Proc.ID.Start != p.start {
 		why += "; its pid now belongs to another process"
 	}
-	s.m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: p.principal,
+	who := p.principal
+	if who == "" {
+		who = policy.External.String() // never identified
+	}
+	s.m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: who,
 		Meta: evidence.Meta{Op: req.Op, Verdict: "deny", Pid: p.pid, UID: p.uid, Exe: p.exe, Session: p.session, Path: req.Path,
 			Rule: v.Rule.ID(), Reason: why + ": a connection speaks only for the process that made it"}})
 	return &Response{Refused: true, Rule: v.Rule.ID(), Error: req.Op + " refused: " + why,

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 )
 
@@ -170,24 +169,9 @@ func removeSocket(stateDir, path string) {
 // mount's source field), or nil: how the owner finds the workspace of a
 // state directory it may not read.
 func FindMountOfState(stateDir string) *MountInfo {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		sep := -1
-		for i, x := range fields {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || len(fields) < sep+3 || fields[sep+1] != "fuse.aerfs" {
-			continue
-		}
-		if src := unescapeMount(fields[sep+2]); src == stateDir {
-			return &MountInfo{Mountpoint: unescapeMount(fields[4]), StateDir: src}
+	for _, m := range Mounts() {
+		if m.StateDir == stateDir {
+			return &m
 		}
 	}
 	return nil

@@ -40,6 +40,19 @@ func mainRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: must run as root (FUSE mounts)")
 		return 1
 	}
+	// Nothing shared with the clients' sessions lives beneath /tmp: a
+	// confined session has a /tmp of its own (sandbox.private_tmp), and
+	// the clients' homes and the aerfs binary must be in its sight.
+	if tmp := os.TempDir(); tmp == "/tmp" || strings.HasPrefix(tmp, "/tmp/") {
+		d, err := os.MkdirTemp("/var/tmp", "aerfs-e2e-tmp-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		os.Chmod(d, 0o1777)
+		defer os.RemoveAll(d)
+		os.Setenv("TMPDIR", d)
+	}
 	dir, err := os.MkdirTemp("", "aerfs-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

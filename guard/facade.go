@@ -227,6 +227,10 @@ type Expectation struct {
 	// a rename onto it), before aerfs changes the file: the drift watcher
 	// watches the path's directory from then on.
 	OnKnown func(rel string)
+	// OnChange, when set, is called with each guarded path of this root
+	// aerfs is about to change (a commit, a rename, a restore): what the
+	// flush at unmount makes durable.
+	OnChange func(rel string)
 }
 
 // Expect sets what aerfs believes about guarded files.
@@ -258,6 +262,9 @@ func (g *Guard) Expect(e Expectation) {
 	}
 	if e.OnKnown != nil {
 		g.h.changes.OnKnown(e.OnKnown)
+	}
+	if e.OnChange != nil {
+		g.h.changes.OnChange(e.OnChange)
 	}
 }
 

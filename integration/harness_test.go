@@ -40,6 +40,20 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "integration: skipping, FUSE unavailable: %s\n", msg)
 		return 0
 	}
+	// Nothing the tests share with sessions lives beneath /tmp: a
+	// confined session has a /tmp of its own (sandbox.private_tmp). The
+	// tests' temporary directories (workspaces, files a session reads or
+	// writes outside its workspace) move to /var/tmp, which sessions share.
+	if tmp := os.TempDir(); tmp == "/tmp" || strings.HasPrefix(tmp, "/tmp/") {
+		d, err := os.MkdirTemp("/var/tmp", "aerfs-it-tmp-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		os.Chmod(d, 0o1777) // like /tmp: the confinement tests run aerfs as an unprivileged owner
+		defer os.RemoveAll(d)
+		os.Setenv("TMPDIR", d)
+	}
 	dir, err := os.MkdirTemp("", "aerfs-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -323,6 +337,18 @@ func (e *Env) Denials(path string) []LogEntry {
 		}
 	}
 	return out
+}
+
+// sharedTempDir is a temporary directory that a confined session sees
+// too: not beneath /tmp, which is a session's own (sandbox.private_tmp).
+func sharedTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/tmp", "aerfs-it-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 // expectOK fails the test unless r succeeded.

@@ -132,7 +132,7 @@ func (s *sbEnv) startOwnerProcess(t *testing.T) int {
 // startSession starts a long-running confined session and returns the pid
 // of its command.
 func (s *sbEnv) startSession(t *testing.T, principal, session string) int {
-	pidFile := filepath.Join("/tmp", "aerfs-sbx-"+session+"-"+strconv.Itoa(os.Getpid())+".pid")
+	pidFile := filepath.Join(os.TempDir(), "aerfs-sbx-"+session+"-"+strconv.Itoa(os.Getpid())+".pid")
 	os.Remove(pidFile)
 	t.Cleanup(func() { os.Remove(pidFile) })
 	cmd := exec.Command("setpriv", "--reuid", strconv.Itoa(s.uid), "--regid", strconv.Itoa(s.gid), "--init-groups", "--",
@@ -451,21 +451,19 @@ npm install --offline --no-audit --no-fund --silent ../pkgsrc/tiny-1.0.0.tgz && 
 	}
 }
 
-// With sandbox.private_tmp, a session's /tmp is its own, and a workspace
-// beneath /tmp stays where it is.
+// A session's /tmp is its own (sandbox.private_tmp, on by default), and a
+// workspace beneath /tmp stays where it is; with private_tmp: false it
+// shares the owner's.
 func TestSandboxPrivateTmp(t *testing.T) {
-	e := newEnv(t, map[string]string{"README": "hi\n"})
-	pol := filepath.Join(e.State, "aerfs.yaml")
-	b, err := os.ReadFile(pol)
+	root, err := os.MkdirTemp("/tmp", "aerfs-it-ptmp-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = []byte(strings.Replace(string(b), "private_tmp: false", "private_tmp: true", 1))
-	if err := os.WriteFile(pol, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	t.Setenv("TMPDIR", root) // the workspace too
+	e := newEnv(t, map[string]string{"README": "hi\n"})
 	e.Mount()
-	outside := filepath.Join(filepath.Dir(e.WS), "outside")
+	outside := filepath.Join(root, "outside")
 	os.WriteFile(outside, []byte("owner\n"), 0o644)
 	r := e.Sh("USER", "p1", "cat README && echo $AERFS_SANDBOX && echo mine > /tmp/aerfs-sbx-private && cat /tmp/aerfs-sbx-private && ! test -e "+outside)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "hi") || !strings.Contains(r.Stdout, "mine") || !strings.Contains(r.Stdout, "private /tmp") {
@@ -474,6 +472,21 @@ func TestSandboxPrivateTmp(t *testing.T) {
 	if _, err := os.Stat("/tmp/aerfs-sbx-private"); err == nil {
 		os.Remove("/tmp/aerfs-sbx-private")
 		t.Errorf("the session's /tmp file is visible outside it")
+	}
+	e.Unmount()
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "\n  private_tmp: true\n", "\n  private_tmp: false\n", 1))
+	if err := os.WriteFile(pol, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	r = e.Sh("USER", "p2", "cat "+outside)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "owner") || strings.Contains(r.Stdout, "private /tmp") {
+		t.Fatalf("session with private_tmp: false: %s", r)
 	}
 }
 
@@ -512,7 +525,7 @@ except OSError as e:
 // killing it kills the command, as when both were one process.
 func TestSandboxKillRun(t *testing.T) {
 	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
-	pidFile := filepath.Join("/tmp", "aerfs-sbx-kill-"+strconv.Itoa(os.Getpid())+".pid")
+	pidFile := filepath.Join(os.TempDir(), "aerfs-sbx-kill-"+strconv.Itoa(os.Getpid())+".pid")
 	os.Remove(pidFile)
 	t.Cleanup(func() { os.Remove(pidFile) })
 	cmd := exec.Command("setpriv", "--reuid", strconv.Itoa(s.uid), "--regid", strconv.Itoa(s.gid), "--init-groups", "--",

@@ -160,13 +160,7 @@ func TestStateDirRootless(t *testing.T) {
 	envsMu.Lock()
 	envs[ws] = true
 	envsMu.Unlock()
-	fi, err := os.Stat("/dev/fuse")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mode := fi.Mode().Perm()
-	os.Chmod("/dev/fuse", 0o666)
-	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
+	openFuseToUsers(t)
 	expectOK(t, "init as the owner", asUser(u, home, "mkdir ws && "+bin+" init --state "+state+" "+ws))
 	expectOK(t, "rootless mount", asUser(u, home, bin+" mount --state "+state+" "+ws))
 	t.Cleanup(func() {

@@ -174,6 +174,10 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 	}
 
 	s := &spec{has: map[string]bool{}}
+	// A session's /tmp is its own unless the policy says otherwise: its
+	// sockets there are its own to reach (daemon/sockets.go), and the
+	// owner's files and sockets in /tmp are out of its sight.
+	s.sandbox.privateTmp = true
 	var versionNode *yaml.Node
 	err := ps.mapping(root, append(append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), keyInterpreters), func(key string, k, v *yaml.Node) error {
 		s.has[key] = true

@@ -350,6 +350,7 @@ func compile(name string, s *spec) *Policy {
 		auth:         s.auth,
 		writable:     s.sandbox.writable,
 		privateTmp:   s.sandbox.privateTmp,
+		sockets:      s.sandbox.sockets,
 	}
 	defer compileRoots(p, s)
 	addClasses(p, s.classes)
@@ -384,10 +385,11 @@ func (ps *parser) onDrift(n *yaml.Node, s *spec) error {
 type sandboxSpec struct {
 	writable   []string // absolute, or "~" and "~/…" for the owner's home
 	privateTmp bool
+	sockets    []string // path sockets a confined session may connect to, as writable
 }
 
 func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
-	return ps.mapping(n, []string{"writable", "private_tmp", "network"}, func(key string, _, v *yaml.Node) error {
+	return ps.mapping(n, []string{"writable", "private_tmp", "network", "sockets"}, func(key string, _, v *yaml.Node) error {
 		if key == "private_tmp" {
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&s.sandbox.privateTmp) != nil {
 				return ps.errf(v, "write private_tmp: true or private_tmp: false", "sandbox.private_tmp must be true or false, found %s", kindName(v))
@@ -404,28 +406,40 @@ func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
 			}
 			return nil
 		}
-		items, err := ps.list(v, "sandbox.writable")
-		if err != nil {
-			return err
+		list, err := ps.sandboxPaths(v, "sandbox."+key)
+		if key == "sockets" {
+			s.sandbox.sockets = list
+		} else {
+			s.sandbox.writable = list
 		}
-		s.sandbox.writable = []string{}
-		seen := map[string]int{}
-		for _, it := range items {
-			p, err := ps.str(it, "a writable path")
-			if err != nil {
-				return err
-			}
-			if msg := checkSandboxPath(p); msg != "" {
-				return ps.errf(it, `write an absolute path such as /tmp, or one in the owner's home such as ~/.cache/go-build`, "sandbox.writable %q %s", p, msg)
-			}
-			if line, dup := seen[p]; dup {
-				return ps.errf(it, fmt.Sprintf("remove one of the two; the first is on line %d", line), "sandbox.writable %q listed twice", p)
-			}
-			seen[p] = it.Line
-			s.sandbox.writable = append(s.sandbox.writable, p)
-		}
-		return nil
+		return err
 	})
+}
+
+// sandboxPaths reads a list of sandbox paths (sandbox.writable,
+// sandbox.sockets).
+func (ps *parser) sandboxPaths(v *yaml.Node, what string) ([]string, error) {
+	items, err := ps.list(v, what)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	seen := map[string]int{}
+	for _, it := range items {
+		p, err := ps.str(it, "a path")
+		if err != nil {
+			return nil, err
+		}
+		if msg := checkSandboxPath(p); msg != "" {
+			return nil, ps.errf(it, `write an absolute path such as /tmp, or one in the owner's home such as ~/.cache/go-build`, "%s %q %s", what, p, msg)
+		}
+		if line, dup := seen[p]; dup {
+			return nil, ps.errf(it, fmt.Sprintf("remove one of the two; the first is on line %d", line), "%s %q listed twice", what, p)
+		}
+		seen[p] = it.Line
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // checkSandboxPath validates a sandbox path: absolute or below "~", clean,

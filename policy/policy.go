@@ -39,7 +39,8 @@ type Policy struct {
 	firstID      bool     // identity_first_create
 	writable     []string // sandbox.writable as written
 	privateTmp   bool
-	roots        []Root // further guarded roots (roots.go)
+	sockets      []string // sandbox.sockets as written
+	roots        []Root   // further guarded roots (roots.go)
 
 	classPatterns [numClasses][]string // as written, for Patterns
 
@@ -252,9 +253,18 @@ func (p *Policy) OnDrift() DriftAction { return p.onDrift }
 // SandboxWritable returns the paths a confined session may change besides
 // the workspace, absolute, with a leading "~" replaced by home (the
 // workspace owner's home directory).
-func (p *Policy) SandboxWritable(home string) []string {
-	out := make([]string, 0, len(p.writable))
-	for _, w := range p.writable {
+func (p *Policy) SandboxWritable(home string) []string { return expandHome(p.writable, home) }
+
+// SandboxSockets returns the path sockets beyond its own that a confined
+// session may connect to (besides the control socket), absolute, "~"
+// expanded as for SandboxWritable.
+func (p *Policy) SandboxSockets(home string) []string { return expandHome(p.sockets, home) }
+
+// expandHome replaces a leading "~" of each path by home; a path in a home
+// that is not known is left out.
+func expandHome(paths []string, home string) []string {
+	out := make([]string, 0, len(paths))
+	for _, w := range paths {
 		if rest, ok := strings.CutPrefix(w, "~"); ok {
 			if home == "" || !strings.HasPrefix(home, "/") {
 				continue

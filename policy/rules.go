@@ -24,6 +24,7 @@ const (
 	RuleOwner                     // RO-owner: owner-only requests come from the owner's channel, outside every session
 	RuleReview                    // RR-review: the policy sends a session's guarded changes to the owner for review
 	RuleDrift                     // RD-drift: content that changed behind the mount is EXTERNAL, and untrusted to read
+	RuleSocket                    // RU-socket: a confined session connects to no path socket but the control socket and its own
 	numRules
 )
 
@@ -48,6 +49,7 @@ var ruleIDs = [numRules]string{
 	RuleOwner:         "RO-owner",
 	RuleReview:        "RR-review",
 	RuleDrift:         "RD-drift",
+	RuleSocket:        "RU-socket",
 }
 
 var ruleReasons = [numRules]string{
@@ -71,6 +73,7 @@ var ruleReasons = [numRules]string{
 	RuleOwner:         "only the owner's channel (a process outside every session) may do this",
 	RuleReview:        "the policy sends this session's changes to the owner for review",
 	RuleDrift:         "changed in the backing directory, not through the mount: labelled EXTERNAL",
+	RuleSocket:        "a confined session reaches no path socket but the control socket and its own",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

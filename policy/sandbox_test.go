@@ -18,12 +18,25 @@ func TestSandboxWritable(t *testing.T) {
 	if got := strings.Join(q.SandboxWritable("/home/o/"), " "); got != "/scratch /home/o/.cargo/registry" {
 		t.Errorf("writable = %q", got)
 	}
-	if p.SandboxPrivateTmp() {
-		t.Error("default has a private /tmp")
+	if !p.SandboxPrivateTmp() {
+		t.Error("default has no private /tmp")
 	}
-	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {private_tmp: true}\n"))
-	if err != nil || !q.SandboxPrivateTmp() {
-		t.Errorf("private_tmp: true not read: %v", err)
+	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {private_tmp: false}\n"))
+	if err != nil || q.SandboxPrivateTmp() {
+		t.Errorf("private_tmp: false not read: %v", err)
+	}
+	q, err = Parse("p.yaml", []byte("version: 1\nsandbox:\n  sockets: [/run/nscd/socket, ~/.gnupg/S.gpg-agent]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(q.SandboxSockets("/home/o"), " "); got != "/run/nscd/socket /home/o/.gnupg/S.gpg-agent" {
+		t.Errorf("sockets = %q", got)
+	}
+	if len(p.SandboxSockets("/home/o")) != 0 {
+		t.Errorf("the default policy lets sessions reach path sockets: %v", p.SandboxSockets("/home/o"))
+	}
+	if q, err = Parse("p.yaml", []byte("version: 1\n")); err != nil || !q.SandboxPrivateTmp() {
+		t.Errorf("a policy without a sandbox section has no private /tmp: %v", err)
 	}
 	q, err = Parse("p.yaml", []byte("version: 1\nsandbox: {network: open}\n"))
 	if err != nil {
@@ -51,6 +64,9 @@ func TestSandboxErrors(t *testing.T) {
 		{"sandbox:\n  writable: [\"/tmp/*\"]\n", `p.yaml:3: sandbox.writable "/tmp/*" contains a wildcard`},
 		{"sandbox:\n  writable: /tmp\n", `p.yaml:3: sandbox.writable must be a list`},
 		{"sandbox:\n  private_tmp: yes please\n", `p.yaml:3: sandbox.private_tmp must be true or false`},
+		{"sandbox:\n  sockets: [run/nscd/socket]\n", `p.yaml:3: sandbox.sockets "run/nscd/socket" is relative`},
+		{"sandbox:\n  sockets: [/run/x, /run/x]\n", `p.yaml:3: sandbox.sockets "/run/x" listed twice`},
+		{"sandbox:\n  sockets: /run/x\n", `p.yaml:3: sandbox.sockets must be a list`},
 		{"sandbox:\n  network: closed\n", `p.yaml:3: unknown sandbox.network "closed"`},
 		{"sandbox: [/tmp]\n", `p.yaml:2: expected a mapping`},
 	} {

@@ -1,7 +1,6 @@
 package principal
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/internal/mountinfo"
 )
 
 // # Sessions as cgroups
@@ -42,18 +43,13 @@ type Cgroups struct {
 // /sys/fs/cgroup on a unified host and /sys/fs/cgroup/unified on a hybrid
 // one.
 func Cgroup2Mount() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Self()
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i, x := range fields {
-			if x == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
-				return fields[4], nil
-			}
+	for _, m := range ms {
+		if m.FSType == "cgroup2" {
+			return m.Point, nil
 		}
 	}
 	return "", errors.New("no cgroup2 hierarchy is mounted")

@@ -119,6 +119,7 @@ type Resolved struct {
 
 	own atomic.Uint32 // taint of a process outside every session
 	reg *Registry     // where an implicit session is made
+	hg  uint64        // the host's move counter when resolved (foreign.go)
 }
 
 // Subject is the policy's view of the caller, with taint as of now.
@@ -184,6 +185,8 @@ type Registry struct {
 	threads  map[int]threadEntry  // thread id → its process, while the thread lives
 	dirs     int                  // threads entries holding an open /proc directory
 
+	stateDir string // the mount's state directory (foreign.go)
+
 	// cgroup mode (nil: sessions are followed by ancestry and events)
 	cg       *Cgroups
 	byCg     map[string]member   // registration cgroup (relative to the subtree) → member
@@ -206,6 +209,7 @@ type threadEntry struct {
 	exe   string
 	res   *Resolved
 	dir   *os.File
+	hg    uint64 // the host's move counter when cached
 }
 
 // maxThreadDirs bounds the /proc directories kept open for cached threads
@@ -261,6 +265,14 @@ func NewRegistry(ownerUID uint32, pol func() *policy.Policy, ev Events) *Registr
 	}
 }
 
+// SetStateDir names the state directory of the mount: a confined session
+// of this mount is told from another's by it (foreign.go).
+func (r *Registry) SetStateDir(dir string) {
+	r.mu.Lock()
+	r.stateDir = dir
+	r.mu.Unlock()
+}
+
 // UseCgroups makes sessions cgroups of c (see cgroup.go). Call it before
 // the mount serves. A nil c with an error keeps the ancestry method and
 // remembers why.
@@ -297,10 +309,13 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
 	}
-	// Fast path: a thread seen before, still alive, same program.
+	// Fast path: a thread seen before, still alive, same program, and no
+	// daemon on the host has moved a process since.
+	hg := hostGen()
 	r.mu.RLock()
 	e, ok := r.threads[tid]
 	r.mu.RUnlock()
+	ok = ok && e.hg == hg
 	if ok && e.dir != nil && e.exe != "" {
 		if exe, ok := exeAt(e.dir); ok && exe == e.exe {
 			return e.res
@@ -315,6 +330,9 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	r.mu.RLock()
 	gen := r.gen
 	r.mu.RUnlock()
+	if !hostMapped(true) {
+		hg = 0
+	}
 	p, err := ReadProc(tid)
 	if err != nil {
 		return &Resolved{Reason: fmt.Sprintf("pid %d: %v", tid, err)}
@@ -322,7 +340,7 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	r.mu.RLock()
 	res, ok := r.procs[p.ID]
 	r.mu.RUnlock()
-	if !ok || res.Proc.Exe != p.Exe {
+	if !ok || res.Proc.Exe != p.Exe || res.hg != hg {
 		res = r.resolve(p, res)
 	}
 	r.mu.RLock()
@@ -335,7 +353,7 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if st, err := startTime(tid); err == nil {
 		r.mu.Lock()
 		if r.gen == gen {
-			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir})
+			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg})
 		} else if dir != nil {
 			dir.Close()
 		}
@@ -348,23 +366,26 @@ func (r *Registry) Resolve(tid int) *Resolved {
 
 func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 	pol := r.policy()
+	hg := hostGen()
 	r.mu.RLock()
 	cg := r.cg
 	gen := r.gen
+	stateDir := r.stateDir
 	r.mu.RUnlock()
-	var m member
-	var inSession bool
-	if cg != nil {
-		var why string
-		m, inSession, why = r.cgroupSession(cg, p)
-		if why != "" {
-			// Fail closed: never guess a session.
-			return &Resolved{Proc: p, Reason: why}
-		}
-	} else {
+	// Where the caller lies on the host comes first: a process in another
+	// mount's session is nobody here (foreign.go).
+	m, inSession, why := r.cgroupSession(cg, p)
+	if why == "" && cg == nil {
 		m, inSession = r.findSession(p)
 	}
-	res := &Resolved{Proc: p, Identified: true, reg: r}
+	if why == "" && !inSession {
+		why = outsider(p, stateDir)
+	}
+	if why != "" {
+		// Fail closed: never guess a session.
+		return &Resolved{Proc: p, Reason: why, hg: hg}
+	}
+	res := &Resolved{Proc: p, Identified: true, reg: r, hg: hg}
 	if prev != nil {
 		// exec in place: same process, new program. Keep its taint.
 		res.own.Store(prev.own.Load())
@@ -411,17 +432,25 @@ func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 	return res
 }
 
-// cgroupSession reads the session of p from its cgroup. why is set when p
-// is in the daemon's subtree but in no cgroup the registry knows.
+// cgroupSession reads the session of p from its cgroup (cg is nil in
+// ancestry mode: only another mount's session is told then). why is set
+// when p is in another mount's session, or in the daemon's subtree but in
+// no cgroup the registry knows.
 func (r *Registry) cgroupSession(cg *Cgroups, p Proc) (member, bool, string) {
 	abs, err := cgroupOf(p.ID.Tgid)
 	if err != nil {
+		if cg == nil && !errors.Is(err, ErrVanished) {
+			return member{}, false, "" // no cgroup v2 here: no aerfs cgroup either
+		}
 		return member{}, false, fmt.Sprintf("pid %d: cgroup unreadable: %v", p.ID.Tgid, err)
 	}
-	rel, inside := cg.Within(abs)
-	if !inside {
+	switch placeCgroup(abs, cg) {
+	case cgForeign:
+		return member{}, false, fmt.Sprintf("pid %d is in another aerfs mount's session (cgroup %s)", p.ID.Tgid, abs)
+	case cgOutside, cgForeignImplicit:
 		return member{}, false, ""
 	}
+	rel, _ := cg.Within(abs)
 	if rel == "" {
 		return member{}, false, ""
 	}
@@ -459,7 +488,17 @@ func (r *Registry) implicitSession(res *Resolved, t policy.Taint) {
 	if err := cg.Make(rel); err != nil {
 		return
 	}
-	if err := cg.Move(res.Proc.ID.Tgid, rel); err != nil {
+	// Only out of the root or a cgroup that is not aerfs's: never out of
+	// another mount's session or implicit session, which another daemon
+	// may have moved it into since it was resolved.
+	done := lockHost()
+	if abs, err := cgroupOf(res.Proc.ID.Tgid); err != nil || !movable(abs, cg) || placeCgroup(abs, cg) == cgOwn {
+		done()
+		return
+	}
+	err := cg.Move(res.Proc.ID.Tgid, rel)
+	done()
+	if err != nil {
 		return
 	}
 	if !Alive(res.Proc.ID) {
@@ -624,20 +663,28 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 		if parentCg != "" {
 			rel = parentCg + "/" + rel
 		}
-		old, err := cgroupOf(peer.Proc.ID.Tgid)
-		if err != nil {
-			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
-		}
 		if err := r.cg.Make(rel); err != nil {
 			return nil, peer, v, fmt.Errorf("cannot make the session's cgroup: %w", err)
 		}
+		// Where the peer is now, under the host's move lock: another
+		// daemon may have made it a session of its own mount since it
+		// was resolved, and it must stay there.
+		done := lockHost()
+		old, err := cgroupOf(peer.Proc.ID.Tgid)
+		if err != nil || placeCgroup(old, r.cg) == cgForeign {
+			done()
+			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
+		}
 		if err := r.cg.Move(peer.Proc.ID.Tgid, rel); err != nil {
+			done()
 			return nil, peer, v, fmt.Errorf("cannot move the process into the session's cgroup: %w", err)
 		}
 		if !Alive(peer.Proc.ID) {
 			r.cg.MoveTo(peer.Proc.ID.Tgid, old)
+			done()
 			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
 		}
+		done()
 		r.byCg[rel] = member{sess: s, principal: p}
 		reg.Cgroup = rel
 	}

@@ -9,6 +9,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SessionMarker is the source of the tmpfs that covers the state
+// directory in a confined session's mount namespace. Every daemon on the
+// host reads it in a caller's mount table: a process in such a namespace
+// that is in none of that daemon's own sessions is unidentified to it
+// (principal/foreign.go). The session can neither unmount it nor leave
+// the namespace.
+const SessionMarker = "aerfs-session"
+
 // Mounts is the private view of the file system a session gets in its own
 // mount namespace (entered by `aerfs run` through a new user namespace, so
 // the owner needs no privilege).
@@ -90,7 +98,7 @@ func SetupMounts(m Mounts) (private, writable []string, err error) {
 		if err := os.MkdirAll(m.StateDir, 0o700); err != nil {
 			return nil, nil, err
 		}
-		if err := tmpfs(m.StateDir, "0755"); err != nil {
+		if err := unix.Mount(SessionMarker, m.StateDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
 			return nil, nil, fmt.Errorf("cover the state directory: %w", err)
 		}
 		private = append(private, m.StateDir)

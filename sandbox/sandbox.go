@@ -31,6 +31,9 @@ type Config struct {
 	// NoLandlock and NoSeccomp leave a layer out (for tests of the
 	// other layer; `aerfs run` applies both).
 	NoLandlock, NoSeccomp bool
+	// SuperviseConnect installs the filter that hands every connect() to
+	// the daemon (unotify.go); Report.Listener is its listener.
+	SuperviseConnect bool
 }
 
 // Report says what was applied, for the register request and `aerfs status`.
@@ -43,6 +46,9 @@ type Report struct {
 	Private     []string `json:"private,omitempty"`  // paths replaced in the session's mount namespace
 	Namespaces  []string `json:"namespaces,omitempty"`
 	NoNewPrivs  bool     `json:"no_new_privs"`
+	NoCaps      bool     `json:"no_capabilities"` // every capability set emptied, securebits locked
+	Sockets     bool     `json:"sockets"`         // every connect() decided by the daemon
+	Listener    int      `json:"-"`               // the connect() listener, for the daemon (-1: none)
 	Seccomp     bool     `json:"seccomp"`
 	Warnings    []string `json:"warnings,omitempty"`
 }
@@ -68,6 +74,12 @@ func (r *Report) String() string {
 	}
 	if r.NoNewPrivs {
 		parts = append(parts, "no_new_privs")
+	}
+	if r.NoCaps {
+		parts = append(parts, "no capabilities")
+	}
+	if r.Sockets {
+		parts = append(parts, "sockets via the daemon")
 	}
 	return strings.Join(parts, ", ")
 }
@@ -108,6 +120,12 @@ func (r *Report) Summary() string {
 	if r.NoNewPrivs {
 		parts = append(parts, "no_new_privs")
 	}
+	if r.NoCaps {
+		parts = append(parts, "no capabilities")
+	}
+	if r.Sockets {
+		parts = append(parts, "sockets via the daemon")
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -120,7 +138,7 @@ var DeviceFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/
 // kernel is not an error (the report says so); Landlock present but
 // failing is.
 func Apply(c Config) (*Report, error) {
-	r := &Report{}
+	r := &Report{Listener: -1}
 	if !filepath.IsAbs(c.Workspace) {
 		return r, fmt.Errorf("workspace %q is not absolute", c.Workspace)
 	}
@@ -128,10 +146,26 @@ func Apply(c Config) (*Report, error) {
 		return r, fmt.Errorf("no_new_privs: %w", err)
 	}
 	r.NoNewPrivs = true
+	w, err := dropCapabilities()
+	if err != nil {
+		return r, fmt.Errorf("capabilities: %w", err)
+	}
+	if w != "" {
+		r.Warnings = append(r.Warnings, w)
+	}
+	r.NoCaps = w == ""
 	if !c.NoLandlock {
 		if err := applyLandlock(c, r); err != nil {
 			return r, fmt.Errorf("landlock: %w", err)
 		}
+	}
+	if c.SuperviseConnect {
+		// Before the main filter, which refuses any further listener.
+		fd, err := InstallConnectNotify()
+		if err != nil {
+			return r, fmt.Errorf("seccomp connect supervision: %w", err)
+		}
+		r.Listener, r.Sockets = fd, true
 	}
 	if !c.NoSeccomp {
 		if err := applySeccomp(r); err != nil {

@@ -12,8 +12,9 @@ import (
 // into other processes (ptrace, process_vm_*, pidfd_getfd), change or
 // create mounts and namespaces (mount, umount2, the new mount API,
 // pivot_root, unshare, setns), load code into the kernel (bpf, modules,
-// kexec) or reach the kernel keyrings (keyctl, add_key, request_key), and a
-// few exploit helpers (userfaultfd, perf_event_open, open_by_handle_at).
+// kexec) or reach the kernel keyrings (keyctl, add_key, request_key), a
+// few exploit helpers (userfaultfd, perf_event_open, open_by_handle_at),
+// and io_uring.
 var Denied = map[string]uintptr{
 	"ptrace":            unix.SYS_PTRACE,
 	"process_vm_readv":  unix.SYS_PROCESS_VM_READV,
@@ -47,6 +48,11 @@ var Denied = map[string]uintptr{
 	"swapon":            unix.SYS_SWAPON,
 	"swapoff":           unix.SYS_SWAPOFF,
 	"reboot":            unix.SYS_REBOOT,
+	// io_uring issues connect(), openat() … without a system call the
+	// filters see (path sockets: unotify.go).
+	"io_uring_setup":    unix.SYS_IO_URING_SETUP,
+	"io_uring_enter":    unix.SYS_IO_URING_ENTER,
+	"io_uring_register": unix.SYS_IO_URING_REGISTER,
 }
 
 // cloneNamespaces are the clone flags that create namespaces: clone with
@@ -122,18 +128,25 @@ const (
 	ret   = unix.BPF_RET | unix.BPF_K
 )
 
-// Filter returns the session's seccomp program.
-func Filter() ([]unix.SockFilter, error) {
-	arch, ok := auditArch()
-	if !ok {
-		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
-	}
+// newProgram starts a filter for arch: a process calling in under another
+// architecture is killed; the system call number is loaded.
+func newProgram(arch uint32) *asm {
 	a := &asm{fixups: map[int][2]string{}, labels: map[string]int{}}
 	a.stmt(ldAbs, offArch)
 	a.jump(jeq, arch, "nr", "")
 	a.stmt(ret, unix.SECCOMP_RET_KILL_PROCESS)
 	a.label("nr")
 	a.stmt(ldAbs, offNr)
+	return a
+}
+
+// Filter returns the session's seccomp program.
+func Filter() ([]unix.SockFilter, error) {
+	arch, ok := auditArch()
+	if !ok {
+		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
+	}
+	a := newProgram(arch)
 	if runtime.GOARCH == "amd64" {
 		a.jump(jset, 0x40000000, "eperm", "") // the x32 ABI
 	}
@@ -145,7 +158,23 @@ func Filter() ([]unix.SockFilter, error) {
 	// the C libraries fall back to clone, whose flags are checked.
 	a.jump(jeq, unix.SYS_CLONE3, "enosys", "")
 	a.jump(jeq, unix.SYS_IOCTL, "ioctl", "")
+	a.jump(jeq, unix.SYS_SOCKET, "socket", "")
+	a.jump(jeq, unix.SYS_SOCKETPAIR, "socket", "")
+	a.jump(jeq, unix.SYS_SECCOMP, "seccomp", "")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	// A datagram Unix socket sends to any path without connect(), which
+	// is where path sockets are decided (unotify.go).
+	a.label("socket")
+	a.stmt(ldAbs, offArg0)
+	a.jump(jeq, unix.AF_UNIX, "", "allow")
+	a.stmt(ldAbs, offArg1)
+	a.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf) // the type without SOCK_CLOEXEC, SOCK_NONBLOCK
+	a.jump(jeq, unix.SOCK_DGRAM, "eperm", "allow")
+	// A filter of the session's own with a listener would take connect()
+	// notifications before the daemon's, and could let them through.
+	a.label("seccomp")
+	a.stmt(ldAbs, offArg1)
+	a.jump(jset, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, "eperm", "allow")
 	a.label("clone")
 	a.stmt(ldAbs, offArg0)
 	a.jump(jset, cloneNamespaces, "eperm", "")
@@ -156,6 +185,8 @@ func Filter() ([]unix.SockFilter, error) {
 	a.stmt(ldAbs, offArg1)
 	a.jump(jeq, unix.TIOCSTI, "eperm", "")
 	a.jump(jeq, unix.TIOCLINUX, "eperm", "")
+	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
+	a.label("allow")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.label("eperm")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -64,12 +65,18 @@ func runUnmount(wsArg string) error {
 	if last != nil {
 		return fail(exitError, "a process still uses the workspace (fuser -m "+ws+")", "unmount %s: %v", ws, last)
 	}
-	// Wait for the daemon to record the unmount and release its log.
-	// A loaded machine can take a while; a later mount needs the log.
-	for i := 0; pid > 0 && syscall.Kill(pid, 0) == nil; i++ {
-		if i == 1200 {
-			return fail(exitError, "kill it once it has recorded the unmount, or wait and check aerfs status",
-				"unmounted %s, but daemon pid %d is still running after 30 s", ws, pid)
+	// Wait for the daemon to record the unmount and release its log. It
+	// leaves as soon as the mount is gone here, even when mount
+	// namespaces of other sessions hold copies of it (it aborts the FUSE
+	// connection then), and its flush covers only what aerfs wrote.
+	for i := 0; pid > 0 && running(pid); i++ {
+		if i == 400 {
+			return fail(exitError, fmt.Sprintf("its log says why (aerfs log needs it gone: sudo tail %s); "+
+				"let it go: sudo kill -TERM %d; if copies of the mount in other mount namespaces hold it: "+
+				"sudo sh -c 'mount -t fusectl none /sys/fs/fuse/connections; echo 1 > /sys/fs/fuse/connections/%d/abort'; "+
+				"last resort: sudo kill -KILL %d (the next mount completes what it recorded)",
+				filepath.Join(m.StateDir, "daemon.log"), pid, m.Conn, pid),
+				"unmounted %s, but its daemon (pid %d) is still running after 10 s", ws, pid)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -91,4 +98,19 @@ func fusermountUnmount(ws string) error {
 		return fmt.Errorf("%s -u: %s", filepath.Base(helper), strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// running reports whether process pid runs: a daemon that has exited but
+// is not reaped yet (a zombie, until init gets to it) has left.
+func running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -9,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -103,18 +106,34 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 			return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", session, err)
 		}
 		sc.cfg.Writable = append(sc.cfg.Writable, writable...)
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return nil, fail(exitError, "", "cannot drop the namespace's capabilities: %v", err)
-		}
 		// Resolve the working directory again in the new tree: the old
 		// one is a way back into what was covered.
 		if os.Chdir(cwd) != nil {
 			os.Chdir(t.workspace)
 		}
 	}
+	// Every connect() of the session is the daemon's to decide (path
+	// sockets: sandbox/unotify.go), unless this session is started from
+	// within a confined one, whose filter and supervisor cover it already.
+	var sup *net.UnixConn
+	if !confined() {
+		var err error
+		if sup, err = requestSupervision(t, session, private); err != nil {
+			return nil, err
+		}
+		defer sup.Close()
+		sc.cfg.SuperviseConnect = true
+	}
 	rep, err := sandbox.Apply(*sc.cfg)
 	if err != nil {
 		return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot confine session %s: %v", session, err)
+	}
+	if sup != nil {
+		err := handOver(sup, rep.Listener)
+		unix.Close(rep.Listener) // the daemon's alone: never the session's
+		if err != nil {
+			return nil, fail(exitError, "run it unconfined with --sandbox=off if this daemon cannot decide its sockets", "cannot hand session %s's sockets to the daemon: %v", session, err)
+		}
 	}
 	rep.Private = private
 	if sc.inNS {
@@ -133,6 +152,67 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 		env = append(env, "AERFS_SANDBOX_WARNINGS="+strings.Join(rep.Warnings, "; "))
 	}
 	return env, nil
+}
+
+// requestSupervision connects to the daemon (before the filter that
+// would hand this very connect() to it) and asks it to take the session's
+// connect() listener; private are the mounts of the session's own
+// namespace, whose sockets are the session's.
+func requestSupervision(t *target, session string, private []string) (*net.UnixConn, error) {
+	var devs []uint64
+	for _, p := range private {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil {
+			devs = append(devs, st.Dev)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"private_devs": devs})
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: daemon.SocketPath(t.stateDir), Net: "unix"})
+	if err != nil {
+		return nil, fail(exitError, "", "cannot reach the aerfs daemon: %v", err)
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := json.NewEncoder(c).Encode(daemon.Request{Op: "supervise", Session: session, Sandbox: string(b)}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := readOK(c); err != nil {
+		c.Close()
+		return nil, fail(exitError, "run it unconfined with --sandbox=off, or remount the workspace with this aerfs", "cannot hand session %s's sockets to the daemon: %v", session, err)
+	}
+	return c, nil
+}
+
+// handOver sends the listener over c and waits for the daemon's answer.
+func handOver(c *net.UnixConn, listener int) error {
+	if _, _, err := c.WriteMsgUnix([]byte{0}, unix.UnixRights(listener), nil); err != nil {
+		return err
+	}
+	return readOK(c)
+}
+
+// readOK reads one answer line from c: nil when it says ok.
+func readOK(c *net.UnixConn) error {
+	var line []byte
+	buf := make([]byte, 1)
+	for len(line) < 64<<10 {
+		n, err := c.Read(buf)
+		if err != nil {
+			return err
+		}
+		if n == 1 && buf[0] == '\n' {
+			break
+		}
+		line = append(line, buf[:n]...)
+	}
+	var r daemon.Response
+	if err := json.Unmarshal(line, &r); err != nil {
+		return err
+	}
+	if !r.OK {
+		return errors.New(r.Error)
+	}
+	return nil
 }
 
 // mountNSEnv tells the copy of aerfs run started in the session's new
@@ -176,9 +256,12 @@ func runInNamespace() (code int, ok bool) {
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: size}},
 		GidMappingsEnableSetgroups: uid == 0,
 		// The owner's uid has no capabilities after execve, even in its
-		// own namespace: keep the one the mounts need. The copy drops it
-		// before it executes the session's command.
-		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
+		// own namespace: keep the ones the mounts and the capability drop
+		// need. The copy drops every capability (sandbox.Apply) before it
+		// executes the session's command.
+		// CAP_SETPCAP lets it empty the bounding set and lock the
+		// securebits before it executes the session's command.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP},
 		// Killing aerfs run kills the session's command, as when they
 		// were one process (the copy sets it again: its execve with a
 		// capability clears it). The signal follows the thread that

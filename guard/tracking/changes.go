@@ -18,6 +18,7 @@ type Changes struct {
 	expected map[string]string // path → content aerfs last gave it ("" = absent)
 	inflight map[string]int
 	onKnown  func(rel string)
+	onChange func(rel string)
 }
 
 // pathLock serialises the changes of one path, so that each record names
@@ -85,10 +86,13 @@ func (c *Changes) Expect(rel, hash string) {
 	}
 	_, known := c.expected[rel]
 	c.expected[rel] = hash
-	onKnown := c.onKnown
+	onKnown, onChange := c.onKnown, c.onChange
 	c.mu.Unlock()
 	if !known && onKnown != nil {
 		onKnown(rel)
+	}
+	if onChange != nil {
+		onChange(rel)
 	}
 }
 
@@ -121,6 +125,15 @@ func (c *Changes) OnKnown(f func(rel string)) {
 	c.mu.Unlock()
 }
 
+// OnChange sets a function called with each guarded path aerfs is about
+// to change (a commit, a rename, a restore): what the flush at unmount
+// makes durable.
+func (c *Changes) OnChange(f func(rel string)) {
+	c.mu.Lock()
+	c.onChange = f
+	c.mu.Unlock()
+}
+
 // Begin announces a change of aerfs's own: each path of after is being
 // changed (the drift watcher leaves it alone until end is called) and
 // will hold the content after says ("" = absent). undo, called when the
@@ -148,11 +161,16 @@ func (c *Changes) Begin(after map[string]string) (undo, end func()) {
 			fresh = append(fresh, p)
 		}
 	}
-	onKnown := c.onKnown
+	onKnown, onChange := c.onKnown, c.onChange
 	c.mu.Unlock()
 	if onKnown != nil {
 		for _, p := range fresh {
 			onKnown(p)
+		}
+	}
+	if onChange != nil {
+		for p := range after {
+			onChange(p)
 		}
 	}
 	undo = func() {
