@@ -1,7 +1,10 @@
 package tracking
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/aerfs/aerfs/principal"
 )
@@ -67,15 +70,22 @@ func (w *WriterSet) Now(reg *principal.Registry) []*principal.Resolved {
 // resolveNow resolves the process id as it is now: nil when it has
 // exited, an unidentified subject when it is alive but cannot be resolved
 // as itself.
+//
+// A process on its way out counts as exited: from the moment it starts
+// to exit it writes nothing more, yet it stays in /proc (its program
+// gone, then as a zombie until reaped) and cannot be resolved, which
+// would make it an unidentified writer of what it wrote as itself. The
+// release of a handle comes after the close that ended the write, often
+// while the writer exits: that race decided the label before.
 func resolveNow(reg *principal.Registry, id principal.ProcID) *principal.Resolved {
-	if !principal.Alive(id) {
+	if !principal.Alive(id) || exiting(id.Tgid) {
 		return nil
 	}
 	res := reg.Resolve(id.Tgid)
 	if res.Identified && res.Proc.ID == id {
 		return res
 	}
-	if !principal.Alive(id) {
+	if !principal.Alive(id) || exiting(id.Tgid) {
 		return nil
 	}
 	reason := res.Reason
@@ -83,4 +93,35 @@ func resolveNow(reg *principal.Registry, id principal.ProcID) *principal.Resolve
 		reason = fmt.Sprintf("pid %d is now process %s", id.Tgid, res.Proc.ID)
 	}
 	return &principal.Resolved{Reason: fmt.Sprintf("writer %s could not be resolved again at commit: %s", id, reason)}
+}
+
+// pfExiting is the kernel's PF_EXITING task flag (field 9 of stat).
+const pfExiting = 0x4
+
+// exiting reports whether the process tgid is exiting or a zombie (its
+// main thread's state in /proc/<tgid>/stat: Z or X, or PF_EXITING set).
+func exiting(tgid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tgid) + "/stat")
+	if err != nil {
+		return false // gone: Alive tells
+	}
+	return exitingStat(b)
+}
+
+// exitingStat parses a stat file: the state (field 3) and the flags
+// (field 9) come after the last ')', which ends the command name.
+func exitingStat(b []byte) bool {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 7 {
+		return false
+	}
+	if s := f[0]; len(s) == 1 && (s[0] == 'Z' || s[0] == 'X' || s[0] == 'x') {
+		return true
+	}
+	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
