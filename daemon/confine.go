@@ -126,6 +126,11 @@ func (s *controlServer) confined(pid int, req Request) *Response {
 	if sc == nil || sc.planned == "off" || sc.reported {
 		return &Response{Error: fmt.Sprintf("session %s: the confinement is reported once, by the process that registered it confined", res.Session.ID)}
 	}
+	// Shown to the owner: only what the daemon can check (reportcheck.go).
+	if err := checkReport(&rep, pid); err != nil {
+		s.log.Warn().Str("session", res.Session.ID).Int("pid", pid).Str("why", err.Error()).Msg("confinement report refused")
+		return &Response{Error: "confinement report refused: " + err.Error()}
+	}
 	sc.reported = true
 	sc.summary = rep.Summary()
 	s.log.Info().Str("session", res.Session.ID).Int("pid", pid).Str("confinement", sc.summary).Msg("session confined")

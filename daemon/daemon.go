@@ -141,6 +141,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	reg.SetStateDir(o.StateDir)
 	health := &logHealth{ok: true, log: o.Log}
 	rec := &countingRecorder{Recorder: elog, health: health}
+	elog.OnHealth(health.note) // a log that heals by itself, with nobody appending, says so
 	if o.MetricsAddr != "" {
 		rec.m = metrics.New(metrics.Probes{
 			Version:      o.Version,

@@ -19,12 +19,19 @@ type GCResult struct {
 	Record string `json:"record,omitempty"` // the gc record's id
 }
 
-// RunGC prunes the content blobs of stateDir outside ret (see
-// snapshot.PlanGC), after a gc record naming them is durable (prune
-// appends it). Records are never pruned. The blobs a restore journal still
-// needs are kept.
-func RunGC(x *snapshot.Index, stateDir string, ret snapshot.Retention, dryRun bool, by *principal.Resolved,
-	prune func(*evidence.Record, []string) (string, error)) (*GCResult, error) {
+// Pruner removes content blobs that nothing needs any more, deciding
+// among candidates (chosen from the log's first since records) under the
+// same serialisation as the commits: evidence.Log.Prune.
+type Pruner func(r *evidence.Record, candidates []string, since int64) (id string, pruned []string, err error)
+
+// RunGC is aerfs gc, a plan first and then its application (the shape of
+// restic's prune): the plan chooses the content blobs of stateDir outside
+// ret from the history read in x (snapshot.PlanGC); a dry run returns it.
+// Otherwise prune decides, in the committer, which of them go — a
+// candidate a record appended since x was read names stays — and removes
+// them after a gc record naming them is durable. Records are never
+// pruned. The blobs a restore journal still needs are kept.
+func RunGC(x *snapshot.Index, stateDir string, ret snapshot.Retention, dryRun bool, by *principal.Resolved, prune Pruner) (*GCResult, error) {
 	stored, err := evidence.StoredBlobs(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the stored content: %w", err)
@@ -44,13 +51,14 @@ func RunGC(x *snapshot.Index, stateDir string, ret snapshot.Retention, dryRun bo
 	r := &evidence.Record{Principal: policy.User.String(),
 		Meta: evidence.Meta{Op: "gc", Verdict: "allow", UID: uint32(os.Getuid()), Rule: policy.RuleOwner.ID(),
 			Reason: "the owner pruned stored content outside the retention; records are kept"},
-		Payload: &evidence.Payload{Detail: fmt.Sprintf("keep-last %d, keep-within %s, max-size %d bytes; %d blobs, %d bytes freed",
-			ret.KeepLast, ret.KeepWithin, ret.MaxBytes, len(res.Prune), res.Bytes)}}
+		Payload: &evidence.Payload{Detail: fmt.Sprintf("keep-last %d, keep-within %s, max-size %d bytes",
+			ret.KeepLast, ret.KeepWithin, ret.MaxBytes)}}
 	if by != nil {
 		r.Principal = by.Subject().Principal.String()
 		r.Meta.Pid, r.Meta.Exe, r.Meta.UID = by.Proc.ID.Tgid, by.Proc.Exe, by.Proc.UID
 	}
-	id, err := prune(r, res.Prune)
+	id, pruned, err := prune(r, res.Prune, x.Through())
+	res.GCPlan = res.GCPlan.Only(pruned)
 	res.Record = id
 	return res, err
 }

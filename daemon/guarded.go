@@ -54,6 +54,9 @@ func (g *guarded) FlushLog() error { return g.led.Flush() }
 // Blob returns the content with hash h.
 func (g *guarded) Blob(h string) ([]byte, error) { return g.led.Blob(h) }
 
+// PutBlob stores data as a blob and returns its hash.
+func (g *guarded) PutBlob(data []byte) (string, error) { return g.led.PutBlob(data) }
+
 // HasBlob reports whether the content with this hash is stored.
 func (g *guarded) HasBlob(h string) bool { return g.led.HasBlob(h) }
 
@@ -85,7 +88,17 @@ func (g *guarded) hashOf(rel string) (string, error) {
 // change is flushed, its trace is a restore's journal). It returns the
 // previous content and the record's id.
 func (g *guarded) setContent(rel, h string, mk func(old string) *evidence.Record) (string, string, error) {
-	c := guard.Change{Path: rel, Hash: h}
+	return g.change(guard.Change{Path: rel, Hash: h}, mk)
+}
+
+// setContentFrom is setContent for a change planned while rel held from
+// ("" = absent): a commit that landed after the plan is never overwritten
+// (guard.ErrChanged).
+func (g *guarded) setContentFrom(rel, from, h string, mk func(old string) *evidence.Record) (string, string, error) {
+	return g.change(guard.Change{Path: rel, Hash: h, From: &from}, mk)
+}
+
+func (g *guarded) change(c guard.Change, mk func(old string) *evidence.Record) (string, string, error) {
 	if mk != nil {
 		c.Record = func(f guard.Found) *evidence.Record { return mk(f.Old) }
 	}

@@ -45,6 +45,7 @@ type Request struct {
 	ContaminatedBy string `json:"contaminated_by,omitempty"`
 	SourceVersion  string `json:"source_version,omitempty"` // with ContaminatedBy: one version (content SHA-256 or prefix) of that path
 	DryRun         bool   `json:"dry_run,omitempty"`
+	Yes            bool   `json:"yes,omitempty"` // the owner confirms a plan that goes beyond what was named
 	// approve, reject
 	ID string `json:"id,omitempty"`
 	// authorize, authority-check (daemon/authority.go)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -90,11 +91,21 @@ const maxRestoreParents = 4000
 type restoreScope struct {
 	whole bool
 	paths []string
+	// named: the owner named the file itself (FILE --to V), so nothing
+	// the plan does to it goes beyond what was asked; source: the path
+	// the owner named as poisoned (--contaminated-by PATH): when it is a
+	// file, the plan may take it back too.
+	named  bool
+	source string
+	// since is true for the versions the restore undoes (recorded after
+	// its target): a change among them that the owner made by hand is
+	// thrown away only with the owner's confirmation.
+	since func(path string, v snapshot.Version) bool
 }
 
 // restoreTarget works out what the request asks the guarded files to
 // become, and which files that covers.
-func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target snapshot.State, scope restoreScope, reason string, parents []string, err error) {
+func restoreTarget(x *snapshot.Index, req Request) (target snapshot.State, scope restoreScope, reason string, parents []string, err error) {
 	switch {
 	case req.ContaminatedBy != "":
 		sc, err := x.ScopeAt(req.ContaminatedBy, req.SourceVersion)
@@ -103,9 +114,15 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 		}
 		before := x.StateBefore(sc)
 		target = snapshot.State{}
+		first := map[string]int64{}
 		for _, f := range sc.Files {
 			target[f.Path] = before[f.Path]
 			scope.paths = append(scope.paths, f.Path)
+			first[f.Path] = f.First.Idx
+		}
+		scope.since = func(path string, v snapshot.Version) bool { i, ok := first[path]; return ok && v.Idx >= i }
+		if !looksLikeID(req.ContaminatedBy) || req.SourceVersion != "" {
+			scope.source = req.ContaminatedBy
 		}
 		for _, r := range sc.Roots {
 			if len(parents) == maxRestoreParents {
@@ -126,13 +143,19 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 		if err != nil {
 			return nil, restoreScope{}, "", nil, err
 		}
-		return st, restoreScope{whole: true}, "to snapshot " + snap.ID[:12], []string{snap.ID}, nil
+		_, at, err := x.Resolve(snap.ID)
+		if err != nil {
+			return nil, restoreScope{}, "", nil, err
+		}
+		return st, restoreScope{whole: true, since: func(_ string, v snapshot.Version) bool { return v.Idx > at }},
+			"to snapshot " + snap.ID[:12], []string{snap.ID}, nil
 	case req.Before != "":
 		t, err := time.Parse(time.RFC3339Nano, req.Before)
 		if err != nil {
 			return nil, restoreScope{}, "", nil, fmt.Errorf("bad time %q: use RFC 3339", req.Before)
 		}
-		return x.StateAt(t), restoreScope{whole: true}, "to the state before " + t.UTC().Format(time.RFC3339), nil, nil
+		return x.StateAt(t), restoreScope{whole: true, since: func(_ string, v snapshot.Version) bool { return v.Time.After(t) }},
+			"to the state before " + t.UTC().Format(time.RFC3339), nil, nil
 	case req.Path != "":
 		hist := x.History(req.Path)
 		if len(hist) == 0 {
@@ -157,7 +180,8 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 		if v == nil {
 			return nil, restoreScope{}, "", nil, fmt.Errorf("no version %q of %s (aerfs history %s lists them)", req.To, req.Path, req.Path)
 		}
-		return snapshot.State{req.Path: v.Hash}, restoreScope{paths: []string{req.Path}}, "restore " + req.Path + " to version " + v.Record[:12], []string{v.Record}, nil
+		return snapshot.State{req.Path: v.Hash}, restoreScope{paths: []string{req.Path}, named: true},
+			"restore " + req.Path + " to version " + v.Record[:12], []string{v.Record}, nil
 	}
 	return nil, restoreScope{}, "", nil, fmt.Errorf("say what to restore to: FILE --to V, --snapshot, --before or --contaminated-by")
 }
@@ -165,21 +189,84 @@ func restoreTarget(x *snapshot.Index, cur snapshot.State, req Request) (target s
 // planRestore is the plan that takes the guarded files on disk to target:
 // for a whole-state restore every guarded file (those created since are
 // removed); otherwise only the files the scope names, and none when it
-// names none.
-func planRestore(cur, target snapshot.State, scope restoreScope) []snapshot.Step {
+// names none. A step goes beyond what the owner named when it removes a
+// file, or throws away a change the owner made by hand, that the owner did
+// not name (snapshot.PlanStep.Beyond).
+func planRestore(x *snapshot.Index, cur, target snapshot.State, scope restoreScope) []snapshot.PlanStep {
+	var steps []snapshot.Step
 	if scope.whole {
-		return snapshot.Plan(cur, target)
-	}
-	c, t := snapshot.State{}, snapshot.State{}
-	for _, p := range scope.paths {
-		if h, ok := cur[p]; ok {
-			c[p] = h
+		steps = snapshot.Plan(cur, target)
+	} else {
+		c, t := snapshot.State{}, snapshot.State{}
+		for _, p := range scope.paths {
+			if h, ok := cur[p]; ok {
+				c[p] = h
+			}
+			if h := target[p]; h != "" {
+				t[p] = h
+			}
 		}
-		if h := target[p]; h != "" {
-			t[p] = h
+		steps = snapshot.Plan(c, t)
+	}
+	plan := x.Describe(steps)
+	if scope.named {
+		return plan
+	}
+	for i := range plan {
+		st := &plan[i]
+		if scope.source != "" && st.Path == scope.source {
+			continue // the poisoned file itself: named (a directory names none of its files one by one)
+		}
+		var why []string
+		if st.To == "" {
+			why = append(why, "removes the file")
+		}
+		if mine := x.OwnerChanges(st.Path, scope.since); len(mine) > 0 {
+			last := mine[len(mine)-1]
+			why = append(why, fmt.Sprintf("throws away %d change(s) you made yourself (the last, version %s, at %s)",
+				len(mine), versionNumber(x, st.Path, last.Record), last.Time.UTC().Format(time.RFC3339)))
+		}
+		st.Beyond = strings.Join(why, "; ")
+	}
+	return plan
+}
+
+// looksLikeID reports whether s can only be meant as a record id (hex, at
+// least snapshot.MinPrefix characters): --contaminated-by takes a record
+// id or a path.
+func looksLikeID(s string) bool {
+	if len(s) < snapshot.MinPrefix || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
 		}
 	}
-	return snapshot.Plan(c, t)
+	return true
+}
+
+// versionNumber is the number aerfs history gives the version recorded by
+// record id.
+func versionNumber(x *snapshot.Index, path, id string) string {
+	for i, v := range x.History(path) {
+		if v.Record == id {
+			return strconv.Itoa(i + 1)
+		}
+	}
+	return "?"
+}
+
+// RuleConfirm is the rule id of a recovery refused because its plan goes
+// beyond what the owner named and the owner did not confirm it.
+const RuleConfirm = "RP-confirm"
+
+// RestorePlan is what aerfs restore answers: the plan (done, to do with
+// --dry-run, or waiting for --yes).
+type RestorePlan struct {
+	Reason  string              `json:"reason"`
+	Steps   []snapshot.PlanStep `json:"steps"`
+	Confirm bool                `json:"needs_confirmation,omitempty"`
 }
 
 // ownerIndex admits an owner's recovery request: it checks the channel,
@@ -200,6 +287,9 @@ func (s *controlServer) ownerIndex(pid int, what string) (peer *principal.Resolv
 	return peer, x, recoveryMu.Unlock, nil
 }
 
+// restore serves aerfs restore: the plan first, then (unless a dry run, or
+// a plan beyond what the owner named that the owner has not confirmed)
+// its application through the journal.
 func (s *controlServer) restore(pid int, req Request) *Response {
 	peer, x, unlock, refusal := s.ownerIndex(pid, "restore")
 	if refusal != nil {
@@ -210,12 +300,13 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
-	target, scope, reason, parents, err := restoreTarget(x, cur, req)
+	target, scope, reason, parents, err := restoreTarget(x, req)
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "aerfs history FILE, aerfs snapshot list and aerfs scope SOURCE show what there is"}
 	}
-	steps := planRestore(cur, target, scope)
-	for _, st := range steps {
+	plan := RestorePlan{Reason: reason, Steps: planRestore(x, cur, target, scope)}
+	plan.Confirm = snapshot.NeedsConfirmation(plan.Steps)
+	for _, st := range plan.Steps {
 		if st.To != "" && !s.m.HasBlob(st.To) {
 			why := "is not in the store"
 			if x.Pruned(st.To) {
@@ -225,15 +316,28 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 				Hint: "aerfs history " + st.Path + " marks the versions whose content is gone; restore a newer one"}
 		}
 	}
-	plan, _ := json.Marshal(map[string]any{"reason": reason, "steps": steps})
-	if req.DryRun || len(steps) == 0 {
-		return &Response{OK: true, Data: plan}
+	data, _ := json.Marshal(plan)
+	if req.DryRun || len(plan.Steps) == 0 {
+		return &Response{OK: true, Data: data}
+	}
+	if plan.Confirm && !req.Yes {
+		subj := peer.Subject()
+		s.m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Parents: parents,
+			Meta: evidence.Meta{Op: "restore", Verdict: "deny", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
+				Rule: RuleConfirm, Reason: "the plan goes beyond what the owner named and was not confirmed: " + reason}})
+		return &Response{Refused: true, Rule: RuleConfirm, Data: data,
+			Error: "restore refused: the plan removes files or throws away changes you made yourself that you did not name",
+			Hint:  "look at it with aerfs restore --dry-run (same arguments); run it with --yes to confirm"}
+	}
+	steps := make([]snapshot.Step, len(plan.Steps))
+	for i, st := range plan.Steps {
+		steps[i] = st.Step
 	}
 	j := &snapshot.Journal{ID: fmt.Sprintf("restore-%d", time.Now().UnixNano()), Reason: reason, Steps: steps, Done: make([]bool, len(steps))}
 	if err := runJournal(s.m, s.stateDir, s.log, j, peer.Subject().Principal.String(), peer, parents, "restore"); err != nil {
 		return &Response{Error: err.Error()}
 	}
-	return &Response{OK: true, Data: plan}
+	return &Response{OK: true, Data: data}
 }
 
 // runJournal carries out a multi-file change: the journal is durable
@@ -258,12 +362,18 @@ func runJournal(m *guarded, stateDir string, log zerolog.Logger, j *snapshot.Jou
 	return snapshot.RemoveJournal(stateDir)
 }
 
-// applyJournal applies the steps not yet done, marking each durable.
+// applyJournal applies the steps not yet done, marking each durable. A
+// step whose file changed after the plan was made (it holds neither the
+// step's From nor its To: a commit landed meanwhile) is left alone and
+// marked done: the plan never overwrites what it did not see.
+// recordRestore records only the steps whose file holds their To.
 func applyJournal(m *guarded, stateDir string, j *snapshot.Journal, log zerolog.Logger) error {
 	delay := stepDelay()
 	for _, i := range j.Remaining() {
 		st := j.Steps[i]
-		if _, _, err := m.setContent(st.Path, st.To, nil); err != nil {
+		if _, _, err := m.setContentFrom(st.Path, st.From, st.To, nil); errors.Is(err, guard.ErrChanged) {
+			log.Warn().Err(err).Str("path", st.Path).Msg("restore step left alone: the file changed since the plan")
+		} else if err != nil {
 			return fmt.Errorf("%s: %w", st.Path, err)
 		}
 		if err := j.MarkDone(stateDir, i); err != nil {
@@ -284,16 +394,31 @@ func stepDelay() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// recordRestore records the steps of j whose file now holds their To (a
+// step left alone because the file changed since the plan is named in the
+// reason, not recorded as done). No step done: no record.
 func recordRestore(m *guarded, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (string, error) {
 	files := make([]evidence.FileState, 0, len(j.Steps))
 	paths := make([]string, 0, len(j.Steps))
+	var left []string
 	for _, st := range j.Steps {
+		if cur, err := m.hashOf(st.Path); err != nil || cur != st.To {
+			left = append(left, st.Path)
+			continue
+		}
 		files = append(files, evidence.FileState{Path: st.Path, OldHash: st.From, Hash: st.To})
 		paths = append(paths, st.Path)
 	}
+	if len(files) == 0 {
+		return "", nil
+	}
+	reason := j.Reason
+	if len(left) > 0 {
+		reason += "; left alone, changed since the plan: " + strings.Join(left, ", ")
+	}
 	r := &evidence.Record{Type: evidence.TypeRestore, Principal: principal, Parents: parents,
-		Meta:    evidence.Meta{Op: op, Verdict: "allow", Reason: j.Reason},
-		Payload: &evidence.Payload{Detail: j.Reason, Files: files}}
+		Meta:    evidence.Meta{Op: op, Verdict: "allow", Reason: reason},
+		Payload: &evidence.Payload{Detail: reason, Files: files}}
 	if peer != nil {
 		r.Meta.Pid, r.Meta.Exe, r.Meta.UID = peer.Proc.ID.Tgid, peer.Proc.Exe, peer.Proc.UID
 	}
@@ -378,65 +503,20 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 		return &Response{Error: err.Error()}
 	}
 	// The write of the approved content goes through the transaction: its
-	// record is durable before the file changes.
-	if _, _, err := s.m.setContent(item.Path, item.Hash, func(old string) *evidence.Record {
+	// record is durable before the file changes. It is planned from the
+	// base the owner reviewed: a commit that lands after the check above
+	// is never overwritten (ErrChanged).
+	if _, _, err := s.m.setContentFrom(item.Path, item.BaseHash, item.Hash, func(old string) *evidence.Record {
 		return &evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
 			Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 				Reason: "approved content committed"},
 			Payload: &evidence.Payload{OldHash: old, NewHash: item.Hash}}
-	}); err != nil {
+	}); errors.Is(err, guard.ErrChanged) {
+		return &Response{Error: "approved but not written: " + err.Error(),
+			Hint: "the approval is recorded; look at aerfs diff " + item.Path + " and write the content with aerfs edit if you still want it"}
+	} else if err != nil {
 		return &Response{Error: "approved but not written: " + err.Error()}
 	}
 	b, _ := json.Marshal(map[string]string{"id": item.ID, "path": item.Path})
 	return &Response{OK: true, Data: b}
-}
-
-// rollbackSession reverts the guarded changes of a session quarantined
-// after a burst of refusals. A file that someone else changed after the
-// session is left alone: the owner's and other sessions' work survives.
-func rollbackSession(m *guarded, stateDir string, log zerolog.Logger, sess *principal.Session) {
-	recoveryMu.Lock()
-	defer recoveryMu.Unlock()
-	m.FlushLog()
-	x, err := snapshot.Load(stateDir)
-	if err != nil {
-		log.Error().Err(err).Msg("burst rollback: cannot read the log")
-		return
-	}
-	var steps []snapshot.Step
-	var kept []string
-	for _, p := range x.Paths() {
-		hist := x.History(p)
-		first := -1
-		for i, v := range hist {
-			if v.Session == sess.ID && (v.Type == evidence.TypeWrite || v.Type == evidence.TypeDelete || v.Type == evidence.TypeRename) {
-				first = i
-				break
-			}
-		}
-		if first < 0 {
-			continue
-		}
-		if last := hist[len(hist)-1]; last.Session != sess.ID {
-			kept = append(kept, p)
-			continue
-		}
-		cur, err := m.hashOf(p)
-		if err != nil {
-			continue
-		}
-		if to := hist[first].OldHash; cur != to {
-			steps = append(steps, snapshot.Step{Path: p, From: cur, To: to})
-		}
-	}
-	if len(kept) > 0 {
-		log.Warn().Strs("paths", kept).Str("session", sess.ID).Msg("burst rollback: changed by others since; left alone")
-	}
-	if len(steps) == 0 {
-		return
-	}
-	j := &snapshot.Journal{ID: "burst-" + sess.ID, Reason: "burst: roll back what session " + sess.ID + " changed", Steps: steps, Done: make([]bool, len(steps))}
-	if err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback"); err != nil {
-		log.Error().Err(err).Str("session", sess.ID).Msg("burst rollback")
-	}
 }

@@ -27,7 +27,7 @@ type controlServer struct {
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
-	prune    func(*evidence.Record, []string) (string, error) // the log's Prune
+	prune    Pruner // the log's Prune
 	ln       *net.UnixListener
 	shared   *serverShared
 
@@ -379,6 +379,9 @@ func nonNil(s []string) []string {
 func (s *controlServer) register(pid int, req Request) *Response {
 	if msg := checkAgent(req.Agent); msg != "" {
 		return &Response{Error: msg, Hint: "agents are named like claude-code, codex, gemini, openclaw"}
+	}
+	if err := checkAnnouncement(req.Sandbox); err != nil {
+		return &Response{Error: err.Error(), Hint: "aerfs run announces the confinement it applies"}
 	}
 	p := policy.Principal(0)
 	if req.Principal == "" {

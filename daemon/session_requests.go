@@ -98,8 +98,15 @@ func (s *controlServer) sessionList(pid int) *Response {
 			continue
 		}
 		e := s.m.Explain(guard.Question{Session: x})
+		// What aerfs run reported and the kernel shows (status's view),
+		// never only what the registration announced: a process that
+		// speaks the protocol itself can announce anything.
+		conf := s.shared.conf.describe(x.ID)
+		if strings.HasPrefix(conf, "unknown") && e.Confinement != "" {
+			conf = "announced " + e.Confinement + " (registered before this mount: not verified)"
+		}
 		si := SessionInfo{ID: x.ID, Principal: x.Principal.String(), Taint: e.Taint, TaintCauses: e.TaintCauses,
-			Quarantined: e.Quarantined, Quarantine: e.Quarantine, Confinement: e.Confinement,
+			Quarantined: e.Quarantined, Quarantine: e.Quarantine, Confinement: conf,
 			Started: x.Started, Ended: e.Ended, Live: s.reg.Live(x), Refusals: len(e.Refusals)}
 		if p := x.Parent(); p != nil && !p.Implicit {
 			si.Parent = p.ID

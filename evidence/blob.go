@@ -31,14 +31,33 @@ func (l *Log) blobPath(hash string) string { return blobPath(l.dir, hash) }
 // first record naming it; content no record names yet is durable once a
 // Flush returns (a restore journal that names it flushes first).
 func (l *Log) PutBlob(data []byte) (string, error) {
+	l.gcMu.RLock() // gc.go: no prune decides while content is being stored
+	defer l.gcMu.RUnlock()
+	var h string
+	var err error
 	if len(data) <= journalBlobMax {
-		return l.putBlobMem(data), nil
+		h = l.putBlobMem(data)
+	} else {
+		h, err = l.putBlob(bytes.NewReader(data))
 	}
-	return l.putBlob(bytes.NewReader(data))
+	if err == nil {
+		l.stored(h)
+	}
+	return h, err
 }
 
 // PutBlobFile stores the content of the file at path, streaming it.
 func (l *Log) PutBlobFile(path string) (string, error) {
+	l.gcMu.RLock() // gc.go: no prune decides while content is being stored
+	defer l.gcMu.RUnlock()
+	h, err := l.putBlobFile(path)
+	if err == nil {
+		l.stored(h)
+	}
+	return h, err
+}
+
+func (l *Log) putBlobFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
@@ -159,7 +178,7 @@ func (l *Log) writeMemBlobs(journaledOnly bool) error {
 // temp file then rename; late: flushed with the next checkpoint rather
 // than the next batch.
 func (l *Log) writeBlobBody(h string, body []byte, late bool) error {
-	tmp, err := createTemp(filepath.Join(l.dir, blobsName), ".tmp-blob-", 0o400)
+	tmp, err := createBlobTemp(filepath.Join(l.dir, blobsName), ".tmp-blob-", 0o400)
 	if err != nil {
 		return err
 	}
@@ -191,7 +210,7 @@ func (l *Log) putBlob(r io.Reader) (string, error) {
 	root := filepath.Join(dir, blobsName)
 	// Made read-only from the start (a blob never changes), with a name
 	// of its own.
-	tmp, err := createTemp(root, ".tmp-blob-", 0o400)
+	tmp, err := createBlobTemp(root, ".tmp-blob-", 0o400)
 	if err != nil {
 		return "", fmt.Errorf("evidence: blob: %w", err)
 	}
@@ -265,6 +284,10 @@ func (l *Log) placeBlob(tmp, sum string, late bool) error {
 	}
 	return nil
 }
+
+// createBlobTemp makes a blob's temporary file; a test swaps it to fail
+// blob files as a full disk does.
+var createBlobTemp = createTemp
 
 // createTemp creates a new file named prefix and a random suffix in dir,
 // with mode perm, open for reading and writing.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A write that fails (a full disk) breaks the log only until the cause
@@ -135,7 +136,11 @@ func TestAppendAllIsAtomic(t *testing.T) {
 	// A parent that is neither in the log nor earlier in the group
 	// refuses the whole group.
 	g, h := sampleRecord(7), sampleRecord(8)
-	h.Parents = []string{"00" + ids2[0][2:]}
+	unknown := "00" + ids2[0][2:]
+	if unknown == ids2[0] {
+		unknown = "ff" + ids2[0][2:] // one id in 256 starts with 00
+	}
+	h.Parents = []string{unknown}
 	if _, err := l.AppendAll(g, h); err == nil {
 		t.Fatal("a group with an unknown parent was accepted")
 	}
@@ -227,5 +232,115 @@ func recordWithCutBlob(t *testing.T, framed bool) {
 	}
 	if got := fmt.Sprint(types); got != "[verdict recovery]" {
 		t.Fatalf("records after open: %s, want the record with the cut blob gone and the cut recorded", got)
+	}
+}
+
+// A full disk keeps an acknowledged record's blob file from being written
+// (its content is durable in the journal frame that carried it, and held
+// in memory), then the log breaks. Once space is back, the heal keeps that
+// record — it must not take it for one whose blob a crash lost, cut it and
+// then never find the records it acknowledged — and writes the blob file.
+func TestHealKeepsRecordsWhoseBlobIsOnlyInTheJournal(t *testing.T) {
+	oldTemp, oldSync := createBlobTemp, syncFile
+	t.Cleanup(func() { createBlobTemp, syncFile = oldTemp, oldSync })
+	var mu sync.Mutex
+	full := false
+	setFull := func(b bool) { mu.Lock(); full = b; mu.Unlock() }
+	isFull := func() bool { mu.Lock(); defer mu.Unlock(); return full }
+	createBlobTemp = func(dir, prefix string, perm os.FileMode) (*os.File, error) {
+		if isFull() {
+			return nil, syscall.ENOSPC
+		}
+		return createTemp(dir, prefix, perm)
+	}
+	syncFile = func(f *os.File) error {
+		if isFull() && filepath.Base(f.Name()) == logName {
+			return syscall.ENOSPC
+		}
+		return f.Sync()
+	}
+	d := newState(t)
+	l := openLog(t, d)
+	defer l.Close()
+	if _, err := l.Append(sampleRecord(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	setFull(true)
+	h, err := l.PutBlob([]byte("acknowledged content\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sampleRecord(2)
+	w.Type, w.Payload = TypeWrite, &Payload{NewHash: h}
+	if _, err := l.Append(w); err != nil {
+		t.Fatalf("append whose journal frame is durable: %v", err)
+	}
+	if err := l.Flush(); err == nil {
+		t.Fatal("flush succeeded while the log cannot be synced")
+	}
+	setFull(false)
+	if _, err := l.Append(sampleRecord(3)); err != nil {
+		t.Fatalf("append once space is back: %v (the heal must keep the acknowledged record)", err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	ReadAll(d, func(_ int64, _ string, r *Record) error {
+		if r.Type != TypeRecovery {
+			pids = append(pids, r.Meta.Pid)
+		}
+		return nil
+	})
+	if got := fmt.Sprint(pids); got != "[101 102 103]" {
+		t.Fatalf("records %s, want [101 102 103]", got)
+	}
+	if b, err := ReadBlob(d, h); err != nil || string(b) != "acknowledged content\n" {
+		t.Fatalf("blob after the heal: %q %v", b, err)
+	}
+	l.Close()
+	if _, err := VerifyState(d, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A broken log heals by itself, with nobody appending, once the cause is
+// gone (retry with backoff), and says so to OnHealth.
+func TestBrokenLogHealsWithoutAppends(t *testing.T) {
+	fail := failJournal(t)
+	d := newState(t)
+	l := openLog(t, d)
+	defer l.Close()
+	health := make(chan error, 16)
+	l.OnHealth(func(err error) { health <- err })
+	fail(true)
+	if _, err := l.Append(sampleRecord(1)); err == nil {
+		t.Fatal("append succeeded while the journal cannot be flushed")
+	}
+	if err := <-health; err == nil {
+		t.Fatal("OnHealth was not told the log fails")
+	}
+	fail(false)
+	select {
+	case err := <-health:
+		if err != nil {
+			t.Fatalf("OnHealth: %v, want nil (healed)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the log did not heal by itself within 5 s of the cause going away")
+	}
+	heals := 0
+	l.Flush()
+	ReadAll(d, func(_ int64, _ string, r *Record) error {
+		if r.Type == TypeRecovery && r.Meta.Op == "heal" {
+			heals++
+		}
+		return nil
+	})
+	if heals != 1 {
+		t.Fatalf("%d heal records, want 1", heals)
 	}
 }

@@ -169,7 +169,7 @@ func TestJournalPruneOfAFreshBlob(t *testing.T) {
 	if _, err := l.Append(r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Prune(sampleRecord(2), []string{h}); err != nil {
+	if _, _, err := l.Prune(sampleRecord(2), []string{h}, l.Size()); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Flush(); err != nil {
@@ -204,7 +204,7 @@ func TestJournalPruneThenCrashKeepsAcknowledged(t *testing.T) {
 	if _, err := l.Append(r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Prune(sampleRecord(3), []string{x}); err != nil {
+	if _, _, err := l.Prune(sampleRecord(3), []string{x}, l.Size()); err != nil {
 		t.Fatal(err)
 	}
 	n := l.Size()

@@ -60,6 +60,16 @@ type Log struct {
 	// healedFrom is the failure the last heal recovered from, recorded
 	// with the first batch after it.
 	healedFrom error
+	// healWait and nextHeal pace the heals of a broken log (retry with
+	// backoff): a batch that comes before nextHeal fails at once with
+	// the error, and the committer tries by itself at nextHeal, so the
+	// log heals once the cause goes away even when nobody appends.
+	healWait time.Duration
+	nextHeal time.Time
+	// onHealth is told when the log starts failing (the error) and when
+	// it has healed (nil). Called by the committer, without l.mu.
+	onHealth    func(error)
+	healthNoted error
 
 	// The journal (journal.go): jpos is where the next frame goes,
 	// jalloc how far its space is allocated. Written by the committer.
@@ -77,6 +87,15 @@ type Log struct {
 	lateDirs, lateFiles map[string]bool
 	// memBlobs: content on its way through the journal (putBlobMem).
 	memBlobs map[string]*memBlob
+
+	// gc (gc.go): gcMu is held for reading while content is stored and
+	// for writing while a prune decides and removes; live is content
+	// stored that no acknowledged record names yet, gone content a prune
+	// removed (under liveMu).
+	gcMu   sync.RWMutex
+	liveMu sync.Mutex
+	live   map[string]*liveBlob
+	gone   map[string]time.Time
 }
 
 type appendReq struct {
@@ -92,6 +111,8 @@ type appendReq struct {
 	// group: further records that commit with this one or not at all
 	// (AppendAll); answered through this request's err.
 	group []*appendReq
+	// prune: a gc's request (gc.go), run between batches.
+	prune *pruneReq
 }
 
 // Flush returns once every record queued before the call (AppendAsync
@@ -406,6 +427,54 @@ func (l *Log) heal() error {
 	return nil
 }
 
+// Heals of a broken log are retried with a backoff from healWaitMin,
+// doubling to healWaitMax: a full disk is not hammered by every refused
+// change, and the log heals within healWaitMax once space is back.
+var (
+	healWaitMin = 5 * time.Millisecond
+	healWaitMax = 500 * time.Millisecond
+)
+
+// tryHeal heals a broken log when its time has come (see healWait), or
+// at once when now (somebody waits for the batch: a change must not fail
+// once the cause is gone). Called with l.mu held; it reports whether the
+// log is whole.
+func (l *Log) tryHeal(now bool) bool {
+	if l.broken == nil {
+		return true
+	}
+	if !now && time.Now().Before(l.nextHeal) {
+		return false
+	}
+	if err := l.heal(); err != nil {
+		l.healWait = min(max(2*l.healWait, healWaitMin), healWaitMax)
+		l.nextHeal = time.Now().Add(l.healWait)
+		return false
+	}
+	l.healWait, l.nextHeal = 0, time.Time{}
+	return true
+}
+
+// OnHealth sets a function told, from the committer, when the log starts
+// failing (with the error) and when it has healed by itself (nil).
+func (l *Log) OnHealth(f func(error)) {
+	l.mu.Lock()
+	l.onHealth = f
+	l.mu.Unlock()
+}
+
+// noteHealth tells onHealth about a change of l.broken since it was last
+// told. Called by the committer without l.mu.
+func (l *Log) noteHealth() {
+	l.mu.Lock()
+	f, now, was := l.onHealth, l.broken, l.healthNoted
+	l.healthNoted = now
+	l.mu.Unlock()
+	if f != nil && (now == nil) != (was == nil) {
+		f(now)
+	}
+}
+
 // committer owns all writes. It takes whatever is queued, writes it as one
 // batch, syncs once per file, signs one checkpoint and answers everyone.
 func (l *Log) committer() {
@@ -419,11 +488,31 @@ func (l *Log) committer() {
 		l.mu.Unlock()
 	}()
 	for {
+		l.noteHealth()
 		var first *appendReq
 		l.mu.Lock()
 		due := l.uncp
+		var healIn time.Duration
+		if l.broken != nil {
+			healIn = max(time.Until(l.nextHeal), time.Millisecond)
+		}
 		l.mu.Unlock()
-		if due {
+		if healIn > 0 {
+			// Broken: heal by itself at the next retry, unless an
+			// append comes first (which tries then).
+			idle.Reset(healIn)
+			select {
+			case r, ok := <-l.reqs:
+				idle.Stop()
+				if !ok {
+					return
+				}
+				first = r
+			case <-idle.C:
+				l.commit(nil)
+				continue
+			}
+		} else if due {
 			// Records wait for their checkpoint: sign it once the log has
 			// been quiet for checkpointDelay, unless more come first.
 			idle.Reset(checkpointDelay)
@@ -486,7 +575,7 @@ func (l *Log) committer() {
 		if linger != nil {
 			linger.Stop()
 		}
-		l.commit(batch)
+		l.commitBatch(batch)
 	}
 }
 
@@ -541,13 +630,15 @@ var queuedLinger = 2 * time.Millisecond // a variable only so that a test can wi
 func (l *Log) commit(batch []*appendReq) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.broken != nil {
-		if err := l.heal(); err != nil {
-			for _, r := range batch {
-				r.err <- l.broken
-			}
-			return
+	waited := false
+	for _, r := range batch {
+		waited = waited || !r.queued
+	}
+	if !l.tryHeal(waited) {
+		for _, r := range batch {
+			r.err <- l.broken
 		}
+		return
 	}
 	if l.healedFrom != nil {
 		// The first record after a heal says what the log recovered from.
@@ -689,6 +780,10 @@ func (l *Log) commit(batch []*appendReq) {
 		// off the appenders' path is what keeps a guarded commit to one.
 		l.jpos += int64(len(frame))
 		for _, r := range accepted {
+			l.named(r.rec)
+			for _, q := range r.group {
+				l.named(q.rec)
+			}
 			r.err <- nil
 		}
 		// The answered appenders wait on this goroutine's processor
@@ -713,6 +808,9 @@ func (l *Log) commit(batch []*appendReq) {
 func (l *Log) admit(r *appendReq, local map[[32]byte]bool) error {
 	if _, dup := l.ids[r.id]; dup || local[r.id] {
 		return fmt.Errorf("evidence: append: record %x is already in the log", r.id)
+	}
+	if h := l.prunedUnder(r.rec); h != "" {
+		return fmt.Errorf("evidence: append: content %.12s was removed by aerfs gc after it was stored; the change must be made again", h)
 	}
 	for _, p := range r.rec.Parents {
 		var pid [32]byte
@@ -831,7 +929,7 @@ func (l *Log) Close() error {
 		// record it), so that the failed batch does not survive in the
 		// journal or the log; a log that cannot heal is at least cut back
 		// to what was acknowledged.
-		l.commit(nil)
+		l.commit([]*appendReq{{barrier: true, err: make(chan error, 1)}}) // heals now
 		l.mu.Lock()
 		if l.broken != nil {
 			errs = append(errs, l.broken, l.cutJournal(), l.logf.Truncate(l.logEnd))

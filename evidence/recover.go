@@ -208,13 +208,23 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 // A blob's content and name are flushed with the log batch of the first
 // record naming it, so a record whose blob a crash lost or cut short was
 // never acknowledged. Only records past the checkpoint are checked, so the
-// hashing is bounded by the last batches.
+// hashing is bounded by the last batches. A heal also counts content held
+// in memory on its way through the journal (memBlobs): an acknowledged
+// record's blob whose file a full disk kept from being written is durable
+// in the journal frame that carried it, and the record must not be cut for
+// it (the heal would then never find the records it acknowledged).
 func (l *Log) blobsStored(r *Record) bool {
 	if r.Payload == nil {
 		return true
 	}
 	for _, h := range r.Payload.BlobRefs() {
 		if h == "" {
+			continue
+		}
+		l.dirsMu.Lock()
+		_, mem := l.memBlobs[h]
+		l.dirsMu.Unlock()
+		if mem {
 			continue
 		}
 		if _, err := readBlob(l.dir, h); err != nil { // raw or compressed, checked against h

@@ -140,11 +140,19 @@ type Change struct {
 	Hash string
 	Data []byte  // stored first; Hash becomes its hash
 	Base *string // the content Path must still hold (an edit's)
+	// From is the content Path held when the change was planned (a
+	// restore's step, an approval's reviewed base): a change that landed
+	// since is never overwritten (ErrChanged), unless it made Path hold
+	// Hash already.
+	From *string
 	// Record makes the change's record from what it found (nil: the
 	// change's durable trace is elsewhere, a restore's journal: the
 	// change is then flushed before Change returns).
 	Record func(Found) *evidence.Record
 }
+
+// ErrChanged is returned by Change when Path no longer holds From.
+var ErrChanged = recovery.ErrChanged
 
 // Found is what a change found and made.
 type Found struct {
@@ -190,7 +198,7 @@ func (g *Guard) Change(c Change) (Result, error) {
 	if c.Record != nil {
 		mk = func(old string) *evidence.Record { return c.Record(Found{Old: old, New: c.Hash}) }
 	}
-	old, id, err := h.rec.Set(c.Path, c.Hash, c.Base, mk)
+	old, id, err := h.rec.Set(c.Path, c.Hash, c.Base, c.From, mk)
 	return Result{Found: Found{Old: old, New: c.Hash}, ID: id}, err
 }
 

@@ -187,7 +187,11 @@ func TestRestoreFileSnapshotAndTime(t *testing.T) {
 	if after := e.guardedHashes("MEMORY.md", "AGENTS.md", "memory/notes.md"); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("--dry-run changed files: %v -> %v", before, after)
 	}
-	expectOK(t, "restore --snapshot", e.Aerfs("restore", "--snapshot", id))
+	// The plan removes a file: refused until confirmed.
+	if r := e.Aerfs("restore", "--snapshot", id); r.Code != 4 || !strings.Contains(r.Stderr, "RP-confirm") {
+		t.Fatalf("restore --snapshot that removes a file, unconfirmed: %s", r)
+	}
+	expectOK(t, "restore --snapshot", e.Aerfs("restore", "--snapshot", id, "--yes"))
 	if got := e.Read("MEMORY.md"); got != "v2\n" {
 		t.Fatalf("after snapshot restore: %q", got)
 	}

@@ -14,12 +14,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/internal/printable"
 )
 
 // Entry is one record of the bundle.
@@ -188,38 +187,16 @@ func displayPath(r *evidence.Record, raw []byte) string {
 
 // Printable shows bytes that are not valid UTF-8, control characters and
 // the invisible characters that reorder or hide text (bidirectional
-// overrides, zero-width marks) as escapes, so that every name on the page
-// is what the file system has and reads as it is stored.
-func Printable(s string) string { return printable(s, false) }
+// overrides, zero-width marks) as escapes, and cuts very long lines, so
+// that every name on the page is what the file system has and reads as it
+// is stored: the one printable-text function (internal/printable).
+func Printable(s string) string { return printable.Line(s) }
 
-// printable is Printable; keepTab leaves tabs as they are (file contents).
-func printable(s string, keepTab bool) string {
-	var sb strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			fmt.Fprintf(&sb, `\x%02x`, s[i])
-		case r == '\t' && keepTab:
-			sb.WriteByte('\t')
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || hidden(r):
-			q := strconv.QuoteRune(r)
-			sb.WriteString(q[1 : len(q)-1])
-		default:
-			sb.WriteString(s[i : i+n])
-		}
-		i += n
+// printableText is Printable; keepTab leaves tabs as they are (a line of file
+// content, without its newline).
+func printableText(s string, keepTab bool) string {
+	if keepTab {
+		return printable.Text(s)
 	}
-	return sb.String()
-}
-
-// hidden reports the format characters that change how text around them
-// is displayed without showing themselves.
-func hidden(r rune) bool {
-	switch {
-	case r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
-		r == 0x061c, r == 0xfeff, r == 0x2028, r == 0x2029:
-		return true
-	}
-	return false
+	return printable.Line(s)
 }

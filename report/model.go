@@ -270,7 +270,7 @@ func diffLines(d string) []DiffLine {
 		case strings.HasPrefix(l, `\`):
 			c = "hunk"
 		}
-		out = append(out, DiffLine{Class: c, Text: printable(l, true)})
+		out = append(out, DiffLine{Class: c, Text: printableText(l, true)})
 	}
 	return out
 }

@@ -42,6 +42,10 @@ check verify "$AERFS" verify --state "$state"
 # Twenty rounds of SIGKILL during eight guarded writers, each remounted and
 # checked (integration TestTxnCrashRounds; make test runs four).
 check crash-rounds env AERFS_CRASH_ROUNDS=20 go test -count=1 -timeout 20m -run '^TestTxnCrashRounds$' ./integration/
+# A thousand aerfs gc rounds beside commits every 20 ms, no kept version
+# pruned (integration TestGCConcurrentWithCommitsKeepsRetainedVersions;
+# make test runs a hundred).
+check gc-race env AERFS_GC_RACE_ROUNDS=1000 go test -count=1 -timeout 20m -run '^TestGCConcurrentWithCommitsKeepsRetainedVersions$' ./integration/
 
 echo "logs: $logs (removed on success)"
 echo "soak: $passed passed, $failed failed"

@@ -20,6 +20,46 @@ type GCPlan struct {
 	Bytes int64    `json:"bytes_freed"` // their size
 	Kept  int      `json:"kept"`        // blobs kept
 	Total int64    `json:"bytes_kept"`  // their size
+	// Items says, for each blob in Prune (same order), its size and the
+	// versions whose content it is: what aerfs gc --dry-run lists.
+	Items []GCItem `json:"items"`
+}
+
+// GCItem is one blob a gc would remove.
+type GCItem struct {
+	Hash     string      `json:"hash"`
+	Size     int64       `json:"size"`
+	Versions []GCVersion `json:"versions"` // none: content no version names (quarantine already decided, orphan)
+}
+
+// GCVersion is a version whose content a gc would remove: the file, its
+// number in aerfs history and when it was recorded.
+type GCVersion struct {
+	Path string    `json:"path"`
+	N    int       `json:"n"` // 0: the content the file had before its first recorded version
+	Time time.Time `json:"time"`
+}
+
+// Only narrows the plan to the blobs actually pruned (the committer keeps
+// candidates that records appended since the plan name: evidence.Log.Prune);
+// the others count as kept.
+func (p GCPlan) Only(pruned []string) GCPlan {
+	gone := map[string]bool{}
+	for _, h := range pruned {
+		gone[h] = true
+	}
+	out := GCPlan{Prune: []string{}, Items: []GCItem{}, Kept: p.Kept, Total: p.Total}
+	for _, it := range p.Items {
+		if gone[it.Hash] {
+			out.Prune = append(out.Prune, it.Hash)
+			out.Items = append(out.Items, it)
+			out.Bytes += it.Size
+		} else {
+			out.Kept++
+			out.Total += it.Size
+		}
+	}
+	return out
 }
 
 // PlanGC chooses the blobs to remove from stored (every blob in the store,
@@ -52,11 +92,19 @@ func (x *Index) PlanGC(ret Retention, stored map[string]int64, held []string) GC
 		t    time.Time
 	}
 	retained := map[string]time.Time{}
+	versions := map[string][]GCVersion{}
 	for _, p := range x.Paths() {
 		hist := x.History(p)
 		seen := map[string]bool{}
 		for i := len(hist) - 1; i >= 0; i-- {
 			v := hist[i]
+			if v.Hash != "" {
+				versions[v.Hash] = append(versions[v.Hash], GCVersion{Path: p, N: i + 1, Time: v.Time})
+			}
+			if i == 0 && v.OldHash != "" {
+				// The content before the first recorded version: "0".
+				versions[v.OldHash] = append(versions[v.OldHash], GCVersion{Path: p, N: 0, Time: v.Time})
+			}
 			young := ret.KeepWithin > 0 && ret.Now.Sub(v.Time) < ret.KeepWithin
 			for _, h := range []string{v.Hash, v.OldHash} {
 				if h == "" {
@@ -101,5 +149,19 @@ func (x *Index) PlanGC(ret Retention, stored map[string]int64, held []string) GC
 		}
 	}
 	sort.Strings(plan.Prune)
+	plan.Items = make([]GCItem, 0, len(plan.Prune))
+	for _, h := range plan.Prune {
+		vs := versions[h]
+		sort.Slice(vs, func(i, j int) bool {
+			if vs[i].Path != vs[j].Path {
+				return vs[i].Path < vs[j].Path
+			}
+			return vs[i].N < vs[j].N
+		})
+		plan.Items = append(plan.Items, GCItem{Hash: h, Size: stored[h], Versions: append([]GCVersion{}, vs...)})
+	}
+	if plan.Prune == nil {
+		plan.Prune = []string{}
+	}
 	return plan
 }

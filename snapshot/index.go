@@ -168,6 +168,18 @@ func Load(stateDir string) (*Index, error) {
 	return x, nil
 }
 
+// Through is the log size the index has read: one past the index of the
+// last record it holds (0 when empty). A gc plan made from the index is
+// checked against the records from there on (evidence.Log.Prune).
+func (x *Index) Through() int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if len(x.recs) == 0 {
+		return 0
+	}
+	return x.recs[len(x.recs)-1].idx + 1
+}
+
 // Len is the number of records indexed.
 func (x *Index) Len() int {
 	x.mu.RLock()

@@ -42,6 +42,6 @@ func runAdopt(out io.Writer, arg string) error {
 	}
 	var r struct{ Path, Hash, Origin, Taint, Record string }
 	json.Unmarshal(resp.Data, &r)
-	fmt.Fprintf(out, "adopted %s (content %.12s): label origin %s, taint %s removed; recorded %s\n", r.Path, r.Hash, r.Origin, r.Taint, shortRecord(r.Record))
+	fmt.Fprintf(out, "adopted %s (content %.12s): label origin %s, taint %s removed; recorded %s\n", line(r.Path), r.Hash, line(r.Origin), line(r.Taint), shortRecord(r.Record))
 	return nil
 }

@@ -34,6 +34,6 @@ func runAttest(out io.Writer, p string) error {
 		Hash, Rule, Domain string
 	}
 	json.Unmarshal(resp.Data, &r)
-	fmt.Fprintf(out, "attested %s (content %.12s) for domain %s (%s)\n", rel, r.Hash, r.Domain, r.Rule)
+	fmt.Fprintf(out, "attested %s (content %.12s) for domain %s (%s)\n", line(rel), r.Hash, line(r.Domain), line(r.Rule))
 	return nil
 }

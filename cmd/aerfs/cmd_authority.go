@@ -58,16 +58,15 @@ func runAuthority(out io.Writer, p string, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		fmt.Fprintln(out, string(resp.Data))
-		return nil
+		return writeJSONBytes(out, resp.Data)
 	}
 	var info daemon.AuthorityInfo
 	if err := json.Unmarshal(resp.Data, &info); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s\n  class   %s (%s)\n  origin  %s", info.Path, info.Class, info.Rule, info.Origin)
+	fmt.Fprintf(out, "%s\n  class   %s (%s)\n  origin  %s", line(info.Path), line(info.Class), line(info.Rule), line(info.Origin))
 	if info.Session != "" {
-		fmt.Fprintf(out, " in session %s", info.Session)
+		fmt.Fprintf(out, " in session %s", line(info.Session))
 	}
 	if !info.Labeled {
 		fmt.Fprint(out, " (no label: written by the owner or outside the mount)")
@@ -80,7 +79,7 @@ func runAuthority(out io.Writer, p string, asJSON bool) error {
 		fmt.Fprintf(out, "  record  %s\n", info.Record)
 	}
 	for _, s := range info.Sources {
-		fmt.Fprintf(out, "  from    %s [%s] %.12s\n", s.Path, s.Class, s.Hash)
+		fmt.Fprintf(out, "  from    %s [%s] %.12s\n", line(s.Path), s.Class, s.Hash)
 	}
 	for _, a := range []string{"exec", "control", "promote"} {
 		c := info.May[a]
@@ -94,7 +93,7 @@ func runAuthority(out io.Writer, p string, asJSON bool) error {
 			if !at.Counted {
 				state = "ignored"
 			}
-			fmt.Fprintf(out, "          %s %s@%s (%s)\n", state, at.Name, at.Domain, at.Rule)
+			fmt.Fprintf(out, "          %s %s@%s (%s)\n", state, line(at.Name), line(at.Domain), at.Rule)
 		}
 	}
 	if len(info.Tokens) > 0 {

@@ -46,7 +46,7 @@ func runAuthorize(out io.Writer, p, action, ttl string) error {
 		return err
 	}
 	fmt.Fprintf(out, "%s\n", r.Token)
-	fmt.Fprintf(out, "# single use: %s of %s (content %.12s) until %s; shown once\n", r.Action, r.Path, r.Hash, r.Expiry)
+	fmt.Fprintf(out, "# single use: %s of %s (content %.12s) until %s; shown once\n", line(r.Action), line(r.Path), r.Hash, line(r.Expiry))
 	return nil
 }
 
@@ -58,6 +58,6 @@ func runAuthorizeCheck(out io.Writer, p, action, token string) error {
 	if _, err := call(t, daemon.Request{Op: "authorize-check", Path: rel, For: action, Token: token}); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "token valid for %s of %s; spent\n", action, rel)
+	fmt.Fprintf(out, "token valid for %s of %s; spent\n", line(action), line(rel))
 	return nil
 }

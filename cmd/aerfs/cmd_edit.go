@@ -87,7 +87,7 @@ func runEdit(in io.Reader, out io.Writer, arg string, yes bool) error {
 		return fail(exitError, "nothing was committed", "cannot read the edited copy: %v", err)
 	}
 	if bytes.Equal(nw, f.Content) {
-		fmt.Fprintf(out, "%s unchanged: nothing to commit\n", rel)
+		fmt.Fprintf(out, "%s unchanged: nothing to commit\n", line(rel))
 		return nil
 	}
 	if len(nw) > maxEditSize {
@@ -100,7 +100,8 @@ func runEdit(in io.Reader, out io.Writer, arg string, yes bool) error {
 	}
 	fmt.Fprint(out, snapshot.Diff(from, rel, f.Content, nw))
 	if !yes {
-		fmt.Fprintf(out, "commit this change to %s? [y/N] ", rel)
+		fmt.Fprintf(out, "commit this change to %s? [y/N] ", line(rel))
+		flushText(out) // the question is shown before the answer is read
 		line, _ := bufio.NewReader(in).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			fmt.Fprintln(out, "not committed")
@@ -117,6 +118,6 @@ func runEdit(in io.Reader, out io.Writer, arg string, yes bool) error {
 		Record  string `json:"record"`
 	}
 	json.Unmarshal(resp.Data, &r)
-	fmt.Fprintf(out, "committed %s (content %.12s); recorded %s\n", r.Path, r.NewHash, shortRecord(r.Record))
+	fmt.Fprintf(out, "committed %s (content %.12s); recorded %s\n", line(r.Path), r.NewHash, shortRecord(r.Record))
 	return nil
 }

@@ -92,8 +92,7 @@ func newExportCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintln(say, string(b))
-				return err
+				return writeJSONBytes(say, b)
 			}
 			fmt.Fprintf(say, "exported %s: %d records, %d blobs, tree size %d, root %s\n",
 				out, m.RecordCount, m.BlobCount, m.TreeSize, m.RootHash)
@@ -182,7 +181,7 @@ func runVerify(out io.Writer, args []string, key string, asJSON bool) error {
 			}
 		}
 		b, _ := json.Marshal(res)
-		fmt.Fprintln(out, string(b))
+		writeJSONBytes(out, b)
 		if err == nil && !res.OriginVerified {
 			return &exitOnly{code: exitUnpinned}
 		}
@@ -243,9 +242,7 @@ func newProveCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(p)
+			return writeJSON(cmd.OutOrStdout(), p)
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/internal/printable"
 	"github.com/aerfs/aerfs/snapshot"
 )
 
@@ -120,19 +121,38 @@ func runGC(out io.Writer, o gcOptions) error {
 		res = *r
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(out, res)
 	}
 	verb := "pruned"
 	if res.DryRun {
 		verb = "would prune"
 	}
 	fmt.Fprintf(out, "%s %d stored versions (%s); kept %d (%s)\n", verb, len(res.Prune), humanSize(res.Bytes), res.Kept, humanSize(res.Total))
+	printGCItems(out, res.Items)
 	if res.Record != "" {
 		fmt.Fprintf(out, "gc record %.12s\n", res.Record)
 	}
 	return nil
+}
+
+// printGCItems lists each pruned blob with the versions whose content it
+// is, as aerfs history numbers them.
+func printGCItems(out io.Writer, items []snapshot.GCItem) {
+	for _, it := range items {
+		var vs []string
+		for _, v := range it.Versions {
+			n := fmt.Sprint(v.N)
+			if v.N == 0 {
+				n = "before 1"
+			}
+			vs = append(vs, fmt.Sprintf("%s version %s (%s)", printable.Line(v.Path), n, formatWhen(v.Time)))
+		}
+		what := strings.Join(vs, ", ")
+		if what == "" {
+			what = "no version (refused content already decided, or content never recorded)"
+		}
+		fmt.Fprintf(out, "  %.12s  %9s  %s\n", it.Hash, humanSize(it.Size), what)
+	}
 }
 
 func humanSize(n int64) string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -112,8 +111,8 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 		} else if e.Hash != "" {
 			size = "?" // the blob is gone
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.N, formatWhen(e.Time), e.Principal, orDash(e.Session),
-			size, shortRecord(e.Record), e.Type)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.N, formatWhen(e.Time), line(e.Principal), line(orDash(e.Session)),
+			size, shortRecord(e.Record), line(e.Type))
 	}
 	return tw.Flush()
 }
@@ -217,12 +216,6 @@ func orDash(s string) string {
 }
 
 func formatWhen(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
 
 // lookupErr gives index lookup failures the usage exit code and a hint.
 func lookupErr(err error, hint string) error {

@@ -45,8 +45,7 @@ as a further root by the same daemon and log (docs/agents.md).`,
 			key, _ := os.ReadFile(filepath.Join(state, "evidence", "key.pub"))
 			b, _ := json.Marshal(map[string]string{"workspace": ws, "state": state,
 				"policy": filepath.Join(state, daemon.PolicyName), "key": strings.TrimSpace(string(key))})
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), string(b))
-			return err
+			return writeJSONBytes(cmd.OutOrStdout(), b)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the workspace, state directory, policy and public key as JSON")

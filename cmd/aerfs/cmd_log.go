@@ -8,11 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -116,8 +113,7 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintln(out, string(b))
-			return err
+			return writeJSONBytes(out, b)
 		}
 		_, err := fmt.Fprintln(out, formatRecord(idx, r))
 		return err
@@ -182,7 +178,7 @@ func formatRecord(idx int64, r *evidence.Record) string {
 		}
 		return s
 	}
-	fmt.Fprintf(&b, "%6d %s %-13s %-5s %-16s %-11s", idx, ts, r.Type, dash(m.Verdict), dash(m.Rule), dash(r.Principal))
+	fmt.Fprintf(&b, "%6d %s %-13s %-5s %-16s %-11s", idx, showName(ts), showName(r.Type), dash(showName(m.Verdict)), dash(showName(m.Rule)), dash(showName(r.Principal)))
 	if m.Session != "" {
 		fmt.Fprintf(&b, " session=%s", showName(m.Session))
 	}
@@ -193,7 +189,7 @@ func formatRecord(idx int64, r *evidence.Record) string {
 		fmt.Fprintf(&b, " %s", showName(fp))
 	}
 	if len(r.Taint) > 0 {
-		fmt.Fprintf(&b, " taint=%s", strings.Join(r.Taint, "|"))
+		fmt.Fprintf(&b, " taint=%s", showName(strings.Join(r.Taint, "|")))
 	}
 	switch exe := m.ExePath(); {
 	case m.Pid != 0 && exe != "":
@@ -218,13 +214,14 @@ func formatRecord(idx int64, r *evidence.Record) string {
 	return b.String()
 }
 
-// showName prints a name or a text of a record as it is when it is UTF-8
-// without control characters, and Go-quoted otherwise (\xNN, \n, \x1b),
-// so the text log never writes raw bytes a session chose to the owner's
-// terminal: no escape sequences, no line that looks like another record.
+// showName prints a name or a text of a record on its line of the log as
+// it is when nothing in it needs escaping, and escaped and in quotes
+// otherwise: what a session chose (its file names, its exe, a reason
+// naming them) never writes raw bytes to the owner's terminal — no escape
+// sequences, no line that looks like another record (internal/printable).
 func showName(s string) string {
-	if utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0 {
-		return s
+	if l := line(s); l != s {
+		return `"` + l + `"`
 	}
-	return strconv.Quote(s)
+	return s
 }

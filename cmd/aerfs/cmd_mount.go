@@ -122,7 +122,10 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 			w = zerolog.MultiLevelWriter(logf, os.Stderr)
 		}
 	}
-	log := zerolog.New(w).With().Timestamp().Logger()
+	// Repeated warnings and errors are limited: daemon.log lives in the
+	// state directory, and a full disk must not be refilled by complaints
+	// about it (daemon/quietlog.go).
+	log := zerolog.New(w).With().Timestamp().Logger().Hook(daemon.NewRepeatLimiter())
 	var ready func(error)
 	warn := func(s string) {
 		log.Warn().Msg(s)

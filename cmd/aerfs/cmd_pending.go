@@ -86,8 +86,8 @@ func runPending(out io.Writer, t *target, o pendingOptions) error {
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
-		fmt.Fprintf(out, "%s  %s  by %s session %s  rule %s  at %s\n", shortRecord(it.ID), it.Path, it.Principal,
-			orDash(it.Session), orDash(it.Rule), formatWhen(it.Time))
+		fmt.Fprintf(out, "%s  %s  by %s session %s  rule %s  at %s\n", shortRecord(it.ID), line(it.Path), line(it.Principal),
+			line(orDash(it.Session)), line(orDash(it.Rule)), formatWhen(it.Time))
 		switch {
 		case it.Missing:
 			fmt.Fprintf(out, "  the quarantined content %.12s is missing from the blob store\n", it.Hash)

@@ -46,6 +46,6 @@ func runPromote(out io.Writer, p string) error {
 	}
 	var r struct{ From, To string }
 	json.Unmarshal(resp.Data, &r)
-	fmt.Fprintf(out, "promoted %s -> %s\n", r.From, r.To)
+	fmt.Fprintf(out, "promoted %s -> %s\n", line(r.From), line(r.To))
 	return nil
 }

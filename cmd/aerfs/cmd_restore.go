@@ -40,6 +40,7 @@ type restoreOptions struct {
 	contaminatedBy string
 	sourceVersion  string
 	dryRun         bool
+	yes            bool
 	asJSON         bool
 }
 
@@ -54,7 +55,14 @@ mount. Guarded files created after the target are removed (their content
 stays in the log). --contaminated-by undoes every guarded change downstream
 of SOURCE (a path or a record id) in the provenance graph and keeps every
 unrelated change. Only the owner's channel may restore: a process outside
-every agent session.`,
+every agent session.
+
+The plan comes first: --dry-run prints every file it changes, from which
+version to which (as aerfs history numbers them), and the diffs. A plan
+that goes beyond what you named — it removes a file, or throws away a
+change you made yourself, in a file you did not name — is refused (rule
+RP-confirm) until you confirm it with --yes. An empty scope is an empty
+plan: nothing is restored.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRestore(cmd.OutOrStdout(), o, args)
@@ -65,7 +73,8 @@ every agent session.`,
 	c.Flags().StringVar(&o.before, "before", "", "a time (RFC 3339) or a duration ago (10m)")
 	c.Flags().StringVar(&o.contaminatedBy, "contaminated-by", "", "a path (labelled or not) or record id found to be poisoned")
 	c.Flags().StringVar(&o.sourceVersion, "source-version", "", "with --contaminated-by PATH: only that version of it (its content's SHA-256, or a prefix)")
-	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and the diffs; change nothing")
+	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan (every file, from which version to which) and the diffs; change nothing")
+	c.Flags().BoolVar(&o.yes, "yes", false, "confirm a plan that removes files or throws away changes you made yourself that you did not name")
 	c.Flags().BoolVar(&o.asJSON, "json", false, "print the plan (done or, with --dry-run, to do) as JSON, diffs included")
 	return c
 }
@@ -115,75 +124,90 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 	if n != 1 {
 		return fail(exitUsage, "aerfs restore --help", "say exactly one of: FILE --to V, --snapshot ID, --before TIME, --contaminated-by SOURCE")
 	}
-	resp, err := call(t, req)
+	req.Yes = o.yes
+	resp, err := daemon.Call(t.stateDir, req)
 	if err != nil {
-		return err
+		return fail(exitNotMounted, "is the workspace mounted? aerfs status"+t.flags(), "%v", err)
 	}
-	var plan struct {
-		Reason string          `json:"reason"`
-		Steps  []snapshot.Step `json:"steps"`
+	if !resp.OK && !resp.Refused {
+		return fail(exitError, resp.Hint, "%s", resp.Error)
 	}
-	if err := json.Unmarshal(resp.Data, &plan); err != nil {
-		return err
+	var plan daemon.RestorePlan
+	if len(resp.Data) > 0 {
+		if err := json.Unmarshal(resp.Data, &plan); err != nil {
+			return err
+		}
+	}
+	if resp.Refused && len(resp.Data) == 0 {
+		return fail(exitRefused, resp.Hint, "%s (rule %s)", resp.Error, resp.Rule)
 	}
 	if o.asJSON {
 		type step struct {
-			snapshot.Step
-			Action string `json:"action"` // remove, create or change
-			Diff   string `json:"diff"`
+			snapshot.PlanStep
+			Diff string `json:"diff"`
 		}
 		res := struct {
-			DryRun bool   `json:"dry_run"`
-			Reason string `json:"reason"`
-			Steps  []step `json:"steps"`
-		}{o.dryRun, plan.Reason, []step{}}
+			DryRun  bool   `json:"dry_run"`
+			Done    bool   `json:"done"`
+			Reason  string `json:"reason"`
+			Confirm bool   `json:"needs_confirmation"`
+			Steps   []step `json:"steps"`
+		}{o.dryRun, resp.OK && !o.dryRun && len(plan.Steps) > 0, plan.Reason, plan.Confirm, []step{}}
 		for _, st := range plan.Steps {
-			action := "change"
-			switch {
-			case st.To == "":
-				action = "remove"
-			case st.From == "":
-				action = "create"
-			}
-			res.Steps = append(res.Steps, step{st, action,
+			res.Steps = append(res.Steps, step{st,
 				snapshot.Diff(st.Path, st.Path, blobOrEmpty(t.stateDir, st.From), blobOrEmpty(t.stateDir, st.To))})
 		}
-		b, err := json.Marshal(res)
-		if err != nil {
+		if err := writeJSON(out, res); err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(out, string(b))
-		return err
+	} else {
+		printRestorePlan(out, t, plan, o, resp.Refused)
 	}
-	if len(plan.Steps) == 0 {
-		if o.contaminatedBy != "" {
-			fmt.Fprintf(out, "nothing to restore: %s\n", plan.Reason)
-			return nil
-		}
-		fmt.Fprintf(out, "nothing to do: the guarded files are already there (%s)\n", plan.Reason)
-		return nil
-	}
-	verb := "restored"
-	if o.dryRun {
-		verb = "would restore"
-	}
-	fmt.Fprintf(out, "%s %d file(s): %s\n", verb, len(plan.Steps), plan.Reason)
-	for _, st := range plan.Steps {
-		switch {
-		case st.To == "":
-			fmt.Fprintf(out, "  remove  %s\n", st.Path)
-		case st.From == "":
-			fmt.Fprintf(out, "  create  %s\n", st.Path)
-		default:
-			fmt.Fprintf(out, "  change  %s\n", st.Path)
-		}
-		if o.dryRun {
-			a := blobOrEmpty(t.stateDir, st.From)
-			b := blobOrEmpty(t.stateDir, st.To)
-			fmt.Fprint(out, snapshot.Diff(st.Path, st.Path, a, b))
-		}
+	if resp.Refused {
+		return fail(exitRefused, resp.Hint, "%s (rule %s)", resp.Error, resp.Rule)
 	}
 	return nil
+}
+
+// printRestorePlan prints a restore's plan: each file, what happens to
+// it, from which version to which, and why a step needs --yes; with
+// --dry-run (or when the plan waits for confirmation) the diffs too.
+func printRestorePlan(out io.Writer, t *target, plan daemon.RestorePlan, o restoreOptions, refused bool) {
+	dryRun := o.dryRun
+	if len(plan.Steps) == 0 {
+		if o.contaminatedBy != "" {
+			fmt.Fprintf(out, "nothing to restore: %s\n", line(plan.Reason))
+			return
+		}
+		fmt.Fprintf(out, "nothing to do: the guarded files are already there (%s)\n", line(plan.Reason))
+		return
+	}
+	verb := "restored"
+	switch {
+	case refused:
+		verb = "not restored (needs --yes)"
+	case dryRun:
+		verb = "would restore"
+	}
+	fmt.Fprintf(out, "%s %d file(s): %s\n", verb, len(plan.Steps), line(plan.Reason))
+	version := func(n int, h string) string {
+		switch {
+		case h == "":
+			return "absent"
+		case n == 0:
+			return fmt.Sprintf("content %.12s", h)
+		}
+		return fmt.Sprintf("version %d (%.12s)", n, h)
+	}
+	for _, st := range plan.Steps {
+		fmt.Fprintf(out, "  %-6s  %s: %s -> %s\n", st.Action, line(st.Path), version(st.FromVersion, st.From), version(st.ToVersion, st.To))
+		if st.Beyond != "" {
+			fmt.Fprintf(out, "          needs --yes: %s\n", line(st.Beyond))
+		}
+		if dryRun || refused {
+			fmt.Fprint(out, snapshot.Diff(st.Path, st.Path, blobOrEmpty(t.stateDir, st.From), blobOrEmpty(t.stateDir, st.To)))
+		}
+	}
 }
 
 func blobOrEmpty(stateDir, h string) []byte {
@@ -231,6 +255,6 @@ func runDecide(out io.Writer, op, id string) error {
 	var r struct{ ID, Path string }
 	json.Unmarshal(resp.Data, &r)
 	done := map[string]string{"approve": "approved", "reject": "rejected"}[op]
-	fmt.Fprintf(out, "%s %.12s (%s)\n", done, r.ID, r.Path)
+	fmt.Fprintf(out, "%s %.12s (%s)\n", done, r.ID, line(r.Path))
 	return nil
 }

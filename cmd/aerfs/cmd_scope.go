@@ -76,11 +76,11 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 	if o.version != "" {
 		src += " at version " + o.version
 	}
-	fmt.Fprintf(out, "downstream of %s: %d records, %d guarded %s changed\n\n", src, sc.Records, len(sc.Files), files)
+	fmt.Fprintf(out, "downstream of %s: %d records, %d guarded %s changed\n\n", line(src), sc.Records, len(sc.Files), files)
 	var walk func(n *snapshot.ScopeNode, depth int)
 	walk = func(n *snapshot.ScopeNode, depth int) {
-		fmt.Fprintf(out, "%s%s %s %s %s %s\n", strings.Repeat("  ", depth), n.Type, orDash(n.Path), n.Principal,
-			orDash(n.Session), shortRecord(n.ID))
+		fmt.Fprintf(out, "%s%s %s %s %s %s\n", strings.Repeat("  ", depth), line(n.Type), line(orDash(n.Path)), line(n.Principal),
+			line(orDash(n.Session)), shortRecord(n.ID))
 		for _, c := range n.Children {
 			walk(c, depth+1)
 		}
@@ -98,8 +98,8 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 		if f.First.OldHash != "" {
 			before = shortRecord(f.First.OldHash)
 		}
-		fmt.Fprintf(out, "  %s  first %s %s by %s %s (%d contaminated), before: %s\n", f.Path, f.First.Type,
-			shortRecord(f.First.Record), f.First.Principal, orDash(f.First.Session), f.Versions, before)
+		fmt.Fprintf(out, "  %s  first %s %s by %s %s (%d contaminated), before: %s\n", line(f.Path), line(f.First.Type),
+			shortRecord(f.First.Record), line(f.First.Principal), line(orDash(f.First.Session)), f.Versions, before)
 	}
 	return nil
 }

@@ -85,32 +85,32 @@ func runSessionList(out io.Writer, asJSON bool) error {
 		case s.Live == 0:
 			state = "no live process"
 		}
-		fmt.Fprintf(out, "%s  %s  started %s  %s (%d live)\n", s.ID, s.Principal, formatWhen(s.Started), state, s.Live)
+		fmt.Fprintf(out, "%s  %s  started %s  %s (%d live)\n", line(s.ID), line(s.Principal), formatWhen(s.Started), state, s.Live)
 		if s.Parent != "" {
-			fmt.Fprintf(out, "  started from: %s\n", s.Parent)
+			fmt.Fprintf(out, "  started from: %s\n", line(s.Parent))
 		}
-		fmt.Fprintf(out, "  confinement:  %s\n", orDash(s.Confinement))
+		fmt.Fprintf(out, "  confinement:  %s\n", line(orDash(s.Confinement)))
 		if len(s.Taint) == 0 {
 			fmt.Fprintf(out, "  taint:        none\n")
 		} else {
-			fmt.Fprintf(out, "  taint:        %s\n", strings.Join(s.Taint, "|"))
+			fmt.Fprintf(out, "  taint:        %s\n", line(strings.Join(s.Taint, "|")))
 			for _, c := range s.TaintCauses {
 				what := c.Path
 				if what == "" {
 					what = c.Exe
 				}
-				fmt.Fprintf(out, "    %s  +%s: %s %s\n", formatWhen(c.Time), strings.Join(c.Taint, "|"), c.Reason, what)
+				fmt.Fprintf(out, "    %s  +%s: %s %s\n", formatWhen(c.Time), line(strings.Join(c.Taint, "|")), line(c.Reason), line(what))
 			}
 		}
 		if s.Quarantined {
-			fmt.Fprintf(out, "  quarantine:   QUARANTINED %s\n", s.Quarantine)
-			fmt.Fprintf(out, "                lift it with: aerfs session release %s%s\n", s.ID, t.stateFlag())
+			fmt.Fprintf(out, "  quarantine:   QUARANTINED %s\n", line(s.Quarantine))
+			fmt.Fprintf(out, "                lift it with: aerfs session release %s%s\n", line(s.ID), line(t.stateFlag()))
 		} else {
 			fmt.Fprintf(out, "  quarantine:   no\n")
 		}
 		if s.LastRefusal != nil {
 			r := s.LastRefusal
-			fmt.Fprintf(out, "  refusals:     %d recent; last %s %s %s (%s)\n", s.Refusals, formatWhen(r.Time), r.Op, r.Path, r.Rule)
+			fmt.Fprintf(out, "  refusals:     %d recent; last %s %s %s (%s)\n", s.Refusals, formatWhen(r.Time), line(r.Op), line(r.Path), line(r.Rule))
 		}
 	}
 	return nil
@@ -131,7 +131,7 @@ func runSessionRelease(out io.Writer, id string) error {
 		Taint    []string
 	}
 	json.Unmarshal(resp.Data, &r)
-	fmt.Fprintf(out, "released %s: its changes are decided again (taint: %s)\n", strings.Join(r.Released, ", "), orDash(strings.Join(r.Taint, "|")))
+	fmt.Fprintf(out, "released %s: its changes are decided again (taint: %s)\n", line(strings.Join(r.Released, ", ")), line(orDash(strings.Join(r.Taint, "|"))))
 	return nil
 }
 
@@ -150,10 +150,10 @@ func runSessionEnd(out io.Writer, id string) error {
 	}
 	json.Unmarshal(resp.Data, &r)
 	if r.Left > 0 {
-		fmt.Fprintf(out, "ended session %s; %d processes are still exiting\n", r.Session, r.Left)
+		fmt.Fprintf(out, "ended session %s; %d processes are still exiting\n", line(r.Session), r.Left)
 		return nil
 	}
-	fmt.Fprintf(out, "ended session %s: its processes were killed\n", r.Session)
+	fmt.Fprintf(out, "ended session %s: its processes were killed\n", line(r.Session))
 	return nil
 }
 

@@ -66,7 +66,7 @@ func runSnapshotList(out io.Writer, t *target, o snapshotListOptions) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tFILES\tLABEL")
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", shortRecord(s.ID), formatWhen(s.Time), s.Files, s.Label)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", shortRecord(s.ID), formatWhen(s.Time), s.Files, line(s.Label))
 	}
 	return tw.Flush()
 }

@@ -35,8 +35,7 @@ func runStatus(out io.Writer, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		_, err := fmt.Fprintln(out, string(resp.Data))
-		return err
+		return writeJSONBytes(out, resp.Data)
 	}
 	var st daemon.Status
 	if err := json.Unmarshal(resp.Data, &st); err != nil {
@@ -51,9 +50,9 @@ func runStatus(out io.Writer, asJSON bool) error {
 		fmt.Fprintf(out, "evidence:    log healthy\n")
 	} else if st.LogHealthy {
 		fmt.Fprintf(out, "evidence:    log healthy (recovered by itself; last error %s: %s)\n",
-			st.LogLastErrAt.Format("2006-01-02 15:04:05Z"), st.LogLastError)
+			st.LogLastErrAt.Format("2006-01-02 15:04:05Z"), line(st.LogLastError))
 	} else {
-		fmt.Fprintf(out, "evidence:    LOG FAILING — guarded changes are refused until it recovers: %s\n", st.LogLastError)
+		fmt.Fprintf(out, "evidence:    LOG FAILING — guarded changes are refused until it recovers: %s\n", line(st.LogLastError))
 	}
 	fmt.Fprintf(out, "since mount: %d allowed, %d denied; %d guarded commits, %d quarantined; %d labelled files\n",
 		st.Allowed, st.Denied, st.Committed, st.Quarantined, st.Labels)
@@ -67,9 +66,9 @@ func runStatus(out io.Writer, asJSON bool) error {
 		if s.Quarantined {
 			held = "  QUARANTINED (burst of refusals)"
 		}
-		fmt.Fprintf(out, "  %-20s %-11s taint=%s live=%d%s\n", s.ID, s.Principal, taint, s.Live, held)
+		fmt.Fprintf(out, "  %-20s %-11s taint=%s live=%d%s\n", line(s.ID), line(s.Principal), line(taint), s.Live, held)
 		if s.Confinement != "" {
-			fmt.Fprintf(out, "  %-20s confined: %s\n", "", s.Confinement)
+			fmt.Fprintf(out, "  %-20s confined: %s\n", "", line(s.Confinement))
 		}
 	}
 	return nil

@@ -49,6 +49,6 @@ func runTaint(out io.Writer, session string, flags []string) error {
 		Taint   []string
 	}
 	json.Unmarshal(resp.Data, &r)
-	fmt.Fprintf(out, "session %s taint: %s\n", r.Session, strings.Join(r.Taint, "|"))
+	fmt.Fprintf(out, "session %s taint: %s\n", line(r.Session), line(strings.Join(r.Taint, "|")))
 	return nil
 }

@@ -89,7 +89,7 @@ func watchLine(r *evidence.Record, color bool) string {
 	if t, err := time.Parse(time.RFC3339Nano, m.Time); err == nil {
 		ts = t.Local().Format("15:04:05.000")
 	}
-	verdict := fmt.Sprintf("%-5s", strings.ToUpper(m.Verdict))
+	verdict := fmt.Sprintf("%-5s", line(strings.ToUpper(m.Verdict)))
 	if color {
 		switch m.Verdict {
 		case "allow":
@@ -104,10 +104,12 @@ func watchLine(r *evidence.Record, color bool) string {
 		}
 		return s
 	}
-	line := fmt.Sprintf("%s %s %-18s %-11s %-14s %-8s %s", ts, verdict, dash(m.Rule), dash(r.Principal),
-		dash(m.Session), dash(m.Op), dash(m.Path))
+	// Every field is escaped (internal/printable) before the colour is
+	// added: watch writes its own escape sequences, never a session's.
+	out := fmt.Sprintf("%s %s %-18s %-11s %-14s %-8s %s", line(ts), verdict, dash(line(m.Rule)), dash(line(r.Principal)),
+		dash(line(m.Session)), dash(line(m.Op)), dash(line(m.FilePath())))
 	if m.Verdict != "allow" && m.Reason != "" {
-		line += " — " + m.Reason
+		out += " — " + line(m.Reason)
 	}
-	return line
+	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/guard/explain"
+	"github.com/aerfs/aerfs/internal/printable"
 )
 
 func newWhyCommand() *cobra.Command {
@@ -62,6 +63,10 @@ func runWhy(out io.Writer, session string, args []string, asJSON bool) error {
 	if err := json.Unmarshal(resp.Data, &e); err != nil {
 		return err
 	}
-	_, err = fmt.Fprint(out, e.Text())
+	// What the agent reads in .aerfs/status, for the owner: its paths,
+	// reasons and causes are a session's text (internal/printable), each
+	// field on its line.
+	escapeStrings(&e)
+	_, err = fmt.Fprint(out, printable.Text(e.Text()))
 	return err
 }

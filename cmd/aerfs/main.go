@@ -88,7 +88,9 @@ from which process writes and what it has read, never from the bytes.`,
 func main() {
 	root := newRootCommand()
 	root.SetFlagErrorFunc(flagError)
+	flush := printableOutput(root)
 	err := root.Execute()
+	flush()
 	os.Exit(report(err))
 }
 
@@ -121,9 +123,11 @@ func report(err error) int {
 			code, hint = exitUsage, "'aerfs --help' lists the commands, 'aerfs CMD --help' a command's flags"
 		}
 	}
-	fmt.Fprintf(os.Stderr, "aerfs: %v\n", err)
+	// An error may name what a session chose (a path, a session's
+	// report): one line, escaped.
+	fmt.Fprintf(os.Stderr, "aerfs: %s\n", line(err.Error()))
 	if hint != "" {
-		fmt.Fprintf(os.Stderr, "hint: %s\n", hint)
+		fmt.Fprintf(os.Stderr, "hint: %s\n", line(hint))
 	}
 	return code
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -139,7 +140,17 @@ func (s *Store) Set(k Key, l *Label) error {
 		c := *l
 		s.m[k] = &c
 	}
+	// A write cut short (a full disk) must not leave a torn line in the
+	// middle of the journal, where the next entry would be glued to it
+	// and the next mount refuse the file: cut it back to where it was.
+	end, err := s.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
 	if _, err := s.f.Write(b); err != nil {
+		if terr := s.f.Truncate(end); terr != nil {
+			return fmt.Errorf("%w (and the torn entry could not be cut: %v)", err, terr)
+		}
 		return err
 	}
 	s.dirty++

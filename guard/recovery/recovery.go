@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -82,6 +83,10 @@ func (r *Recovery) State() (map[string]string, error) {
 	return out, ferr
 }
 
+// ErrChanged is returned by Set when the file no longer holds the content
+// the change was planned from.
+var ErrChanged = errors.New("the file changed since the change was planned")
+
 // Set gives the guarded file rel the content with hash h, or removes it
 // when h is "", through the one transaction: the previous version is
 // kept, the record mk makes (given the previous hash) is durable before
@@ -90,9 +95,14 @@ func (r *Recovery) State() (map[string]string, error) {
 // flushed before it returns. base, when not nil, is the content rel must
 // still hold (an edit made against a version someone changed meanwhile
 // would silently undo that change). It is idempotent: a file that already
-// holds h is left alone (no record). It returns the previous hash (""
-// when the file was absent) and the record's id.
-func (r *Recovery) Set(rel, h string, base *string, mk func(old string) *evidence.Record) (string, string, error) {
+// holds h is left alone (no record). from, when not nil, is the content
+// rel held when the change was planned (a restore's step, an approval's
+// reviewed base): decided under the path's lock, a change that landed
+// after the plan is never overwritten — Set changes nothing and returns
+// ErrChanged when rel holds neither from nor h (h: the change was made
+// already, as a resumed restore finds it). It returns the previous hash
+// ("" when the file was absent) and the record's id.
+func (r *Recovery) Set(rel, h string, base, from *string, mk func(old string) *evidence.Record) (string, string, error) {
 	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
 		return "", "", fmt.Errorf("bad path %q", rel)
 	}
@@ -103,6 +113,9 @@ func (r *Recovery) Set(rel, h string, base *string, mk func(old string) *evidenc
 	}
 	if base != nil && old != *base {
 		return "", "", fmt.Errorf("%s changed while it was being edited", rel)
+	}
+	if from != nil && old != *from && old != h {
+		return old, "", fmt.Errorf("%s: %w (it holds %.12s, the plan expected %.12s)", rel, ErrChanged, old, *from)
 	}
 	if old == h {
 		r.c.Changes.Expect(rel, h)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"syscall"
+	"time"
 
 	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/evidence"
@@ -133,7 +134,14 @@ func (t *Txn) Apply(c *Change) (errno syscall.Errno) {
 	}
 	ok = true
 	if c.Done != nil {
-		return c.Done(ids)
+		if errno := c.Done(ids); errno != 0 {
+			// The change is recorded and published: the caller must not
+			// be told it failed (a writer whose close failed would take
+			// its content for refused while every reader sees it). What
+			// failed is bookkeeping after the fact (a label that could
+			// not be stored on a full state directory).
+			t.c.Ledger.Log.Error().Err(errno).Strs("paths", paths).Msg("guarded change published, but its labels or indexes could not be updated")
+		}
 	}
 	return 0
 }
@@ -153,10 +161,30 @@ func (t *Txn) notApplied(paths []string, old, after map[string]string, ids []str
 		Meta: evidence.Meta{Op: "not-applied", Verdict: "allow", UID: uint32(os.Getuid()), Pid: os.Getpid(),
 			Reason: fmt.Sprintf("the change was recorded but the backing filesystem refused it (%v): not applied", errno)},
 		Payload: &evidence.Payload{Detail: "not applied", Files: files}}
-	if _, err := t.c.Ledger.Must(r); err != nil {
-		t.c.Ledger.Log.Error().Err(err).Strs("paths", paths).Msg("a recorded change was not applied and the log cannot say so; the next mount completes it")
+	// Until this record is durable the log says the paths hold what the
+	// change would have given them, and the next mount would complete a
+	// change whose caller was told it failed. The log heals by itself once
+	// its cause is gone (a full state directory freed): keep trying, with
+	// the paths still locked so that no later change is recorded before
+	// this one, for up to notAppliedPatience.
+	wait := 10 * time.Millisecond
+	for deadline := time.Now().Add(notAppliedPatience); ; {
+		_, err := t.c.Ledger.Must(r)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.c.Ledger.Log.Error().Err(err).Strs("paths", paths).Msg("a recorded change was not applied and the log cannot say so; the next mount completes it")
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
 	}
 }
+
+// notAppliedPatience is how long a change that was recorded but could not
+// be published waits for the log to accept the record that says so.
+var notAppliedPatience = time.Minute
 
 // Keep keeps the current content of a guarded path as a blob and returns
 // its hash: "" when the path is absent or not a regular file.
