@@ -167,3 +167,43 @@ func TestReadsBigFileByFingerprint(t *testing.T) {
 		t.Fatalf("big file listed as %+v", rs)
 	}
 }
+
+// BenchmarkPlainWriteOpen is what the guard adds to the open of a plain
+// file for writing by a trusted writer (the bench's open(O_WRONLY) row),
+// and to its close (flush and release: the writers resolved again).
+func BenchmarkPlainWriteOpen(b *testing.B) {
+	ws := b.TempDir()
+	os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644)
+	h, _ := benchHouse(b, ws)
+	d := &Door{h: h}
+	c := Caller(os.Getpid())
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Join(ws, "f"), &st)
+	nop := func() syscall.Errno { return 0 }
+	b.Run("open", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			o, errno := d.Open(c, "f", syscall.O_WRONLY, nop)
+			if errno != 0 {
+				b.Fatal(errno)
+			}
+			b.StopTimer()
+			if o.Plain != nil {
+				o.Plain.Release(&st)
+			}
+			b.StartTimer()
+		}
+	})
+	b.Run("close", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			o, _ := d.Open(c, "f", syscall.O_WRONLY, nop)
+			b.StartTimer()
+			if o.Plain != nil {
+				o.Plain.Flush(c, &st)
+				o.Plain.Release(&st)
+			}
+		}
+	})
+}

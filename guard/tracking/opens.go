@@ -36,7 +36,7 @@ type inode struct {
 	writers int
 	readers map[*Reader]struct{} // open read handles
 	exposed []*principal.Resolved
-	settle  map[*Writer]func() // what brings the label up to date with the writers as they are now
+	settle  []*Writer // the handles whose label can be brought up to date with their writers as they are now
 }
 
 // Writer is one handle open for writing.
@@ -81,10 +81,7 @@ func (o *Opens) WriteOpened(k label.Key, settle func()) *Writer {
 		f.expose(r.res)
 	}
 	if settle != nil {
-		if f.settle == nil {
-			f.settle = map[*Writer]func(){}
-		}
-		f.settle[w] = settle
+		f.settle = append(f.settle, w)
 	}
 	o.mu.Unlock()
 	return w
@@ -94,7 +91,12 @@ func (o *Opens) WriteOpened(k label.Key, settle func()) *Writer {
 func (o *Opens) WriteClosed(w *Writer) {
 	o.mu.Lock()
 	if f := o.files[w.key]; f != nil {
-		delete(f.settle, w)
+		for i, x := range f.settle {
+			if x == w {
+				f.settle = append(f.settle[:i], f.settle[i+1:]...)
+				break
+			}
+		}
 		if f.writers > 0 {
 			f.writers--
 		}
@@ -127,8 +129,8 @@ func (o *Opens) Settle(res *principal.Resolved) {
 			hit = hit || readerOf(x) == me
 		}
 		if hit {
-			for _, s := range f.settle {
-				todo = append(todo, s)
+			for _, w := range f.settle {
+				todo = append(todo, w.settle)
 			}
 		}
 	}

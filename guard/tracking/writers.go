@@ -11,10 +11,15 @@ import (
 
 // WriterSet is every process that wrote through a handle (its opener
 // included), each with the resolutions seen while it wrote. The zero value
-// is ready to use; the handle's lock guards it.
+// is ready to use; the handle's lock guards it. A handle has one writer
+// or a few: a slice searched in order is cheaper than a map.
 type WriterSet struct {
-	order []principal.ProcID
-	seen  map[principal.ProcID][]*principal.Resolved
+	ws []writer
+}
+
+type writer struct {
+	id   principal.ProcID
+	seen []*principal.Resolved
 }
 
 // Note adds res (a resolution of a process that writes through the
@@ -24,25 +29,26 @@ func (w *WriterSet) Note(res *principal.Resolved) {
 	if res == nil || !res.Identified {
 		return
 	}
-	if w.seen == nil {
-		w.seen = map[principal.ProcID][]*principal.Resolved{}
-	}
 	id := res.Proc.ID
-	rs, known := w.seen[id]
-	if !known {
-		w.order = append(w.order, id)
+	i := 0
+	for i < len(w.ws) && w.ws[i].id != id {
+		i++
 	}
-	for _, r := range rs {
+	if i == len(w.ws) {
+		w.ws = append(w.ws, writer{id: id})
+	}
+	x := &w.ws[i]
+	for _, r := range x.seen {
 		if r == res {
 			return
 		}
 	}
-	if len(rs) >= 8 {
+	if len(x.seen) >= 8 {
 		// Keep the first (the identity it opened or first wrote with) and
 		// the latest ones.
-		rs = append(rs[:1], rs[2:]...)
+		x.seen = append(x.seen[:1], x.seen[2:]...)
 	}
-	w.seen[id] = append(rs, res)
+	x.seen = append(x.seen, res)
 }
 
 // Now resolves every writer afresh and returns every resolution a
@@ -55,14 +61,14 @@ func (w *WriterSet) Note(res *principal.Resolved) {
 // recorded under: the opener as it is now.
 func (w *WriterSet) Now(reg *principal.Registry) []*principal.Resolved {
 	var out []*principal.Resolved
-	for _, id := range w.order {
-		if now := resolveNow(reg, id); now != nil {
+	for i := 0; i < len(w.ws); i++ {
+		if now := resolveNow(reg, w.ws[i].id); now != nil {
 			w.Note(now)
 			out = append(out, now)
 		}
 	}
-	for _, id := range w.order {
-		out = append(out, w.seen[id]...)
+	for _, x := range w.ws {
+		out = append(out, x.seen...)
 	}
 	return out
 }
@@ -78,9 +84,10 @@ func (w *WriterSet) Now(reg *principal.Registry) []*principal.Resolved {
 // release of a handle comes after the close that ended the write, often
 // while the writer exits: that race decided the label before.
 func resolveNow(reg *principal.Registry, id principal.ProcID) *principal.Resolved {
-	if !principal.Alive(id) || exiting(id.Tgid) {
-		return nil
-	}
+	// Resolve first: a live writer (the common case) is answered from
+	// the registry's cache, which checks the process is still the one it
+	// knew; only an answer for another process, or none, asks whether the
+	// writer is still there.
 	res := reg.Resolve(id.Tgid)
 	if res.Identified && res.Proc.ID == id {
 		return res
