@@ -183,7 +183,8 @@ func (d *Dir) Walk(rel string, fn func(sub string, st *syscall.Stat_t)) {
 
 // SyncPaths makes the given paths durable: each regular file's content
 // and each one's directory (a rename is durable once its directory is).
-// A path gone since is skipped; the first error is returned. Only those:
+// A path gone since is skipped (a directory gone or replaced: the nearest
+// one that remains is flushed); the first error is returned. Only those:
 // a syncfs of the whole backing file system would wait for everything
 // every other program wrote there (minutes behind a large copy).
 func (d *Dir) SyncPaths(paths []string) error {
@@ -193,20 +194,33 @@ func (d *Dir) SyncPaths(paths []string) error {
 		dir, name := path.Split(rel)
 		dir = strings.TrimSuffix(dir, "/")
 		dfd, err := d.OpenDir(dir)
+		for err != nil && dir != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+			// The directory is gone, or something else stands at its
+			// name (a session's symbolic link): nothing of aerfs's is
+			// left in it, but its removal is an entry of the nearest
+			// directory that remains.
+			dir, name = path.Dir(dir), ""
+			if dir == "." {
+				dir = ""
+			}
+			dfd, err = d.OpenDir(dir)
+		}
 		if err != nil {
-			if !errors.Is(err, unix.ENOENT) && first == nil {
+			if first == nil {
 				first = err
 			}
 			continue
 		}
-		if fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
-			var st unix.Stat_t
-			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				if err := unix.Fsync(fd); err != nil && first == nil {
-					first = err
+		if name != "" { // else only the directory that remains
+			if fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
+				var st unix.Stat_t
+				if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+					if err := unix.Fsync(fd); err != nil && first == nil {
+						first = err
+					}
 				}
+				unix.Close(fd)
 			}
-			unix.Close(fd)
 		}
 		if !dirs[dir] {
 			dirs[dir] = true

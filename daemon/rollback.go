@@ -44,10 +44,14 @@ func rollbackSession(m *guarded, stateDir string, log zerolog.Logger, sess *prin
 		if err != nil {
 			continue
 		}
-		plan, err := rebaseWithout(stateDir, x.History(p), sess.ID, cur, m.PutBlob)
+		plan, err := rebaseWithout(x.History(p), sess.ID, cur, m.Blob, m.PutBlob)
 		switch {
 		case err != nil:
-			log.Error().Err(err).Str("path", p).Str("session", sess.ID).Msg("burst rollback: file left as it is")
+			// The rebase could not be worked out (content unreadable):
+			// the file is left as it is and the full rollback waits for
+			// the owner, as a conflict does — never only a log line.
+			quarantineRollback(m, log, sess.ID, p, cur, &rollbackPlan{conflict: true, naive: firstBefore(x.History(p), sess.ID),
+				detail: "the later changes could not be merged back: " + err.Error()})
 		case plan == nil:
 		case plan.conflict:
 			quarantineRollback(m, log, sess.ID, p, cur, plan)
@@ -60,8 +64,15 @@ func rollbackSession(m *guarded, stateDir string, log zerolog.Logger, sess *prin
 	}
 	j := &snapshot.Journal{ID: "burst-" + sess.ID, Reason: "burst: roll back what session " + sess.ID + " changed, keeping later changes by others",
 		Steps: steps, Done: make([]bool, len(steps))}
-	if err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback"); err != nil {
+	failed, err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback")
+	if err != nil {
 		log.Error().Err(err).Str("session", sess.ID).Msg("burst rollback")
+	}
+	// A file the rollback could not write waits for the owner, as a
+	// conflict does: approving the pending item writes it.
+	for _, f := range failed {
+		quarantineRollback(m, log, sess.ID, f.Path, f.From, &rollbackPlan{conflict: true, naive: f.To,
+			detail: "the rolled-back content could not be written: " + f.Why})
 	}
 }
 
@@ -80,7 +91,7 @@ type rollbackPlan struct {
 // its first change, every later change by someone else is merged back in
 // (snapshot.Merge3), the session's own are left out. nil: the session
 // never changed the file.
-func rebaseWithout(stateDir string, hist []snapshot.Version, id, cur string, put func([]byte) (string, error)) (*rollbackPlan, error) {
+func rebaseWithout(hist []snapshot.Version, id, cur string, blob func(string) ([]byte, error), put func([]byte) (string, error)) (*rollbackPlan, error) {
 	first := -1
 	for i, v := range hist {
 		if v.Session == id && (v.Type == evidence.TypeWrite || v.Type == evidence.TypeDelete || v.Type == evidence.TypeRename) {
@@ -110,7 +121,9 @@ func rebaseWithout(stateDir string, hist []snapshot.Version, id, cur string, put
 		if h == "" {
 			return nil, nil
 		}
-		return evidence.ReadBlob(stateDir, h)
+		// Through the log: content a merge above has just stored may be
+		// held in memory until the next checkpoint, not yet on disk.
+		return blob(h)
 	}
 	var kept []string
 	for _, c := range later {
@@ -159,6 +172,17 @@ func rebaseWithout(stateDir string, hist []snapshot.Version, id, cur string, put
 		plan.detail = "kept later changes by " + strings.Join(kept, ", ")
 	}
 	return plan, nil
+}
+
+// firstBefore is the content of a file before session id's first change of
+// it ("" when the session created it, or never changed it).
+func firstBefore(hist []snapshot.Version, id string) string {
+	for _, v := range hist {
+		if v.Session == id && (v.Type == evidence.TypeWrite || v.Type == evidence.TypeDelete || v.Type == evidence.TypeRename) {
+			return v.OldHash
+		}
+	}
+	return ""
 }
 
 // quarantineRollback leaves a file whose rollback conflicts as it is and
