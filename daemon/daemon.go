@@ -15,8 +15,11 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
 
+	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
 	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
+	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/internal/mountinfo"
 	"github.com/aerfs/aerfs/metrics"
 	"github.com/aerfs/aerfs/policy"
@@ -126,14 +129,14 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer elog.Close()
-	labels, err := aerfs.OpenLabels(filepath.Join(o.StateDir, "labels.jsonl"))
+	labels, err := label.Open(filepath.Join(o.StateDir, "labels.jsonl"))
 	if err != nil {
 		return err
 	}
 	defer labels.Close()
 
 	ev := &events{}
-	var mon *aerfs.Monitor
+	var mon *guarded
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
 	reg.SetStateDir(o.StateDir)
 	health := &logHealth{ok: true, log: o.Log}
@@ -146,21 +149,34 @@ func Run(ctx context.Context, o Options) (err error) {
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok },
 		})
 	}
-	mon, err = aerfs.NewMonitor(aerfs.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
-		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log})
-	if err != nil {
-		return err
-	}
-	mon.SetAuthorityConfig(authorityConfig(pol))
+	var onCommit func(time.Duration)
 	if rec.m != nil {
-		mon.OnCommit = rec.m.ObserveCommit
+		onCommit = rec.m.ObserveCommit
 	}
-	ev.m = mon
-	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), mon, reg, rec)
+	// The quarantine of a burst covers the session tree: every session
+	// started from the root has its guarded changes rolled back, in every
+	// root (the workspace's guard routes the paths).
+	onBurst := func(root *principal.Session) {
+		for _, s := range reg.Sessions() {
+			if s.TreeRoot() == root {
+				rollbackSession(mon, o.StateDir, o.Log, s)
+			}
+		}
+	}
+	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), reg, rec, onCommit, onBurst)
 	if err != nil {
 		return err
 	}
 	defer roots.close()
+	g, err := guard.New(guard.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
+		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log, Roots: roots.guards(),
+		Authority: authority.New(authorityConfig(pol), nil), Namespaces: true, OnCommit: onCommit, OnBurst: onBurst})
+	if err != nil {
+		return err
+	}
+	mon = newGuarded(g, rec, "", rootFd)
+	roots.attach(mon)
+	ev.m = mon
 	// Sessions are cgroups where the daemon may make them (root and a
 	// cgroup v2 hierarchy); elsewhere they are followed by ancestry.
 	if cg, err := principal.NewCgroups(o.StateDir); err != nil {
@@ -201,25 +217,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
 		return err
 	}
-	// The namespace roots exist, so that a session can make its own
-	// directory (creating the roots is the owner's, not a session's).
-	if err := mon.EnsureNamespaces(); err != nil {
-		return err
-	}
-	mon.OnBurst = func(root *principal.Session) {
-		// The quarantine covers the session tree: every session started
-		// from the root has its guarded changes rolled back.
-		for _, s := range reg.Sessions() {
-			if s.TreeRoot() == root {
-				rollbackSession(mon, o.StateDir, o.Log, s)
-			}
-		}
-	}
 	if err := checkDriftAtMount(ctx, mon, o); err != nil {
 		return err
 	}
 
-	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
+	server, err := aerfs.Mount(ws, mon.Door(), aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
 	if err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func Run(ctx context.Context, o Options) (err error) {
 const flushBound = 3 * time.Second
 
 // events records what the registry learns.
-type events struct{ m *aerfs.Monitor }
+type events struct{ m *guarded }
 
 func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why string, p principal.Proc) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: added.Names(),
@@ -517,8 +519,8 @@ func FindMount(p string) *MountInfo {
 // checkDriftAtMount compares the guarded files with what the log says aerfs
 // last gave them (changes made while unmounted are drift), then watches the
 // backing directory for drift while mounted.
-func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
-	cur, err := m.GuardedState()
+func checkDriftAtMount(ctx context.Context, m *guarded, o Options) error {
+	cur, err := m.State()
 	if err != nil {
 		return fmt.Errorf("cannot read the guarded files: %w", err)
 	}
@@ -527,7 +529,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	if err := m.FlushLog(); err != nil {
 		return err
 	}
-	prev, pending, err := lastKnownState(o.StateDir)
+	prev, pending, ended, err := lastKnownState(o.StateDir)
 	if err != nil {
 		return err
 	}
@@ -546,7 +548,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 		if c.After == "" {
 			op = "complete-" + c.Type
 		}
-		_, _, err := m.SetContent(p, c.After, func(found string) *evidence.Record {
+		_, _, err := m.setContent(p, c.After, func(found string) *evidence.Record {
 			why := "a " + c.Type + " was recorded but not applied before a crash: completed at mount"
 			if found != c.Before {
 				why = "a " + c.Type + " was recorded and the file holds neither its content nor the one before after a crash: completed at mount, what was found kept as the previous version"
@@ -565,7 +567,9 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 		}
 		o.Log.Warn().Str("path", p).Str("op", op).Msg("completed a recorded change interrupted by a crash")
 	}
-	// A file the log never saw predates aerfs (or this log): believe it.
+	// A file the log never saw predates aerfs (or this log, or the policy
+	// that guards it): believe it — unless it was born after the previous
+	// mount ended: created while unmounted, it is drift.
 	union := map[string]string{}
 	for p, h := range prev {
 		union[p] = h
@@ -573,11 +577,14 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	for p, h := range cur {
 		if _, ok := prev[p]; !ok {
 			union[p] = h
+			if !ended.IsZero() && !m.isRootPath(p) && m.bornAfter(p, ended) {
+				union[p] = ""
+			}
 		}
 	}
-	m.SetExpected(union)
+	m.Expect(guard.Expectation{State: union})
 	for p := range union {
-		d, err := m.CheckDrift(p)
+		d, err := m.Drift(p)
 		if err != nil {
 			o.Log.Warn().Err(err).Str("path", p).Msg("drift check at mount")
 			continue
@@ -587,7 +594,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 		}
 	}
 	// The state at mount is the baseline the next mount compares with.
-	now, err := m.GuardedState()
+	now, err := m.State()
 	if err != nil {
 		return err
 	}
@@ -602,7 +609,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	}
 	paths := make([]string, 0, len(now))
 	for p := range now {
-		if !m.IsRootPath(p) { // each root has its own watcher (roots.go)
+		if !m.isRootPath(p) { // each root has its own watcher (roots.go)
 			paths = append(paths, p)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/netproxy"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -108,8 +108,8 @@ func parseNetPlan(req Request, parent string) (netPlan, error) {
 
 // sessionNets is the network state of every session of this mount.
 type sessionNets struct {
-	m   *aerfs.Monitor
-	rec aerfs.Recorder
+	m   *guarded
+	rec ledger.Recorder
 	log zerolog.Logger
 
 	mu      sync.Mutex
@@ -119,7 +119,7 @@ type sessionNets struct {
 	hosts   map[string]map[string]*NetHost // session id → host:port → what it did
 }
 
-func newSessionNets(m *aerfs.Monitor, rec aerfs.Recorder, log zerolog.Logger) *sessionNets {
+func newSessionNets(m *guarded, rec ledger.Recorder, log zerolog.Logger) *sessionNets {
 	return &sessionNets{m: m, rec: rec, log: log, plans: map[string]netPlan{}, byRoot: map[principal.ProcID]netPlan{},
 		proxies: map[string]*sessionProxy{}, hosts: map[string]map[string]*NetHost{}}
 }

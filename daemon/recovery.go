@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 	"github.com/aerfs/aerfs/snapshot"
@@ -58,7 +58,7 @@ func (s *controlServer) takeSnapshot(pid int, req Request) *Response {
 	if refusal != nil {
 		return refusal
 	}
-	state, err := s.m.GuardedState()
+	state, err := s.m.State()
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
@@ -296,7 +296,7 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		return refusal
 	}
 	defer unlock()
-	cur, err := s.m.GuardedState()
+	cur, err := s.m.State()
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
@@ -355,7 +355,7 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 // disk) is left and named, in the record and in what runJournal returns
 // (failed), and the others go on: one obstacle must neither
 // stop the rest nor leave a journal that every later mount fails on.
-func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (failed []stepFailure, err error) {
+func runJournal(m *guarded, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (failed []stepFailure, err error) {
 	// The contents the steps name (kept by GuardedState, or by the
 	// versions being restored) are durable before the journal naming them.
 	if err := m.FlushLog(); err != nil {
@@ -381,11 +381,11 @@ func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapsh
 // recordRestore records only the steps whose file holds their To.
 // A step that fails otherwise is left too, and returned in failed; err is
 // only the journal itself failing (then the next mount resumes it).
-func applyJournal(m *aerfs.Monitor, stateDir string, j *snapshot.Journal, log zerolog.Logger) (failed []stepFailure, err error) {
+func applyJournal(m *guarded, stateDir string, j *snapshot.Journal, log zerolog.Logger) (failed []stepFailure, err error) {
 	delay := stepDelay()
 	for _, i := range j.Remaining() {
 		st := j.Steps[i]
-		if _, _, err := m.SetContentFrom(st.Path, st.From, st.To, nil); errors.Is(err, aerfs.ErrChanged) {
+		if _, _, err := m.setContentFrom(st.Path, st.From, st.To, nil); errors.Is(err, guard.ErrChanged) {
 			log.Warn().Err(err).Str("path", st.Path).Msg("restore step left alone: the file changed since the plan")
 		} else if err != nil {
 			log.Warn().Err(err).Str("path", st.Path).Msg("restore step left: it could not be applied")
@@ -429,7 +429,7 @@ func failures(fs []stepFailure) string {
 	return strings.Join(out, "; ")
 }
 
-func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string, failed []stepFailure) (string, error) {
+func recordRestore(m *guarded, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string, failed []stepFailure) (string, error) {
 	files := make([]evidence.FileState, 0, len(j.Steps))
 	paths := make([]string, 0, len(j.Steps))
 	var left []string
@@ -438,7 +438,7 @@ func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer
 		notApplied[f.Path] = true
 	}
 	for _, st := range j.Steps {
-		if cur, err := m.HashRel(st.Path); err != nil || cur != st.To {
+		if cur, err := m.hashOf(st.Path); err != nil || cur != st.To {
 			if !notApplied[st.Path] {
 				left = append(left, st.Path)
 			}
@@ -472,7 +472,7 @@ func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer
 	}
 	id, err := m.Record(r)
 	if err == nil {
-		m.SetLastRecord(id, paths...)
+		m.Expect(guard.Expectation{Record: id, Paths: paths})
 	}
 	return id, err
 }
@@ -480,7 +480,7 @@ func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer
 // resumeJournal finishes a restore that a crash interrupted, before the
 // mount serves: the workspace ends fully at the target, and the log says
 // the restore was resumed.
-func resumeJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger) error {
+func resumeJournal(m *guarded, stateDir string, log zerolog.Logger) error {
 	j, err := snapshot.ReadJournal(stateDir)
 	if err != nil {
 		return fmt.Errorf("restore journal: %w", err)
@@ -538,7 +538,7 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 		b, _ := json.Marshal(map[string]string{"id": item.ID, "path": item.Path})
 		return &Response{OK: true, Data: b}
 	}
-	cur, err := s.m.HashRel(item.Path)
+	cur, err := s.m.hashOf(item.Path)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
@@ -555,12 +555,12 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	// record is durable before the file changes. It is planned from the
 	// base the owner reviewed: a commit that lands after the check above
 	// is never overwritten (ErrChanged).
-	if _, _, err := s.m.SetContentFrom(item.Path, item.BaseHash, item.Hash, func(old string) *evidence.Record {
+	if _, _, err := s.m.setContentFrom(item.Path, item.BaseHash, item.Hash, func(old string) *evidence.Record {
 		return &evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
 			Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 				Reason: "approved content committed"},
 			Payload: &evidence.Payload{OldHash: old, NewHash: item.Hash}}
-	}); errors.Is(err, aerfs.ErrChanged) {
+	}); errors.Is(err, guard.ErrChanged) {
 		return &Response{Error: "approved but not written: " + err.Error(),
 			Hint: "the approval is recorded; look at aerfs diff " + item.Path + " and write the content with aerfs edit if you still want it"}
 	} else if err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 	"github.com/aerfs/aerfs/snapshot"
@@ -30,7 +29,7 @@ const RuleRollbackConflict = "RB-conflict"
 // touched the same lines), the file is left alone and the full rollback of
 // that file waits in aerfs pending, for the owner to approve or reject
 // (rule RB-conflict).
-func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess *principal.Session) {
+func rollbackSession(m *guarded, stateDir string, log zerolog.Logger, sess *principal.Session) {
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
 	m.FlushLog()
@@ -41,7 +40,7 @@ func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess
 	}
 	var steps []snapshot.Step
 	for _, p := range x.Paths() {
-		cur, err := m.HashRel(p)
+		cur, err := m.hashOf(p)
 		if err != nil {
 			continue
 		}
@@ -190,7 +189,7 @@ func firstBefore(hist []snapshot.Version, id string) string {
 // puts the full rollback (the content before the session's first change)
 // in aerfs pending: the owner approves it (every later change goes too) or
 // rejects it (the file stays).
-func quarantineRollback(m *aerfs.Monitor, log zerolog.Logger, id, p, cur string, plan *rollbackPlan) {
+func quarantineRollback(m *guarded, log zerolog.Logger, id, p, cur string, plan *rollbackPlan) {
 	reason := "burst rollback of session " + id + " left the file as it is: " + plan.detail
 	r := &evidence.Record{Type: evidence.TypeVerdict, Principal: policy.Sys.String(),
 		Meta: evidence.Meta{Path: p, Op: "burst-rollback", Verdict: "deny", Session: id, Rule: RuleRollbackConflict, Reason: reason}}

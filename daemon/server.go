@@ -19,19 +19,19 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
 
 type controlServer struct {
-	m        *aerfs.Monitor
+	m        *guarded
 	stateDir string
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
 	prune    Pruner         // the log's Prune
-	rec      aerfs.Recorder // for records queued without waiting (net records)
+	rec      ledger.Recorder // for records queued without waiting (net records)
 	ln       *net.UnixListener
 	shared   *serverShared
 
@@ -413,9 +413,10 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.gc(pid, req)
 	case "status":
 		st := s.status()
-		st.Labels = s.m.Labels.Len()
-		st.Allowed, st.Denied = s.m.Stats.Allowed.Load(), s.m.Stats.Denied.Load()
-		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
+		gs := s.m.Status()
+		st.Labels = gs.Labels
+		st.Allowed, st.Denied = gs.Allowed, gs.Denied
+		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
 		addRootStatus(s.m, &st)
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),

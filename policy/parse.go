@@ -67,15 +67,18 @@ type spec struct {
 	blocking    Taint
 	executables []execRule
 	uids        map[uint32]Principal
-	burstN      int
-	burstWindow time.Duration
-	review      map[string]bool
-	onDrift     DriftAction
-	sandbox     sandboxSpec
-	firstID     bool
-	auth        AuthoritySettings // policy/authority_keys.go
-	roots       []rootSpec
-	network     networkSpec // network.go
+	// interpreters (interpreters.go)
+	interpreters    []pattern
+	hasInterpreters bool
+	burstN          int
+	burstWindow     time.Duration
+	review          map[string]bool
+	onDrift         DriftAction
+	sandbox         sandboxSpec
+	firstID         bool
+	auth            AuthoritySettings // policy/authority_keys.go
+	roots           []rootSpec
+	network         networkSpec // network.go
 }
 
 var (
@@ -178,7 +181,7 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 	// owner's files and sockets in /tmp are out of its sight.
 	s.sandbox.privateTmp = true
 	var versionNode *yaml.Node
-	err := ps.mapping(root, append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), func(key string, k, v *yaml.Node) error {
+	err := ps.mapping(root, append(append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), keyInterpreters), func(key string, k, v *yaml.Node) error {
 		s.has[key] = true
 		switch key {
 		case keyVersion:
@@ -210,6 +213,8 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.roots(v, s)
 		case keyNetwork:
 			return ps.network(v, s)
+		case keyInterpreters:
+			return ps.interpreters(v, s)
 		}
 		return nil
 	})

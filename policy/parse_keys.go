@@ -264,6 +264,7 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	mergeAuthority(s, base)
 	mergeNetwork(s, base)
+	mergeInterpreters(s, base)
 	for _, k := range topKeys {
 		if s.has[k] || k == keyRoots || k == keyNetwork {
 			continue
@@ -342,23 +343,24 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 // compile builds the immutable Policy.
 func compile(name string, s *spec) *Policy {
 	p := &Policy{
-		name:        name,
-		literal:     map[string]uint8{},
-		dirs:        map[string]uint8{},
-		sessions:    s.sessions,
-		shared:      s.shared,
-		blocking:    s.blocking,
-		executables: s.executables,
-		uids:        s.uids,
-		burstN:      s.burstN,
-		burstWindow: s.burstWindow,
-		review:      s.review,
-		onDrift:     s.onDrift,
-		firstID:     s.firstID,
-		auth:        s.auth,
-		writable:    s.sandbox.writable,
-		privateTmp:  s.sandbox.privateTmp,
-		sockets:     s.sandbox.sockets,
+		name:         name,
+		literal:      map[string]uint8{},
+		dirs:         map[string]uint8{},
+		sessions:     s.sessions,
+		shared:       s.shared,
+		blocking:     s.blocking,
+		executables:  s.executables,
+		interpreters: s.interpreters,
+		uids:         s.uids,
+		burstN:       s.burstN,
+		burstWindow:  s.burstWindow,
+		review:       s.review,
+		onDrift:      s.onDrift,
+		firstID:      s.firstID,
+		auth:         s.auth,
+		writable:     s.sandbox.writable,
+		privateTmp:   s.sandbox.privateTmp,
+		sockets:      s.sandbox.sockets,
 
 		hosts:        s.network.hosts,
 		secretEgress: s.network.secretEgress,

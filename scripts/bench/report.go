@@ -155,7 +155,7 @@ func runMicro(runs int, quick bool) ([]*Micro, error) {
 		args = append(args, "-benchtime", "200ms")
 	}
 	var pkgs []string
-	for _, p := range []string{"./policy/", "./principal/", "./evidence/", "./fs/"} {
+	for _, p := range []string{"./policy/", "./principal/", "./evidence/", "./guard/", "./guard/label/"} {
 		if _, err := os.Stat(p); err == nil {
 			pkgs = append(pkgs, p)
 		}
