@@ -30,7 +30,7 @@ type controlServer struct {
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
-	prune    Pruner         // the log's Prune
+	prune    Pruner          // the log's Prune
 	rec      ledger.Recorder // for records queued without waiting (net records)
 	ln       *net.UnixListener
 	shared   *serverShared
