@@ -62,6 +62,9 @@ type Request struct {
 	// read (ownerread.go): the command that reads the state directory
 	// and its arguments, as the owner typed them
 	Args []string `json:"args,omitempty"`
+	// pprof (pprof.go): the profile, and how many seconds a cpu profile runs
+	Profile string `json:"profile,omitempty"`
+	Seconds int    `json:"seconds,omitempty"`
 }
 
 // Response answers a Request.

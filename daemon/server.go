@@ -351,6 +351,8 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.authorityOp(pid, req)
 	case "gc":
 		return s.gc(pid, req)
+	case "pprof":
+		return s.pprof(pid, req) // pprof.go
 	case "status":
 		st := s.status()
 		st.Labels = s.m.Labels.Len()
