@@ -41,13 +41,16 @@ func chainRecord(i int, before []string) *Record {
 	return r
 }
 
-// waitRuns waits until the id table's background writer is idle.
+// waitRuns waits until the id table's background writer has written
+// every run it has records for.
 func waitRuns(l *Log) {
 	for {
+		n := l.Size()
+		l.idt.maybeFlush(n)
 		l.idt.mu.Lock()
-		busy := l.idt.busy
+		busy, r := l.idt.busy, l.idt.r
 		l.idt.mu.Unlock()
-		if !busy {
+		if !busy && n-r < 2*idWindow {
 			return
 		}
 		time.Sleep(time.Millisecond)
