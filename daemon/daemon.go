@@ -126,6 +126,19 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer elog.Close()
+	mountStart := elog.Size()
+	// The log's index: what the mount reads instead of the whole log
+	// (state.go). Written once more after the unmount record.
+	keeper, err := openIndex(o.StateDir, elog, o.Log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		elog.Flush()
+		if err := keeper.Close(); err != nil {
+			o.Log.Warn().Err(err).Msg("the log's index is not written at unmount: the next mount reads the records since its last copy")
+		}
+	}()
 	labels, err := aerfs.OpenLabels(filepath.Join(o.StateDir, "labels.jsonl"))
 	if err != nil {
 		return err
@@ -136,6 +149,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	var mon *aerfs.Monitor
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
 	reg.SetStateDir(o.StateDir)
+	reg.SetArchive(sessionArchive{x: keeper.Index(), mountStart: mountStart})
 	health := &logHealth{ok: true, log: o.Log}
 	rec := &countingRecorder{Recorder: elog, health: health}
 	elog.OnHealth(health.note) // a log that heals by itself, with nobody appending, says so
@@ -152,6 +166,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	mon.SetAuthorityConfig(authorityConfig(pol))
+	mon.SetLastReads(func(id string) string { return lastReads(keeper.Index(), id) })
 	if rec.m != nil {
 		mon.OnCommit = rec.m.ObserveCommit
 	}
@@ -170,10 +185,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		reg.UseCgroups(cg, nil)
 		defer cg.RemoveEmpty()
 	}
-	if err := restoreSessions(reg, o.StateDir); err != nil {
+	if err := restoreSessions(reg, keeper.Index()); err != nil {
 		return fmt.Errorf("reading the session registrations from the log: %w", err)
 	}
-	if n, err := replayAttestations(mon, o.StateDir); err != nil {
+	if n, err := replayAttestations(mon, keeper.Index()); err != nil {
 		return fmt.Errorf("reading the attestations from the log: %w", err)
 	} else if n > 0 {
 		o.Log.Info().Int("attestations", n).Msg("attestations replayed from the log")
@@ -198,6 +213,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		Payload: &evidence.Payload{Detail: "aerfs " + o.Version}})
 	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
 		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
+	recordIndexRebuilt(mon, keeper.Index())
 	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
 		return err
 	}
@@ -235,18 +251,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if !procEvents {
 		o.Log.Warn().Msg("process events connector unavailable: sessions are followed by ancestry at each request")
 	}
-	go func() {
-		t := time.NewTicker(30 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				reg.Prune()
-			}
-		}
-	}()
+	go keepIndex(ctx, keeper, elog, reg, func(s *principal.Session) { retireSession(mon, s) }, o.Log)
 
 	if rec.m != nil {
 		addr, err := serveMetrics(ctx, o.MetricsAddr, rec.m, o.Log)
@@ -355,45 +360,6 @@ func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why st
 func (e *events) SessionEnded(s *principal.Session) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeSessionEnd, Principal: s.Principal.String(), Taint: s.Taint().Names(),
 		Meta: evidence.Meta{Session: s.ID, Reason: "session root exited"}})
-}
-
-// restoreSessions rebuilds the registry's session ids, principals,
-// parentage, cgroups and taint from the log: an id stays bound to the
-// registration that created it across remounts.
-func restoreSessions(reg *principal.Registry, stateDir string) error {
-	return evidence.ReadAll(stateDir, func(_ int64, _ string, r *evidence.Record) error {
-		m := r.Meta
-		if m.Session == "" {
-			return nil
-		}
-		switch {
-		case r.Type == evidence.TypeSessionStart && m.Verdict == "allow":
-			p, err := policy.ParsePrincipal(r.Principal)
-			if err != nil {
-				return nil
-			}
-			var parent, cg string
-			if r.Payload != nil {
-				parent, cg = r.Payload.From, r.Payload.To
-			}
-			t, _ := parseTaints(r.Taint)
-			started, _ := time.Parse(time.RFC3339Nano, m.Time)
-			reg.Restore(m.Session, p, parent, cg, t, started)
-			if r.Payload != nil {
-				if _, a, ok := strings.Cut(r.Payload.Detail, "; agent: "); ok {
-					if s := reg.Session(m.Session); s != nil {
-						s.SetAgent(strings.TrimSpace(a))
-					}
-				}
-			}
-		case r.Type == evidence.TypeTaint:
-			if s := reg.Session(m.Session); s != nil {
-				t, _ := parseTaints(r.Taint)
-				s.AddTaint(t)
-			}
-		}
-		return nil
-	})
 }
 
 func parseTaints(names []string) (policy.Taint, error) {

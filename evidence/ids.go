@@ -321,11 +321,58 @@ func openIDTable(evDir string, index *os.File, n int64) (*idTable, error) {
 			os.Remove(filepath.Join(dir, idRunName(c[0], c[1])))
 		}
 	}
+	// Records no run covers (a log older than the table, or a damaged
+	// run): written as runs straight from the index file, a window at a
+	// time, so that they never all sit in memory; merged in the
+	// background.
+	built := false
+	for n-t.r >= 2*idWindow {
+		entries, err := t.indexEntries(t.r, t.r+idWindow)
+		if err == nil {
+			err = writeIDRun(dir, t.r, t.r+idWindow, entries)
+		}
+		var r *idRun
+		if err == nil {
+			r, err = readIDRun(filepath.Join(dir, idRunName(t.r, t.r+idWindow)), t.r, t.r+idWindow, true)
+		}
+		if err != nil {
+			break // the window holds the rest
+		}
+		t.runs = append(t.runs, r)
+		t.r += idWindow
+		built = true
+	}
 	if err := t.loadRecent(t.r, n); err != nil {
 		t.close()
 		return nil, err
 	}
+	if built {
+		t.busy = true
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			t.mergeRuns()
+			t.mu.Lock()
+			t.busy = false
+			t.mu.Unlock()
+		}()
+	}
 	return t, nil
+}
+
+// indexEntries reads the ids of records [from, to) from the index file as
+// run entries.
+func (t *idTable) indexEntries(from, to int64) ([][idEntry]byte, error) {
+	b := make([]byte, (to-from)*indexEntrySize)
+	if _, err := t.index.ReadAt(b, from*indexEntrySize); err != nil {
+		return nil, err
+	}
+	out := make([][idEntry]byte, to-from)
+	for i := range out {
+		copy(out[i][:8], b[i*indexEntrySize+8:])
+		binary.BigEndian.PutUint64(out[i][8:], uint64(from+int64(i)))
+	}
+	return out, nil
 }
 
 // loadRecent reads the ids of records [from, to) from the index file.
@@ -583,6 +630,76 @@ func indexID(index io.ReaderAt, pos int64) ([32]byte, error) {
 	}
 	copy(id[:], b[8:])
 	return id, nil
+}
+
+// IDReader finds records of a state directory's log by id, for a reader:
+// the id table's runs, checked whole the first time they are needed, and
+// the index entries past them.
+type IDReader struct {
+	rd      *reader
+	runs    []*idRun
+	at      int64 // the runs cover [0, at)
+	checked bool
+	tail    map[[32]byte]int64
+}
+
+// OpenIDs opens stateDir's id table for reading, as of its checkpoint.
+func OpenIDs(stateDir string) (*IDReader, error) {
+	rd, err := openReader(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	return &IDReader{rd: rd}, nil
+}
+
+func (r *IDReader) open() {
+	if r.checked {
+		return
+	}
+	r.checked = true
+	dir := filepath.Join(r.rd.dir, idsName)
+	all, _ := idRunsIn(dir)
+	for _, c := range cover(all, r.rd.cp.Size) {
+		run, err := readIDRun(filepath.Join(dir, idRunName(c[0], c[1])), c[0], c[1], false)
+		if err != nil {
+			break
+		}
+		r.runs = append(r.runs, run)
+		r.at = c[1]
+	}
+	r.tail = map[[32]byte]int64{}
+	t := &idTable{index: r.rd.index, recent: r.tail}
+	if t.loadRecent(r.at, r.rd.cp.Size) != nil {
+		r.tail = nil
+	}
+}
+
+// Find returns the position of the record with this id.
+func (r *IDReader) Find(id [32]byte) (int64, bool) {
+	r.open()
+	if pos, ok := r.tail[id]; ok {
+		return pos, true
+	}
+	for _, run := range r.runs {
+		ps, err := run.matches(id[:8])
+		if err != nil {
+			continue
+		}
+		for _, pos := range ps {
+			if got, err := indexID(r.rd.index, pos); err == nil && got == id {
+				return pos, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Close releases the reader's files.
+func (r *IDReader) Close() {
+	for _, run := range r.runs {
+		run.f.Close()
+	}
+	r.rd.Close()
 }
 
 // LookupID returns the positions of the records covered by stateDir's

@@ -104,6 +104,8 @@ type readTracker struct {
 	sweepAt int
 	hashMu  sync.Mutex
 	hashes  map[fingerprint]string
+	// lastReads finds a session's newest reads record (retire.go).
+	lastReads func(session string) string
 }
 
 func (t *readTracker) set(k reader, res *principal.Resolved) *readSet {
@@ -119,6 +121,8 @@ func (t *readTracker) set(k reader, res *principal.Resolved) *readSet {
 		rs = &readSet{seen: map[readSeenKey]struct{}{}, res: res}
 		if res.Session == nil {
 			rs.proc, rs.isProc = res.Proc.ID, true
+		} else if t.lastReads != nil {
+			rs.last = t.lastReads(res.Session.ID) // a session back from retirement or a remount
 		}
 		t.sets[k] = rs
 	}
