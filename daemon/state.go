@@ -155,7 +155,9 @@ func replayAttestations(mon *aerfs.Monitor, x *logindex.Index) (int, error) {
 func keepIndex(ctx context.Context, k *logindex.Keeper, l *evidence.Log, reg *principal.Registry, retired func(*principal.Session), log zerolog.Logger) {
 	// Repeated warnings are limited by the daemon log (RepeatLimiter).
 	warn := func(err error, msg string) { log.Warn().Err(err).Msg(msg) }
-	go k.Run(ctx, func(err error) { warn(err, "the log's index is not written: the next mount reads the records since its last copy") })
+	go k.Run(ctx, func(err error) {
+		warn(err, "the log's index is not written: the next mount reads the records since its last copy")
+	})
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
 	for {
@@ -181,7 +183,6 @@ func keepIndex(ctx context.Context, k *logindex.Keeper, l *evidence.Log, reg *pr
 		}
 	}
 }
-
 
 // retireSession drops what the mount holds about a retired session.
 func retireSession(mon *aerfs.Monitor, s *principal.Session) { mon.ForgetSession(s) }

@@ -23,14 +23,14 @@ const (
 // Rec is what a part keeps of one record.
 type Rec struct {
 	Idx       int64
-	ID        Hash // known in memory; from a segment, read from the log's index file
+	ID        Hash  // known in memory; from a segment, read from the log's index file
 	Time      int64 // unix ns
 	Type      string
 	Principal string
 	Verdict   string
 	Session   string
-	Path      string   // meta.path (its bytes)
-	Parents   []int64  // the parents the index knows, and an approved write's approval
+	Path      string    // meta.path (its bytes)
+	Parents   []int64   // the parents the index knows, and an approved write's approval
 	Versions  []Version // the versions it made, by path
 	Reads     int       // how many files a reads record lists
 }

@@ -464,7 +464,7 @@ func overlaySessions(base sessionTable, over map[string]*Session) func(yield fun
 type memSessions map[string]*Session
 
 func (m memSessions) lookup(id string) (*Session, bool) { s, ok := m[id]; return s, ok }
-func (m memSessions) count() int                         { return len(m) }
+func (m memSessions) count() int                        { return len(m) }
 func (m memSessions) byCgroup(cg string) (string, bool) {
 	for _, s := range m {
 		for _, c := range s.Cgroups {
