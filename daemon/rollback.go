@@ -39,6 +39,7 @@ func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess
 		log.Error().Err(err).Msg("burst rollback: cannot read the log")
 		return
 	}
+	defer x.Close()
 	var steps []snapshot.Step
 	for _, p := range x.Paths() {
 		cur, err := m.HashRel(p)
