@@ -554,6 +554,9 @@ func (seg *segment) record(idx int64) (Rec, error) {
 		}
 	}
 	if vn > 0 {
+		if int64(vn) > seg.sec[sH][1]/histSize {
+			return Rec{}, formatErr("record %d: %d versions", idx, vn)
+		}
 		vb, err := seg.section(sVR, int64(vf)*4, int64(vn)*4)
 		if err != nil {
 			return Rec{}, err
@@ -606,6 +609,9 @@ func (seg *segment) versions(path string) ([]Version, error) {
 	if err != nil {
 		return nil, err
 	}
+	if int64(first)+int64(n) > seg.sec[sH][1]/histSize {
+		return nil, formatErr("segment: versions of %q outside the section", path)
+	}
 	out := make([]Version, 0, n)
 	for h := first; h < first+n; h++ {
 		v, err := seg.hist(h, path)
@@ -631,6 +637,9 @@ func (seg *segment) postings(key string) ([]int64, error) {
 	b, err := seg.section(sPO, int64(off), want)
 	if err != nil {
 		return nil, err
+	}
+	if int64(n) > int64(len(b)) {
+		return nil, formatErr("segment: postings of %q longer than the section", key)
 	}
 	d := dec{b: b}
 	out := make([]int64, 0, n)
