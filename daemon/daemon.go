@@ -266,7 +266,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		server.Unmount()
 		return fmt.Errorf("control socket: %w", err)
 	}
-	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, status: func() Status {
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, index: keeper.Index(), status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			StateMode: stateMode, Socket: sockPath,
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),

@@ -32,6 +32,7 @@ type Request struct {
 	Principal string   `json:"principal,omitempty"`
 	Session   string   `json:"session,omitempty"`
 	Resume    bool     `json:"resume,omitempty"`  // register: the owner rejoins an existing session
+	All       bool     `json:"all,omitempty"`     // session-list: the ended sessions too
 	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none); confined: its JSON report
 	Agent     string   `json:"agent,omitempty"`   // register: the agent client the session runs (aerfs run --agent)
 	Flags     []string `json:"flags,omitempty"`

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/logindex"
 	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -28,7 +29,8 @@ type controlServer struct {
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
-	prune    Pruner // the log's Prune
+	prune    Pruner          // the log's Prune
+	index    *logindex.Index // the log's index: sessions retired from the registry (state.go)
 	ln       *net.UnixListener
 	shared   *serverShared
 
@@ -360,6 +362,9 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
 		addRootStatus(s.m, &st)
 		for _, x := range s.reg.Sessions() {
+			if !x.Ended().IsZero() && s.reg.Live(x) == 0 {
+				continue // ended: aerfs session list --all shows it
+			}
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
 				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined(),
 				Confinement: s.shared.conf.describe(x.ID)})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aerfs/aerfs/evidence"
 	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/logindex"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -53,7 +54,7 @@ type EditFile struct {
 func (s *controlServer) ownerRequest(pid int, req Request) *Response {
 	switch req.Op {
 	case "session-list":
-		return s.sessionList(pid)
+		return s.sessionList(pid, req.All)
 	case "why":
 		return s.why(pid, req)
 	}
@@ -89,13 +90,15 @@ func visibleTo(peer *principal.Resolved, x *principal.Session) bool {
 	return x.Within(peer.Session)
 }
 
-func (s *controlServer) sessionList(pid int) *Response {
+func (s *controlServer) sessionList(pid int, all bool) *Response {
 	peer := s.resolveCaller(pid)
 	out := []SessionInfo{}
+	listed := map[string]bool{}
 	for _, x := range s.reg.Sessions() {
-		if !visibleTo(peer, x) {
+		if !visibleTo(peer, x) || !all && !x.Ended().IsZero() && s.reg.Live(x) == 0 {
 			continue
 		}
+		listed[x.ID] = true
 		e := s.m.ExplainSession(x)
 		// What aerfs run reported and the kernel shows (status's view),
 		// never only what the registration announced: a process that
@@ -115,9 +118,59 @@ func (s *controlServer) sessionList(pid int) *Response {
 		}
 		out = append(out, si)
 	}
+	if all {
+		out = append(out, s.retiredSessions(peer, listed)...)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
 	b, _ := json.Marshal(out)
 	return &Response{OK: true, Data: b}
+}
+
+// retiredSessions lists, from the log's index, the sessions the registry
+// does not hold (ended and retired, or registered by an earlier mount)
+// that the caller may see: the owner's channel every one, a session those
+// started from within it.
+func (s *controlServer) retiredSessions(peer *principal.Resolved, listed map[string]bool) []SessionInfo {
+	if s.index == nil {
+		return nil
+	}
+	var out []SessionInfo
+	s.index.EachSession(func(x *logindex.Session) error {
+		if listed[x.ID] || !visibleArchived(peer, s.index, x) {
+			return nil
+		}
+		si := SessionInfo{ID: x.ID, Principal: x.Principal, Parent: x.Parent, Taint: nonNil(x.Taint),
+			TaintCauses: []aerfs.TaintCause{}, Started: time.Unix(0, x.Started).UTC(),
+			Confinement: "announced " + strings.TrimPrefix(x.Detail, "sandbox: ") + " (ended: not verified)"}
+		if x.Ended != 0 {
+			si.Ended = time.Unix(0, x.Ended).UTC()
+		}
+		out = append(out, si)
+		return nil
+	})
+	return out
+}
+
+// visibleArchived is visibleTo for a session the registry does not hold.
+func visibleArchived(peer *principal.Resolved, x *logindex.Index, a *logindex.Session) bool {
+	subj := peer.Subject()
+	if !subj.Identified {
+		return false
+	}
+	if peer.Session == nil || peer.Session.Implicit {
+		return subj.Principal.Trusted()
+	}
+	for i, id := 0, a.ID; id != "" && i < 64; i++ {
+		if id == peer.Session.ID {
+			return true
+		}
+		p, ok := x.Session(id)
+		if !ok {
+			return false
+		}
+		id = p.Parent
+	}
+	return false
 }
 
 func (s *controlServer) lookupSession(id string) (*principal.Session, *Response) {

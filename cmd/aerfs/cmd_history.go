@@ -117,7 +117,8 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 	return tw.Flush()
 }
 
-// recoveryIndex reads the whole evidence log into a snapshot index.
+// recoveryIndex reads the log's index (and the records past it) for the
+// recovery commands.
 func recoveryIndex(stateDir string) (*snapshot.Index, error) {
 	syncLog(stateDir)
 	x, err := snapshot.Load(stateDir)
@@ -125,6 +126,7 @@ func recoveryIndex(stateDir string) (*snapshot.Index, error) {
 		return nil, fail(exitError, "check it with: aerfs verify --state "+stateDir,
 			"cannot read the evidence log: %v", err)
 	}
+	warnIndexSetAside(x.Rebuilt())
 	return x, nil
 }
 
