@@ -213,7 +213,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		Payload: &evidence.Payload{Detail: "aerfs " + o.Version}})
 	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
 		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
-	recordIndexRebuilt(mon, keeper.Index())
+	recordIndexRebuilt(mon, keeper.Index(), mountStart)
 	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +37,7 @@ func openIndex(stateDir string, l *evidence.Log, log zerolog.Logger) (*logindex.
 		return nil, err
 	}
 	x := k.Index()
-	if why := x.Rebuilt(); why != "" {
+	if why := x.Rebuilt(); why != "" && !x.Missing() {
 		log.Warn().Str("event", "index").Str("why", why).Int64("records", x.Through()).Dur("took", time.Since(start)).
 			Msg("the log's index was set aside and rebuilt from the log")
 	} else {
@@ -44,15 +46,22 @@ func openIndex(stateDir string, l *evidence.Log, log zerolog.Logger) (*logindex.
 	return k, nil
 }
 
-// recordIndexRebuilt says in the log that the mount rebuilt the index.
-func recordIndexRebuilt(mon *aerfs.Monitor, x *logindex.Index) {
+// recordIndexRebuilt says in the log that the mount built the index from
+// the whole log: set aside (it did not check out), or missing for a log of
+// records records (a log written before the index existed, or whose index
+// was removed). A new log has no index and nothing to say.
+func recordIndexRebuilt(mon *aerfs.Monitor, x *logindex.Index, records int64) {
 	why := x.Rebuilt()
-	if why == "" {
+	if why == "" || x.Missing() && records == 0 {
 		return
+	}
+	reason := "the log's index was set aside and rebuilt from the log: " + why
+	if x.Missing() {
+		reason = fmt.Sprintf("the log's %d records had no index: it was built from the log", records)
 	}
 	mon.Record(&evidence.Record{Type: evidence.TypeRecovery, Principal: policy.Sys.String(),
 		Meta: evidence.Meta{Op: "index", Verdict: "allow", UID: uint32(os.Getuid()), Pid: os.Getpid(),
-			Reason: "the log's index was set aside and rebuilt from the log: " + why}})
+			Reason: reason}})
 }
 
 // sessionArchive answers the registry about the sessions it does not hold,
@@ -158,7 +167,7 @@ func keepIndex(ctx context.Context, k *logindex.Keeper, l *evidence.Log, reg *pr
 	go k.Run(ctx, func(err error) {
 		warn(err, "the log's index is not written: the next mount reads the records since its last copy")
 	})
-	t := time.NewTicker(30 * time.Second)
+	t := time.NewTicker(sweepInterval())
 	defer t.Stop()
 	for {
 		select {
@@ -178,10 +187,24 @@ func keepIndex(ctx context.Context, k *logindex.Keeper, l *evidence.Log, reg *pr
 			warn(err, "sessions are not retired: the log's index cannot read the log")
 			continue
 		}
+		var ids []string
 		for _, s := range reg.Retire(cands) {
 			retired(s)
+			ids = append(ids, s.ID)
+		}
+		if len(ids) > 0 {
+			log.Info().Str("event", "retire").Strs("sessions", ids).Msg("sessions ended with no process left: retired (kept in the log)")
 		}
 	}
+}
+
+// sweepInterval is how often exited processes are forgotten and ended
+// sessions retired: 30 s, or AERFS_SESSION_SWEEP_MS (tests, soak).
+func sweepInterval() time.Duration {
+	if ms, err := strconv.Atoi(os.Getenv("AERFS_SESSION_SWEEP_MS")); err == nil && ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return 30 * time.Second
 }
 
 // retireSession drops what the mount holds about a retired session.

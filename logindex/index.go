@@ -35,6 +35,7 @@ type Index struct {
 	// what a segment would read from the log.
 	memOnly bool
 	rebuilt string
+	missing bool // rebuilt because there was no index
 }
 
 // New returns an empty index held in memory (a bundle's records).
@@ -50,6 +51,15 @@ func (x *Index) Rebuilt() string {
 	return x.rebuilt
 }
 
+// Missing reports whether the index was rebuilt because there was none
+// (a log never indexed: new, or written before the index existed), rather
+// than set aside.
+func (x *Index) Missing() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.missing
+}
+
 // Open reads stateDir's index and folds in the records the log's
 // checkpoint covers past it. An index that is missing or does not check
 // out is set aside: the whole log is folded in memory instead, and
@@ -59,7 +69,11 @@ func Open(stateDir string) (*Index, error) {
 	x, err := load(stateDir, ids.find)
 	if err != nil {
 		ids.close()
-		return OpenWhole(stateDir, err.Error())
+		x, werr := OpenWhole(stateDir, err.Error())
+		if x != nil {
+			x.missing = errors.Is(err, errMissing)
+		}
+		return x, werr
 	}
 	x.idc = ids
 	if err := x.catchUp(); err != nil {

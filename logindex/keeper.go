@@ -58,7 +58,8 @@ func OpenKeeper(stateDir string, l Log) (*Keeper, error) {
 		if err := k.setAside(); err != nil {
 			return nil, err
 		}
-		x = &Index{state: stateDir, win: newMem(0), ids: map[Hash]int64{}, f: newFold(), lookup: lookup, rebuilt: reason}
+		x = &Index{state: stateDir, win: newMem(0), ids: map[Hash]int64{}, f: newFold(), lookup: lookup, rebuilt: reason,
+			missing: errors.Is(err, errMissing)}
 	} else {
 		k.removeStrays(x.hd)
 	}
