@@ -167,6 +167,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	mon.SetAuthorityConfig(authorityConfig(pol))
 	mon.SetLastReads(func(id string) string { return lastReads(keeper.Index(), id) })
+	mon.SetExplainSource(explainSource{k: keeper, l: elog}, mountStart)
 	if rec.m != nil {
 		mon.OnCommit = rec.m.ObserveCommit
 	}
@@ -360,6 +361,11 @@ func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why st
 func (e *events) SessionEnded(s *principal.Session) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeSessionEnd, Principal: s.Principal.String(), Taint: s.Taint().Names(),
 		Meta: evidence.Meta{Session: s.ID, Reason: "session root exited"}})
+	// Ended once its end is on its way to the log: the session may be
+	// retired from then on (principal/archive.go).
+	if s.Ended().IsZero() {
+		s.MarkEnded(time.Now())
+	}
 }
 
 func parseTaints(names []string) (policy.Taint, error) {

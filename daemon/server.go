@@ -361,13 +361,12 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Allowed, st.Denied = s.m.Stats.Allowed.Load(), s.m.Stats.Denied.Load()
 		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
 		addRootStatus(s.m, &st)
+		// The sessions the registry holds: those live, and those ended
+		// and not yet retired (principal/archive.go); aerfs session list
+		// --all shows the retired ones from the log.
 		for _, x := range s.reg.Sessions() {
-			live := s.reg.Live(x)
-			if live == 0 {
-				continue // no process left: aerfs session list (--all) shows it
-			}
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
-				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: live, Quarantined: x.Quarantined(),
+				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined(),
 				Confinement: s.shared.conf.describe(x.ID)})
 		}
 		sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].Started.Before(st.Sessions[j].Started) })

@@ -95,7 +95,7 @@ func (s *controlServer) sessionList(pid int, all bool) *Response {
 	out := []SessionInfo{}
 	listed := map[string]bool{}
 	for _, x := range s.reg.Sessions() {
-		if !visibleTo(peer, x) || !all && !x.Ended().IsZero() && s.reg.Live(x) == 0 {
+		if !visibleTo(peer, x) {
 			continue
 		}
 		listed[x.ID] = true
@@ -224,14 +224,15 @@ func (s *controlServer) sessionEnd(peer *principal.Resolved, req Request) *Respo
 	if err != nil {
 		return &Response{Error: fmt.Sprintf("cannot end session %s: %v", x.ID, err)}
 	}
-	x.MarkEnded(time.Now())
 	reason := "the owner ended the session: its processes and those of the sessions started from it were killed"
 	if left > 0 {
 		reason += fmt.Sprintf(" (%d still exiting)", left)
 	}
 	rec := ownerRecord(peer, evidence.TypeSessionEnd, "session-end", x.ID, "", reason)
 	rec.Taint = nonNil(x.Taint().Names())
-	if _, err := s.m.Record(rec); err != nil {
+	_, err = s.m.Record(rec)
+	x.MarkEnded(time.Now()) // after its record: retired only once its end is recorded
+	if err != nil {
 		return &Response{Error: "cannot record the end: " + err.Error()}
 	}
 	b, _ := json.Marshal(map[string]any{"session": x.ID, "left": left})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -228,4 +229,98 @@ func lastReads(x *logindex.Index, id string) string {
 		}
 	}
 	return ""
+}
+
+// explainSource answers the explanations (.aerfs/status, aerfs why) about
+// what the log said before this mount, from the index.
+type explainSource struct {
+	k *logindex.Keeper
+	l *evidence.Log
+}
+
+// What a session's explanation reads of its records before the mount:
+// the last of its taint causes and refusals (fs keeps 16 and 10), its
+// registration, its burst and release — looking at most at its last
+// explainScan records.
+const (
+	explainCauses   = 16
+	explainRefusals = 20
+	explainScan     = 4096
+)
+
+func (s explainSource) SessionRecords(id string, before int64, fn func(id string, r *evidence.Record)) {
+	x := s.k.Index()
+	idxs, err := x.Records(logindex.KindSession, id)
+	if err != nil {
+		return
+	}
+	var pick []int64
+	start, causes, refusals, scanned := false, 0, 0, 0
+	for i := len(idxs) - 1; i >= 0 && scanned < explainScan; i-- {
+		if idxs[i] >= before {
+			continue
+		}
+		scanned++
+		r, err := x.Record(idxs[i])
+		if err != nil {
+			return
+		}
+		switch {
+		case r.Type == evidence.TypeSessionStart && r.Verdict == "allow" && !start:
+			start = true
+			pick = append(pick, r.Idx)
+		case r.Type == evidence.TypeTaint && causes < explainCauses:
+			causes++
+			pick = append(pick, r.Idx)
+		case (r.Type == evidence.TypeVerdict || r.Type == evidence.TypeQuarantine) && r.Verdict == "deny" && refusals < explainRefusals:
+			refusals++
+			pick = append(pick, r.Idx)
+		}
+	}
+	// The last burst and release of the session.
+	for _, op := range []string{"burst", "session-release"} {
+		ops, _ := x.Records(logindex.KindOp, op)
+		for i := len(ops) - 1; i >= 0; i-- {
+			if r, err := x.Record(ops[i]); err == nil && ops[i] < before && r.Session == id {
+				pick = append(pick, ops[i])
+				break
+			}
+		}
+	}
+	sort.Slice(pick, func(i, j int) bool { return pick[i] < pick[j] })
+	for i, idx := range pick {
+		if i > 0 && pick[i-1] == idx {
+			continue
+		}
+		if rid, r, err := x.LogRecord(idx); err == nil {
+			fn(rid, r)
+		}
+	}
+}
+
+func (s explainSource) PathRecords(path string, fn func(id string, r *evidence.Record) bool) {
+	// What was appended a moment ago too.
+	if s.l.Flush() != nil || s.k.CatchUp() != nil {
+		return
+	}
+	x := s.k.Index()
+	idxs, err := x.Records(logindex.KindPath, path)
+	if err != nil {
+		return
+	}
+	for i := len(idxs) - 1; i >= 0; i-- {
+		rid, r, err := x.LogRecord(idxs[i])
+		if err != nil || !fn(rid, r) {
+			return
+		}
+	}
+}
+
+func (s explainSource) StillPending(id string) bool {
+	for _, p := range s.k.Index().Pending() {
+		if p.ID.Hex() == id {
+			return true
+		}
+	}
+	return false
 }

@@ -36,6 +36,7 @@ func (m *Monitor) ForgetSession(s *principal.Session) {
 	x := m.statusIndex()
 	x.mu.Lock()
 	delete(x.subj, subjKey(s.ID, 0))
+	delete(x.loaded, subjKey(s.ID, 0))
 	x.mu.Unlock()
 }
 

@@ -164,12 +164,28 @@ func TestTamperedIndexIsRebuiltFromTheLog(t *testing.T) {
 	}
 }
 
-// aerfs status lists the sessions with a process left; one that ended is
-// in aerfs session list --all (kept in the log), not in status or in the
-// default list.
+// waitRetired waits for the daemon to retire session id.
+func waitRetired(t *testing.T, e *Env, id string) {
+	t.Helper()
+	waitFor(t, "session "+id+" to be retired", func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.State, "daemon.log"))
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `"event":"retire"`) && strings.Contains(l, `"`+id+`"`) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// A session that ended leaves aerfs status and the default session list
+// once the daemon retires it (it has no process left); it stays in the log,
+// and aerfs session list --all shows it. A live session stays.
 func TestEndedSessionsLeaveStatus(t *testing.T) {
+	t.Setenv("AERFS_SESSION_SWEEP_MS", "200")
 	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
 	expectOK(t, "a session that ends", e.Sh("WEB", "gone", "cat MEMORY.md > /dev/null"))
+	waitRetired(t, e, "gone")
 	done := make(chan Result, 1)
 	go func() { done <- e.Sh("USER", "stays", "sleep 20") }()
 	defer func() {
@@ -202,15 +218,7 @@ func TestRetiredSessionStaysBoundToItsRegistration(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
 	expectOK(t, "a session declares what it read",
 		e.Sh("USER", "agent", aerfsBin+" taint --workspace "+e.WS+" --session agent WEB_DERIVED"))
-	waitFor(t, "the session to be retired", func() bool {
-		b, _ := os.ReadFile(filepath.Join(e.State, "daemon.log"))
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, `"event":"retire"`) && strings.Contains(l, `"agent"`) {
-				return true
-			}
-		}
-		return false
-	})
+	waitRetired(t, e, "agent")
 	// The owner rejoins it: the taint is still there, and the write it
 	// tries is refused for it.
 	r := runT(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--resume", "--session", "agent", "--",

@@ -9,7 +9,8 @@ import (
 // # Retired sessions
 //
 // A session that has ended (its root exited, or the owner ended it), none
-// of whose processes is left and none of whose descendants is still known,
+// of whose processes is left, none of whose descendants is still known and
+// that is not quarantined (a quarantine lasts until the owner lifts it),
 // is retired: the registry forgets it, and what the log says of it stays
 // in the archive (the log's index). The registry's memory is then bounded
 // by the sessions that are live, not by every session ever registered.
@@ -123,7 +124,9 @@ func (r *Registry) Retirees() []Retiree {
 	}
 	var cands []*Session
 	for _, s := range r.sessions {
-		if !s.Implicit && !s.Ended().IsZero() {
+		// A quarantined session stays until the owner releases it: the
+		// quarantine is the registry's, and retiring it would lift it.
+		if !s.Implicit && !s.Ended().IsZero() && !s.Quarantined() {
 			cands = append(cands, s)
 		}
 	}
@@ -145,7 +148,7 @@ func (r *Registry) Retire(cands []Retiree) []*Session {
 	for _, c := range cands {
 		s := c.s
 		r.mu.Lock()
-		if r.sessions[s.ID] != s || s.taint.Load() != c.taint || s.ended.Load() != c.ended ||
+		if r.sessions[s.ID] != s || s.taint.Load() != c.taint || s.ended.Load() != c.ended || s.Quarantined() ||
 			r.hasDescendant(s) || r.liveLocked(s) > 0 {
 			r.mu.Unlock()
 			continue

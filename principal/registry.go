@@ -805,13 +805,10 @@ func (r *Registry) Forget(id ProcID) {
 	r.dropThread(id.Tgid)
 	if m, ok := r.members[id]; ok {
 		delete(r.members, id)
-		if m.sess.Root == id {
-			if m.sess.Ended().IsZero() {
-				m.sess.MarkEnded(time.Now())
-			}
-			if r.events != nil {
-				go r.events.SessionEnded(m.sess)
-			}
+		if m.sess.Root == id && r.events != nil {
+			// The events record the end, then mark the session ended
+			// (MarkEnded): it is retired only once its end is recorded.
+			go r.events.SessionEnded(m.sess)
 		}
 	}
 }
