@@ -14,7 +14,6 @@ import (
 // the records since, never trusted over the log; sessions that ended
 // leave the registry and status, and stay bound to their registration.
 
-
 // historyHashes lists the content hashes of path's versions.
 func historyHashes(t *testing.T, e *Env, path string) []string {
 	t.Helper()
