@@ -300,4 +300,3 @@ func printTable(rows []row) {
 	ratio := last.CommitP50MS / first.CommitP50MS
 	fmt.Printf("| commit p50, %d against %d records | %.2f× | flat (≤ 1.5×) | %s |\n", last.Records, first.Records, ratio, yes(ratio <= 1.5))
 }
-
