@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -197,4 +198,21 @@ func (l *Log) LookupPosition(id [32]byte) (int64, bool) {
 		return 0, false
 	}
 	return l.idt.lookup(id)
+}
+
+// BlobSize is the length of the stored content with this hash (read and
+// checked against its name).
+func BlobSize(stateDir, hash string) (int64, error) {
+	b, err := readBlob(evDir(stateDir), hash)
+	return int64(len(b)), err
+}
+
+// BlobStored reports whether content with this hash is in stateDir's
+// blob store, without reading it.
+func BlobStored(stateDir, hash string) bool {
+	if !IsHash(hash) {
+		return false
+	}
+	_, err := os.Stat(blobPath(evDir(stateDir), hash))
+	return err == nil
 }

@@ -18,6 +18,9 @@ type Version struct {
 	Session   string
 	Hash      Hash // content after; zero = absent
 	Old       Hash // content before; zero = absent
+	// Size is the length of the content after, as the blob store had it
+	// when the version was indexed (-1: unknown, or absent).
+	Size int64
 }
 
 // Version types, as a segment stores them (docs/evidence-format.md §11.3).
@@ -122,8 +125,11 @@ type fold struct {
 	last    map[string]lastVer
 	approve map[string]Approval
 	pending []Pending
-	mounts  []Mount
-	snaps   []Snapshot
+	// pendingRaw: the pending table as the state file holds it, decoded
+	// when first needed (pend): a reader that never asks does not pay.
+	pendingRaw []byte
+	mounts     []Mount
+	snaps      []Snapshot
 	// sessions: those folded since the state file was written, or not
 	// ended (live); the rest are in the state file (base).
 	sessions map[string]*Session
@@ -133,6 +139,19 @@ type fold struct {
 func newFold() *fold {
 	return &fold{cur: map[string]Hash{}, last: map[string]lastVer{}, approve: map[string]Approval{},
 		sessions: map[string]*Session{}}
+}
+
+// pend is the pending table, decoded from the state file if it was not.
+func (f *fold) pend() ([]Pending, error) {
+	if f.pendingRaw != nil {
+		d := &dec{b: f.pendingRaw}
+		ps, err := decodePending(d)
+		if err != nil {
+			return nil, err
+		}
+		f.pending, f.pendingRaw = ps, nil
+	}
+	return f.pending, nil
 }
 
 // session finds a session in the overlay or the state file.
@@ -164,7 +183,7 @@ func (f *fold) add(idx int64, id Hash, r *evidence.Record) folded {
 	path := r.Meta.FilePath()
 	ver := func(fp, typ string, h, old Hash) {
 		out.versions = append(out.versions, Version{Path: fp, Idx: idx, ID: id, Time: t, Type: typ,
-			Principal: r.Principal, Session: r.Meta.Session, Hash: h, Old: old})
+			Principal: r.Principal, Session: r.Meta.Session, Hash: h, Old: old, Size: -1})
 		lv := f.last[fp]
 		f.last[fp] = lastVer{idx: idx, typ: typ, hash: h, old: old, count: lv.count + 1}
 		if h == (Hash{}) {
@@ -245,6 +264,7 @@ func (f *fold) add(idx int64, id Hash, r *evidence.Record) folded {
 		if path == "" || p.NewHash == "" {
 			break
 		}
+		f.pend()
 		f.pending = append(f.pending, Pending{Idx: idx, ID: id, Path: path, Hash: hash(p.NewHash), Base: hash(p.OldHash),
 			Time: t, Principal: r.Principal, Session: r.Meta.Session, Rule: r.Meta.Rule})
 	case evidence.TypeApprove, evidence.TypeReject:
@@ -252,6 +272,7 @@ func (f *fold) add(idx int64, id Hash, r *evidence.Record) folded {
 			break
 		}
 		q := hash(r.Parents[0])
+		f.pend()
 		for i, pq := range f.pending {
 			if pq.ID != q {
 				continue

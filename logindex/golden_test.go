@@ -11,7 +11,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden index in testdata/index-v1")
 
 // goldenFiles are the files of a state directory an index reader needs:
-// the log (to check the binding and read the tail), the index itself.
+// the log (to check the binding and read the tail), the index itself (and
+// the blobs, whose sizes the index keeps).
 var goldenFiles = []string{"evidence/key.pub", "evidence/checkpoint", "evidence/log", "evidence/index", "evidence/hashes"}
 
 // The index format of version 1 (docs/evidence-format.md §11), as written
@@ -31,6 +32,7 @@ func TestGoldenIndexV1(t *testing.T) {
 			copyFile(t, filepath.Join(tl.dir, f), filepath.Join(dir, f))
 		}
 		copyDir(t, filepath.Join(tl.dir, "evidence", "ix"), filepath.Join(dir, "evidence", "ix"))
+		copyDir(t, filepath.Join(tl.dir, "evidence", "blobs"), filepath.Join(dir, "evidence", "blobs"))
 		want := collect(t, whole(t, tl.dir), tl)
 		b, _ := json.MarshalIndent(summary(want), "", " ")
 		os.WriteFile(filepath.Join(dir, "expected.json"), append(b, '\n'), 0o644)

@@ -31,6 +31,9 @@ type Index struct {
 	lookup func(Hash) (int64, bool)
 	rr     *evidence.RecordReader // the log, for what segments do not keep
 	idc    *idCache
+	// sizeOf gives a version's content length (-1 when unknown): the
+	// blob store's, for an index with a log behind it.
+	sizeOf func(Hash) int64
 	// memOnly: no log behind it (a bundle's records): the window keeps
 	// what a segment would read from the log.
 	memOnly bool
@@ -87,7 +90,8 @@ func Open(stateDir string) (*Index, error) {
 // says why (Rebuilt).
 func OpenWhole(stateDir, why string) (*Index, error) {
 	ids := &idCache{state: stateDir}
-	x := &Index{state: stateDir, win: newMem(0), ids: map[Hash]int64{}, f: newFold(), lookup: ids.find, idc: ids, rebuilt: why}
+	x := &Index{state: stateDir, win: newMem(0), ids: map[Hash]int64{}, f: newFold(), lookup: ids.find, idc: ids, rebuilt: why,
+		sizeOf: blobSize(stateDir)}
 	if err := x.catchUp(); err != nil {
 		x.Close()
 		return nil, err
@@ -143,7 +147,7 @@ func load1(stateDir string, lookup func(Hash) (int64, bool)) (*Index, error) {
 	if _, err := evidence.CheckTreePrefix(stateDir, h.size, h.root); err != nil {
 		return nil, fmt.Errorf("it was not computed from this log: %w", err)
 	}
-	x := &Index{state: stateDir, win: newMem(h.size), ids: map[Hash]int64{}, f: newFold(), hd: h, lookup: lookup}
+	x := &Index{state: stateDir, win: newMem(h.size), ids: map[Hash]int64{}, f: newFold(), hd: h, lookup: lookup, sizeOf: blobSize(stateDir)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -249,6 +253,13 @@ func (x *Index) add(idx int64, id Hash, r *evidence.Record) {
 	for _, q := range fd.parents {
 		note(q)
 	}
+	if x.sizeOf != nil {
+		for i := range fd.versions {
+			if v := &fd.versions[i]; v.Hash != (Hash{}) {
+				v.Size = x.sizeOf(v.Hash)
+			}
+		}
+	}
 	if len(x.win.recs) == 0 {
 		x.win.from = idx
 	}
@@ -319,9 +330,10 @@ func (x *Index) Current() map[string]Hash {
 // Pending lists quarantined writes no approve or reject names, in log
 // order.
 func (x *Index) Pending() []Pending {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return append([]Pending(nil), x.f.pending...)
+	x.mu.Lock() // the first call decodes the table
+	defer x.mu.Unlock()
+	ps, _ := x.f.pend() // its shape was checked when the state file was read
+	return append([]Pending(nil), ps...)
 }
 
 // Mounts lists the mounts in log order.
@@ -626,6 +638,17 @@ func (x *Index) EachSession(fn func(*Session) error) error {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return overlaySessions(x.f.base, x.f.sessions)(func(s *Session) error { return fn(s.clone()) })
+}
+
+// blobSize is the length of stored content, -1 when it is not stored.
+func blobSize(stateDir string) func(Hash) int64 {
+	return func(h Hash) int64 {
+		n, err := evidence.BlobSize(stateDir, h.Hex())
+		if err != nil {
+			return -1
+		}
+		return n
+	}
 }
 
 // idCache finds records by id for a reader: in the log's id table.

@@ -92,7 +92,23 @@ func TestInMemoryAnswersAsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameAnswers(t, "memory vs log", collect(t, m, tl), collect(t, whole(t, tl.dir), tl))
+	// A bundle's index has no blob store to size the versions by.
+	sameAnswers(t, "memory vs log", noSizes(collect(t, m, tl)), noSizes(collect(t, whole(t, tl.dir), tl)))
+}
+
+func noSizes(a answers) answers {
+	for p, vs := range a.History {
+		for i := range vs {
+			vs[i].Size = -1
+		}
+		a.History[p] = vs
+	}
+	for i := range a.Records {
+		for j := range a.Records[i].Versions {
+			a.Records[i].Versions[j].Size = -1
+		}
+	}
+	return a
 }
 
 // What makes an index unusable, and how a reader finds out: each is set

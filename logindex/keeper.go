@@ -59,7 +59,7 @@ func OpenKeeper(stateDir string, l Log) (*Keeper, error) {
 			return nil, err
 		}
 		x = &Index{state: stateDir, win: newMem(0), ids: map[Hash]int64{}, f: newFold(), lookup: lookup, rebuilt: reason,
-			missing: errors.Is(err, errMissing)}
+			missing: errors.Is(err, errMissing), sizeOf: blobSize(stateDir)}
 	} else {
 		k.removeStrays(x.hd)
 	}

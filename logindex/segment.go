@@ -19,7 +19,7 @@ import (
 //	  R   one 48-byte entry per record
 //	  P   parents, uint64 record indexes
 //	  VR  uint32 positions in H: the versions of each record
-//	  H   128-byte versions, grouped by path (the dictionary's order), each group in log order
+//	  H   136-byte versions, grouped by path (the dictionary's order), each group in log order
 //	  D   24-byte reads listings, grouped by path
 //	  C   provenance links: (parent, child) as uint64 pairs, sorted, for every child in the segment
 //	  KO  uint32 offsets into KB, one per key and one past the last
@@ -38,7 +38,7 @@ const (
 	segSections = 10
 	secTable    = segSections * 16
 	recSize     = 48
-	histSize    = 128
+	histSize    = 136
 	readSize    = 24
 	footerSize  = 24
 )
@@ -137,6 +137,7 @@ func encodeSegment(m *mem) ([]byte, Hash, error) {
 				e.hash(v.ID)
 				e.hash(v.Hash)
 				e.hash(v.Old)
+				e.i64(v.Size)
 				hpos[[2]any{v.Idx, v.Path}] = nh + uint32(j)
 			}
 			nh += uint32(len(vs))
@@ -584,6 +585,7 @@ func (seg *segment) hist(h uint32, path string) (Version, error) {
 	d.take(3, "pad")
 	prin, sess, key := d.u32("principal"), d.u32("session"), d.u32("path")
 	v.ID, v.Hash, v.Old = d.hash("id"), d.hash("hash"), d.hash("old")
+	v.Size = d.i64("size")
 	if d.err != nil {
 		return Version{}, d.err
 	}

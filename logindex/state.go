@@ -55,18 +55,27 @@ func encodeState(f *fold, sessions func(yield func(*Session) error) error) ([]by
 		e.uv(uint64(a.Idx))
 		e.hash(a.Hash)
 	}
-	e.uv(uint64(len(f.pending)))
-	for _, q := range f.pending {
-		e.uv(uint64(q.Idx))
-		e.hash(q.ID)
-		e.str(q.Path)
-		e.hash(q.Hash)
-		e.hash(q.Base)
-		e.i64(q.Time)
-		e.str(q.Principal)
-		e.str(q.Session)
-		e.str(q.Rule)
+	pending, err := f.pend()
+	if err != nil {
+		return nil, err
 	}
+	var pe enc
+	pe.uv(uint64(len(pending)))
+	for _, q := range pending {
+		pe.uv(uint64(q.Idx))
+		pe.hash(q.ID)
+		pe.str(q.Path)
+		pe.hash(q.Hash)
+		pe.hash(q.Base)
+		pe.i64(q.Time)
+		pe.str(q.Principal)
+		pe.str(q.Session)
+		pe.str(q.Rule)
+	}
+	// The pending table goes with its length first, so that a reader can
+	// skip it until it is asked for.
+	e.uv(uint64(len(pe.b)))
+	e.b = append(e.b, pe.b...)
 	e.uv(uint64(len(f.mounts)))
 	for _, m := range f.mounts {
 		e.uv(uint64(m.Idx))
@@ -88,7 +97,7 @@ func encodeState(f *fold, sessions func(yield func(*Session) error) error) ([]by
 	var sess, entries enc
 	var offs []uint64
 	var cgs [][2]string
-	err := sessions(func(s *Session) error {
+	err = sessions(func(s *Session) error {
 		offs = append(offs, uint64(len(entries.b)))
 		encodeSession(&entries, s)
 		for _, c := range s.Cgroups {
@@ -378,6 +387,21 @@ func readTable(r io.ReaderAt, h io.Writer, at, n int64, what string) ([]uint64, 
 	return offs, entries, end, nil
 }
 
+// decodePending reads a pending table (the whole of d).
+func decodePending(d *dec) ([]Pending, error) {
+	n := d.count(110, "pending")
+	var out []Pending
+	for range n {
+		q := Pending{Idx: int64(d.uv("idx")), ID: d.hash("id"), Path: d.str("path"), Hash: d.hash("hash"),
+			Base: d.hash("base"), Time: d.i64("time"), Principal: d.str("principal"), Session: d.str("session"), Rule: d.str("rule")}
+		out = append(out, q)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		return nil, formatErr("state: %d bytes past the pending table", len(d.b))
+	}
+	return out, d.err
+}
+
 // decodeTables reads the tables area into f.
 func decodeTables(b []byte, f *fold) error {
 	d := &dec{b: b}
@@ -404,11 +428,14 @@ func decodeTables(b []byte, f *fold) error {
 		p := d.str("path")
 		f.approve[p] = Approval{Idx: int64(d.uv("idx")), Hash: d.hash("hash")}
 	}
-	n = d.count(110, "pending")
-	for range n {
-		q := Pending{Idx: int64(d.uv("idx")), ID: d.hash("id"), Path: d.str("path"), Hash: d.hash("hash"),
-			Base: d.hash("base"), Time: d.i64("time"), Principal: d.str("principal"), Session: d.str("session"), Rule: d.str("rule")}
-		f.pending = append(f.pending, q)
+	pl := d.uv("pending")
+	if d.err == nil && pl > uint64(len(d.b)) {
+		d.fail("pending")
+	}
+	raw := d.take(int(pl), "pending")
+	if d.err == nil && len(raw) > 0 {
+		// Decoded when asked (the hash over the file vouches for it).
+		f.pendingRaw = raw
 	}
 	n = d.count(3, "mounts")
 	for range n {

@@ -32,6 +32,9 @@ type Version struct {
 	Session   string    `json:"session,omitempty"`
 	Hash      string    `json:"hash,omitempty"`     // content after; "" = absent
 	OldHash   string    `json:"old_hash,omitempty"` // content before; "" = absent
+	// ContentSize is the length of the content after as the log's index
+	// knows it (-1: unknown; the blob says).
+	ContentSize int64 `json:"-"`
 }
 
 // Snapshot is one snapshot record.
@@ -186,7 +189,7 @@ func nsTime(ns int64) time.Time {
 
 func version(v logindex.Version) Version {
 	return Version{Idx: v.Idx, Record: v.ID.Hex(), Time: nsTime(v.Time), Type: v.Type, Principal: v.Principal,
-		Session: v.Session, Hash: v.Hash.Hex(), OldHash: v.Old.Hex()}
+		Session: v.Session, Hash: v.Hash.Hex(), OldHash: v.Old.Hex(), ContentSize: v.Size}
 }
 
 // History lists the versions of path in log order: writes, deletes, the
