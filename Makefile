@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/aerfs
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build test unit integration vet demo fuzz posix soak man install uninstall clean e2e mutation test-churn test-unmount-busy
+.PHONY: all build test unit integration vet demo fuzz posix soak man install uninstall clean e2e mutation test-churn test-unmount-busy test-net-scale
 
 all: build
 
@@ -40,6 +40,11 @@ integration:
 
 vet:
 	$(GO) vet ./...
+
+# 200 sessions × 20 connections at once through their proxies, each
+# connection recorded for its own session (make test runs 12 × 20; root).
+test-net-scale:
+	AERFS_NET_SCALE=1 CI=$${CI:-} $(GO) test -count=1 -timeout 20m -run '^TestNetManySessionsAttribution$$' -v ./integration/
 
 # The main job: mounts aerfs over a sample workspace and shows attacks
 # refused, legitimate work committed and a verified evidence bundle.

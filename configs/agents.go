@@ -27,8 +27,10 @@ func Agents() []string {
 
 // AgentPolicy is the policy file aerfs init --agent name writes: the
 // profile's leading comment, the default policy (whose classes already
-// cover every known client's files in the workspace) and the profile's
-// roots, the client's directories in the owner's home, at the end.
+// cover every known client's files in the workspace) with the profile's
+// network block, when it has one, in place of the default's, and the
+// profile's roots, the client's directories in the owner's home, at the
+// end.
 func AgentPolicy(name string) ([]byte, error) {
 	prof, err := profile(name)
 	if err != nil {
@@ -44,7 +46,43 @@ func AgentPolicy(name string) ([]byte, error) {
 	b.Write(DefaultPolicy)
 	b.WriteString("\n")
 	b.WriteString(roots)
-	return b.Bytes(), nil
+	return withNetwork(b.Bytes(), prof), nil
+}
+
+// withNetwork puts the profile's network block (with the comments just
+// above it), when it has one, in place of the default's: the client's
+// model and update hosts.
+func withNetwork(pol, prof []byte) []byte {
+	plines := strings.SplitAfter(string(prof), "\n")
+	ps, pe := blockWithComments(plines, "network:")
+	if ps < 0 {
+		return pol
+	}
+	lines := strings.SplitAfter(string(pol), "\n")
+	ds, de := blockWithComments(lines, "network:")
+	if ds < 0 {
+		return pol
+	}
+	var b bytes.Buffer
+	for _, l := range lines[:ds] {
+		b.WriteString(l)
+	}
+	for _, l := range plines[ps:pe] {
+		b.WriteString(l)
+	}
+	for _, l := range lines[de:] {
+		b.WriteString(l)
+	}
+	return b.Bytes()
+}
+
+// blockWithComments is topBlock with the comment lines just above the key.
+func blockWithComments(lines []string, key string) (start, end int) {
+	start, end = topBlock(lines, key)
+	for start > 0 && strings.HasPrefix(lines[start-1], "#") {
+		start--
+	}
+	return start, end
 }
 
 // AgentRoot names the root that guards the home directory of the agent

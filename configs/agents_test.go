@@ -59,6 +59,33 @@ func TestAgentPolicies(t *testing.T) {
 		if c, _, _ := p.Classify("SOUL.md"); c != policy.Identity {
 			t.Errorf("%s: SOUL.md is %v", name, c)
 		}
+		// The profile's network block replaces the default's, once.
+		if strings.Count(string(b), "\nnetwork:\n") != 1 || p.SandboxNetwork() != policy.NetworkProxy || p.SecretEgress() {
+			t.Errorf("%s: network section:\n%s", name, b)
+		}
+		if c, _ := p.HostChannel("example.org", 443, nil); c != policy.ChannelWeb {
+			t.Errorf("%s: example.org is %v", name, c)
+		}
+	}
+	for name, hc := range map[string][3]string{
+		"claude-code": {"api.anthropic.com", "statsig.anthropic.com", "o1.ingest.sentry.io"},
+		"codex":       {"chatgpt.com", "auth.openai.com", ""},
+		"gemini":      {"cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "play.googleapis.com"},
+		"openclaw":    {"openrouter.ai", "", ""},
+	} {
+		b, _ := configs.AgentPolicy(name)
+		p, err := policy.Parse(name+".yaml", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []policy.NetChannel{policy.ChannelModel, policy.ChannelTrusted, policy.ChannelDeny} {
+			if hc[i] == "" {
+				continue
+			}
+			if c, _ := p.HostChannel(hc[i], 443, nil); c != want {
+				t.Errorf("%s: %s is %v, want %v", name, hc[i], c, want)
+			}
+		}
 	}
 	if _, err := configs.AgentPolicy("../aerfs"); err == nil {
 		t.Error("AgentPolicy accepted a path")

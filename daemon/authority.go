@@ -10,7 +10,7 @@ import (
 
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -65,14 +65,14 @@ func (s *controlServer) authorityOp(pid int, req Request) *Response {
 }
 
 func (s *controlServer) authorityInfo(rel string) *Response {
-	l, st, err := s.m.AuthorityOf(rel)
+	l, st, err := s.m.Authority().Of(rel)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
-	mon := s.m.Authority()
+	mon := s.m.Authority().Monitor()
 	info := AuthorityInfo{Path: rel, Class: st.Class.String(), Rule: st.Rule.ID(), Origin: st.Origin.String(),
 		Session: st.Session, Hash: st.Hash.String(), Labeled: l != nil, Sources: st.Sources, May: map[string]ActCheck{},
-		Tokens: s.m.Armed(rel)}
+		Tokens: s.m.Authority().Armed(rel)}
 	if l != nil {
 		info.Record = l.Record
 	}
@@ -126,12 +126,12 @@ func (s *controlServer) authorize(pid int, rel string, req Request) *Response {
 		r.Hint = "only the owner, at a terminal outside every aerfs session, authorizes an action"
 		return r
 	}
-	_, st, err := s.m.AuthorityOf(rel)
+	_, st, err := s.m.Authority().Of(rel)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
 	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: subj.Identified}
-	tok, rule := s.m.Authority().Mint(w, rel, st.Hash, a, time.Now(), ttl)
+	tok, rule := s.m.Authority().Monitor().Mint(w, rel, st.Hash, a, time.Now(), ttl)
 	rec.Meta.Rule = rule.ID()
 	rec.Meta.Class = st.Class.String()
 	rec.Meta.Reason = fmt.Sprintf("owner token for %s of content %.12s until %s", a, st.Hash, tok.Expiry.UTC().Format(time.RFC3339))
@@ -144,7 +144,7 @@ func (s *controlServer) authorize(pid int, rel string, req Request) *Response {
 	if _, err := s.m.Record(rec); err != nil {
 		return &Response{Error: "the authorization could not be recorded: " + err.Error()}
 	}
-	s.m.ArmToken(rel, a, tok.Secret)
+	s.m.Authority().Arm(rel, a, tok.Secret)
 	b, _ := json.Marshal(AuthorizeResult{Token: tok.Secret, Path: rel, Hash: st.Hash.String(), Action: a.String(),
 		Expiry: tok.Expiry.UTC().Format(time.RFC3339)})
 	return &Response{OK: true, Data: b}
@@ -159,7 +159,7 @@ func (s *controlServer) authorizeCheck(pid int, rel string, req Request) *Respon
 	}
 	peer := s.resolveCaller(pid)
 	subj := peer.Subject()
-	rule, err := s.m.ConsumeToken(req.Token, rel, a)
+	rule, err := s.m.Authority().Consume(req.Token, rel, a)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
@@ -198,13 +198,13 @@ func authorityConfig(p *policy.Policy) authority.Config {
 func (s *controlServer) attest(pid int, rel string) *Response {
 	peer := s.resolveCaller(pid)
 	subj := peer.Subject()
-	_, st, err := s.m.AuthorityOf(rel)
+	_, st, err := s.m.Authority().Of(rel)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
 	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: subj.Identified, Name: subj.Session}
-	w.Session = aerfs.AuthorityKey(peer)
-	ar := s.m.Authority().Attest(w, st.Hash)
+	w.Session = guard.AuthorityKey(peer)
+	ar := s.m.Authority().Monitor().Attest(w, st.Hash)
 	verdict := "allow"
 	if !ar.Counted {
 		verdict = "deny"
@@ -247,7 +247,7 @@ func parseAttestDetail(d string) (authority.Hash, string, bool) {
 // replayAttestation replays one attestation record into the mount's
 // authority monitor (replayAttestations, state.go); a record whose detail
 // does not parse is skipped.
-func replayAttestation(mon *aerfs.Monitor, r *evidence.Record) bool {
+func replayAttestation(mon *guarded, r *evidence.Record) bool {
 	if r.Type != evidence.TypeVerdict || r.Meta.Op != "attest" || r.Payload == nil {
 		return false
 	}
@@ -256,6 +256,6 @@ func replayAttestation(mon *aerfs.Monitor, r *evidence.Record) bool {
 	if !ok || !rok {
 		return false
 	}
-	mon.Authority().Replay(h, authority.Attestation{Name: r.Meta.Session, Domain: dom, Rule: rule, Counted: r.Meta.Verdict == "allow"})
+	mon.Authority().Monitor().Replay(h, authority.Attestation{Name: r.Meta.Session, Domain: dom, Rule: rule, Counted: r.Meta.Verdict == "allow"})
 	return true
 }

@@ -60,6 +60,13 @@ func (c *confinements) registered(id string, root principal.ProcID, planned stri
 	x.byRoot[root] = x.last
 }
 
+// forget drops the registrations of the retired session id.
+func (c *confinements) forget(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
+}
+
 // claimSupervision reports whether root, which registered session id
 // confined, may hand over its connect() listener now: once.
 func (c *confinements) claimSupervision(id string, root principal.ProcID) bool {
@@ -131,6 +138,15 @@ func (s *controlServer) confined(pid int, req Request) *Response {
 		s.log.Warn().Str("session", res.Session.ID).Int("pid", pid).Str("why", err.Error()).Msg("confinement report refused")
 		return &Response{Error: "confinement report refused: " + err.Error()}
 	}
+	if len(s.files) > 0 || len(req.Listeners) > 0 {
+		// The proxy's listening sockets, from inside the session's
+		// network namespace (netproxy.go).
+		if err := s.shared.nets.attach(res, req.Listeners, s.files); err != nil {
+			s.log.Warn().Err(err).Str("session", res.Session.ID).Msg("session network: listeners refused")
+			return &Response{Error: "session " + res.Session.ID + ": the proxy's listeners were refused: " + err.Error(),
+				Hint: "run it with --sandbox=off, or set sandbox.network: open in the policy, if this kernel cannot give sessions a network namespace"}
+		}
+	}
 	sc.reported = true
 	sc.summary = rep.Summary()
 	s.log.Info().Str("session", res.Session.ID).Int("pid", pid).Str("confinement", sc.summary).Msg("session confined")
@@ -181,7 +197,7 @@ func kernelView(pid int) string {
 		}
 	}
 	var own []string
-	for _, ns := range []string{"user", "mnt"} {
+	for _, ns := range []string{"user", "mnt", "net"} {
 		mine, err1 := os.Readlink("/proc/self/ns/" + ns)
 		theirs, err2 := os.Readlink(base + "/ns/" + ns)
 		if err1 == nil && err2 == nil && mine != theirs {

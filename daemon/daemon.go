@@ -15,8 +15,11 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
 
+	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
 	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
+	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/internal/mountinfo"
 	"github.com/aerfs/aerfs/metrics"
 	"github.com/aerfs/aerfs/policy"
@@ -139,14 +142,14 @@ func Run(ctx context.Context, o Options) (err error) {
 			o.Log.Warn().Err(err).Msg("the log's index is not written at unmount: the next mount reads the records since its last copy")
 		}
 	}()
-	labels, err := aerfs.OpenLabels(filepath.Join(o.StateDir, "labels.jsonl"))
+	labels, err := label.Open(filepath.Join(o.StateDir, "labels.jsonl"))
 	if err != nil {
 		return err
 	}
 	defer labels.Close()
 
 	ev := &events{}
-	var mon *aerfs.Monitor
+	var mon *guarded
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
 	reg.SetStateDir(o.StateDir)
 	reg.SetArchive(sessionArchive{x: keeper.Index(), mountStart: mountStart})
@@ -160,23 +163,43 @@ func Run(ctx context.Context, o Options) (err error) {
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok },
 		})
 	}
-	mon, err = aerfs.NewMonitor(aerfs.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
-		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log})
-	if err != nil {
-		return err
-	}
-	mon.SetAuthorityConfig(authorityConfig(pol))
-	mon.SetLastReads(func(id string) string { return lastReads(keeper.Index(), id) })
-	mon.SetExplainSource(explainSource{k: keeper, l: elog}, mountStart)
+	var onCommit func(time.Duration)
 	if rec.m != nil {
-		mon.OnCommit = rec.m.ObserveCommit
+		onCommit = rec.m.ObserveCommit
 	}
-	ev.m = mon
-	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), mon, reg, rec)
+	// The quarantine of a burst covers the session tree: every session
+	// started from the root has its guarded changes rolled back, in every
+	// root (the workspace's guard routes the paths).
+	onBurst := func(root *principal.Session) {
+		for _, s := range reg.Sessions() {
+			if s.TreeRoot() == root {
+				rollbackSession(mon, o.StateDir, o.Log, s)
+			}
+		}
+	}
+	// Every root's explanations read what came before the mount from the
+	// log's index (state.go), and a session back from retirement
+	// continues its provenance chain from it.
+	fromIndex := func(c *guard.Config) {
+		c.Explain, c.ExplainFrom = explainSource{k: keeper, l: elog}, mountStart
+		c.LastReads = func(id string) string { return lastReads(keeper.Index(), id) }
+	}
+	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), reg, rec, onCommit, onBurst, fromIndex)
 	if err != nil {
 		return err
 	}
 	defer roots.close()
+	gc := guard.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
+		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log, Roots: roots.guards(),
+		Authority: authority.New(authorityConfig(pol), nil), Namespaces: true, OnCommit: onCommit, OnBurst: onBurst}
+	fromIndex(&gc)
+	g, err := guard.New(gc)
+	if err != nil {
+		return err
+	}
+	mon = newGuarded(g, rec, "", rootFd)
+	roots.attach(mon)
+	ev.m = mon
 	// Sessions are cgroups where the daemon may make them (root and a
 	// cgroup v2 hierarchy); elsewhere they are followed by ancestry.
 	if cg, err := principal.NewCgroups(o.StateDir); err != nil {
@@ -218,25 +241,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
 		return err
 	}
-	// The namespace roots exist, so that a session can make its own
-	// directory (creating the roots is the owner's, not a session's).
-	if err := mon.EnsureNamespaces(); err != nil {
-		return err
-	}
-	mon.OnBurst = func(root *principal.Session) {
-		// The quarantine covers the session tree: every session started
-		// from the root has its guarded changes rolled back.
-		for _, s := range reg.Sessions() {
-			if s.TreeRoot() == root {
-				rollbackSession(mon, o.StateDir, o.Log, s)
-			}
-		}
-	}
 	if err := checkDriftAtMount(ctx, mon, o); err != nil {
 		return err
 	}
 
-	server, err := aerfs.Mount(ws, mon, aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
+	server, err := aerfs.Mount(ws, mon.Door(), aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
 	if err != nil {
 		return err
 	}
@@ -252,7 +261,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if !procEvents {
 		o.Log.Warn().Msg("process events connector unavailable: sessions are followed by ancestry at each request")
 	}
-	go keepIndex(ctx, keeper, elog, reg, func(s *principal.Session) { retireSession(mon, s) }, o.Log)
+	go keepIndex(ctx, keeper, elog, reg, o.Log)
 
 	if rec.m != nil {
 		addr, err := serveMetrics(ctx, o.MetricsAddr, rec.m, o.Log)
@@ -267,7 +276,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		server.Unmount()
 		return fmt.Errorf("control socket: %w", err)
 	}
-	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, index: keeper.Index(), status: func() Status {
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, rec: rec, index: keeper.Index(), status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			StateMode: stateMode, Socket: sockPath,
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
@@ -287,6 +296,20 @@ func Run(ctx context.Context, o Options) (err error) {
 	defer removeSocket(o.StateDir, sockPath)
 	defer srv.close()
 	go srv.serve()
+	go func() {
+		// A session's proxy lives as long as a process is in its
+		// network namespace.
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				srv.shared.nets.reap()
+			}
+		}
+	}()
 
 	if err := server.WaitMount(); err != nil {
 		return err
@@ -351,7 +374,7 @@ func Run(ctx context.Context, o Options) (err error) {
 const flushBound = 3 * time.Second
 
 // events records what the registry learns.
-type events struct{ m *aerfs.Monitor }
+type events struct{ m *guarded }
 
 func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why string, p principal.Proc) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: added.Names(),
@@ -475,8 +498,8 @@ func FindMount(p string) *MountInfo {
 // checkDriftAtMount compares the guarded files with what the log says aerfs
 // last gave them (changes made while unmounted are drift), then watches the
 // backing directory for drift while mounted.
-func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
-	cur, err := m.GuardedState()
+func checkDriftAtMount(ctx context.Context, m *guarded, o Options) error {
+	cur, err := m.State()
 	if err != nil {
 		return fmt.Errorf("cannot read the guarded files: %w", err)
 	}
@@ -485,7 +508,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	if err := m.FlushLog(); err != nil {
 		return err
 	}
-	prev, pending, err := lastKnownState(o.StateDir)
+	prev, pending, ended, err := lastKnownState(o.StateDir)
 	if err != nil {
 		return err
 	}
@@ -504,7 +527,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 		if c.After == "" {
 			op = "complete-" + c.Type
 		}
-		_, _, err := m.SetContent(p, c.After, func(found string) *evidence.Record {
+		_, _, err := m.setContent(p, c.After, func(found string) *evidence.Record {
 			why := "a " + c.Type + " was recorded but not applied before a crash: completed at mount"
 			if found != c.Before {
 				why = "a " + c.Type + " was recorded and the file holds neither its content nor the one before after a crash: completed at mount, what was found kept as the previous version"
@@ -523,7 +546,9 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 		}
 		o.Log.Warn().Str("path", p).Str("op", op).Msg("completed a recorded change interrupted by a crash")
 	}
-	// A file the log never saw predates aerfs (or this log): believe it.
+	// A file the log never saw predates aerfs (or this log, or the policy
+	// that guards it): believe it — unless it was born after the previous
+	// mount ended: created while unmounted, it is drift.
 	union := map[string]string{}
 	for p, h := range prev {
 		union[p] = h
@@ -531,11 +556,14 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	for p, h := range cur {
 		if _, ok := prev[p]; !ok {
 			union[p] = h
+			if !ended.IsZero() && !m.isRootPath(p) && m.bornAfter(p, ended) {
+				union[p] = ""
+			}
 		}
 	}
-	m.SetExpected(union)
+	m.Expect(guard.Expectation{State: union})
 	for p := range union {
-		d, err := m.CheckDrift(p)
+		d, err := m.Drift(p)
 		if err != nil {
 			o.Log.Warn().Err(err).Str("path", p).Msg("drift check at mount")
 			continue
@@ -545,7 +573,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 		}
 	}
 	// The state at mount is the baseline the next mount compares with.
-	now, err := m.GuardedState()
+	now, err := m.State()
 	if err != nil {
 		return err
 	}
@@ -560,7 +588,7 @@ func checkDriftAtMount(ctx context.Context, m *aerfs.Monitor, o Options) error {
 	}
 	paths := make([]string, 0, len(now))
 	for p := range now {
-		if !m.IsRootPath(p) { // each root has its own watcher (roots.go)
+		if !m.isRootPath(p) { // each root has its own watcher (roots.go)
 			paths = append(paths, p)
 		}
 	}

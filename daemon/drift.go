@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -27,7 +27,7 @@ import (
 // they never look like drift.
 
 type driftWatcher struct {
-	m   *aerfs.Monitor
+	m   *guarded
 	log zerolog.Logger
 
 	mu      sync.Mutex
@@ -38,7 +38,7 @@ type driftWatcher struct {
 
 // repairDrift records d and, when the policy says so, puts the expected
 // content back.
-func repairDrift(m *aerfs.Monitor, log zerolog.Logger, d *aerfs.Drift, when string) {
+func repairDrift(m *guarded, log zerolog.Logger, d *guard.Drift, when string) {
 	v, label, restore := m.Policy().DecideDrift()
 	r := &evidence.Record{Type: evidence.TypeDrift, Principal: policy.External.String(), Taint: label.Names(),
 		Meta: evidence.Meta{Path: d.Path, Op: "drift", Verdict: "allow", Rule: v.Rule.ID(),
@@ -49,12 +49,12 @@ func repairDrift(m *aerfs.Monitor, log zerolog.Logger, d *aerfs.Drift, when stri
 		log.Error().Err(err).Str("path", d.Path).Msg("drift not recorded")
 		return
 	}
-	m.SetLastRecord(id, d.Path)
+	m.Expect(guard.Expectation{Record: id, Paths: []string{d.Path}})
 	log.Warn().Str("path", d.Path).Str("expected", d.Expected).Str("found", d.Found).Msg("drift")
 	if !restore {
 		return
 	}
-	_, _, err = m.SetContent(d.Path, d.Expected, func(old string) *evidence.Record {
+	_, _, err = m.setContent(d.Path, d.Expected, func(old string) *evidence.Record {
 		return &evidence.Record{Type: evidence.TypeRestore, Principal: policy.Sys.String(), Parents: []string{id},
 			Meta:    evidence.Meta{Path: d.Path, Op: "restore", Verdict: "allow", Reason: "on_drift: restore put back the last version aerfs committed"},
 			Payload: &evidence.Payload{Detail: "drift repaired", Files: []evidence.FileState{{Path: d.Path, OldHash: old, Hash: d.Expected}}}}
@@ -64,12 +64,12 @@ func repairDrift(m *aerfs.Monitor, log zerolog.Logger, d *aerfs.Drift, when stri
 	}
 }
 
-func startDriftWatcher(ctx context.Context, m *aerfs.Monitor, log zerolog.Logger, guarded []string) error {
+func startDriftWatcher(ctx context.Context, m *guarded, log zerolog.Logger, guarded []string) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
-	d := &driftWatcher{m: m, log: log, pending: map[string]*time.Timer{}, w: w, base: m.BackingPath()}
+	d := &driftWatcher{m: m, log: log, pending: map[string]*time.Timer{}, w: w, base: m.dir.Path()}
 	dirs := map[string]bool{"": true}
 	for _, p := range guarded {
 		for dir := path.Dir(p); dir != "." && !dirs[dir]; dir = path.Dir(dir) {
@@ -81,11 +81,11 @@ func startDriftWatcher(ctx context.Context, m *aerfs.Monitor, log zerolog.Logger
 	}
 	// A directory that held no guarded file at mount may get one through
 	// the mount: watch it from the first commit on.
-	m.SetOnKnown(func(rel string) {
+	m.Expect(guard.Expectation{OnKnown: func(rel string) {
 		if dir := path.Dir(rel); dir != "." {
 			d.watch(dir)
 		}
-	})
+	}})
 	go d.run(ctx)
 	return nil
 }
@@ -121,7 +121,7 @@ func (d *driftWatcher) run(ctx context.Context) {
 			}
 			if ev.Has(fsnotify.Create) {
 				// A new directory may come to hold guarded files.
-				if st, err := d.m.Stat(rel); err == nil && st.IsDir() {
+				if st, err := d.m.dir.Stat(rel); err == nil && st.IsDir() {
 					d.watch(rel)
 					continue
 				}
@@ -146,7 +146,7 @@ func (d *driftWatcher) schedule(rel string) {
 		d.mu.Lock()
 		delete(d.pending, rel)
 		d.mu.Unlock()
-		drift, err := d.m.CheckDrift(rel)
+		drift, err := d.m.Drift(rel)
 		if err != nil {
 			d.log.Debug().Err(err).Str("path", rel).Msg("drift check")
 			return

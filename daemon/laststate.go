@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"context"
+	"time"
+
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/snapshot"
 )
@@ -22,10 +25,13 @@ type interrupted struct {
 // everything it recorded; a difference from it is drift, never something
 // to complete (a file deleted while unmounted stays deleted). Both come from the same index that history and restore
 // read. Called after the current mount's own record.
-func lastKnownState(stateDir string) (map[string]string, map[string]interrupted, error) {
+//
+// ended is when the previous mount of this log ended (zero when there was
+// none): a guarded file born since was created while unmounted.
+func lastKnownState(stateDir string) (map[string]string, map[string]interrupted, time.Time, error) {
 	x, err := snapshot.Load(stateDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, time.Time{}, err
 	}
 	defer x.Close()
 	cur := x.Current()
@@ -39,12 +45,20 @@ func lastKnownState(stateDir string) (map[string]string, map[string]interrupted,
 	pending := map[string]interrupted{}
 	ms := x.Mounts()
 	if len(ms) < 2 {
-		return st, pending, nil
+		return st, pending, time.Time{}, nil
 	}
 	prevMount := ms[len(ms)-2]
 	from, to := prevMount.Idx, ms[len(ms)-1].Idx
 	if prevMount.Clean {
 		from = prevMount.EndIdx
+	}
+	end := to - 1 // a crashed mount: the last record before this one
+	if prevMount.Clean {
+		end = prevMount.EndIdx
+	}
+	ended, err := recordTime(stateDir, end)
+	if err != nil {
+		return nil, nil, time.Time{}, err
 	}
 	for _, p := range x.Paths() {
 		h := x.History(p)
@@ -60,5 +74,23 @@ func lastKnownState(stateDir string) (map[string]string, map[string]interrupted,
 			pending[p] = interrupted{Before: v.OldHash, After: v.Hash, Type: v.Type}
 		}
 	}
-	return st, pending, nil
+	return st, pending, ended, nil
+}
+
+// recordTime is the time of the record at idx.
+func recordTime(stateDir string, idx int64) (time.Time, error) {
+	var t time.Time
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := evidence.Follow(ctx, stateDir, idx, func(_ int64, _ string, r *evidence.Record) error {
+		if t.IsZero() {
+			t, _ = evidence.ParseTime(r.Meta.Time)
+			cancel()
+		}
+		return nil
+	})
+	if t.IsZero() && err != nil && ctx.Err() == nil {
+		return t, err
+	}
+	return t, nil
 }

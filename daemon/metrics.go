@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/metrics"
 )
 
@@ -19,7 +19,7 @@ import (
 // log has taken it, to the metrics (when they are served): the counters
 // move exactly with the log. It also keeps the log's health for status.
 type countingRecorder struct {
-	aerfs.Recorder
+	ledger.Recorder
 	m      *metrics.Metrics // nil without --metrics-addr
 	health *logHealth
 }

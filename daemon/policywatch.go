@@ -13,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -21,7 +20,7 @@ import (
 // effect at once and is recorded; an invalid one is refused, recorded with
 // the error, and the policy in force stays. Editors save by renaming over
 // the file, so the state directory is watched, not the file.
-func watchPolicy(ctx context.Context, m *aerfs.Monitor, log zerolog.Logger, file string) error {
+func watchPolicy(ctx context.Context, m *guarded, log zerolog.Logger, file string) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -67,7 +66,7 @@ func watchPolicy(ctx context.Context, m *aerfs.Monitor, log zerolog.Logger, file
 	return nil
 }
 
-func reloadPolicy(m *aerfs.Monitor, log zerolog.Logger, file, hash string) {
+func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string) {
 	p, err := policy.Load(file)
 	r := &evidence.Record{Type: evidence.TypePolicyLoad, Principal: policy.Sys.String(),
 		Meta: evidence.Meta{Path: file, Op: "reload", UID: uint32(os.Getuid())}}
@@ -75,8 +74,7 @@ func reloadPolicy(m *aerfs.Monitor, log zerolog.Logger, file, hash string) {
 		r.Meta.Verdict, r.Meta.Reason = "deny", "invalid policy refused, the previous one stays: "+err.Error()
 		log.Warn().Err(err).Msg("policy edit refused; the previous policy stays in force")
 	} else {
-		m.SetPolicy(p)
-		m.SetAuthorityConfig(authorityConfig(p))
+		m.SetPolicy(p, authorityConfig(p))
 		r.Meta.Verdict, r.Meta.Reason = "allow", "policy file changed: loaded "+hash[:12]
 		log.Info().Str("policy", file).Msg("policy reloaded")
 	}

@@ -17,7 +17,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -28,13 +30,20 @@ const SocketName = "control.sock"
 
 // Request is one control request.
 type Request struct {
-	Op        string   `json:"op"` // register, confined, taint, status, promote, ping, snapshot, restore, approve, reject
-	Principal string   `json:"principal,omitempty"`
-	Session   string   `json:"session,omitempty"`
-	Resume    bool     `json:"resume,omitempty"`  // register: the owner rejoins an existing session
-	All       bool     `json:"all,omitempty"`     // session-list: the ended sessions too
-	Sandbox   string   `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none); confined: its JSON report
-	Agent     string   `json:"agent,omitempty"`   // register: the agent client the session runs (aerfs run --agent)
+	Op        string `json:"op"` // register, confined, taint, status, promote, ping, snapshot, restore, approve, reject
+	Principal string `json:"principal,omitempty"`
+	Session   string `json:"session,omitempty"`
+	Resume    bool   `json:"resume,omitempty"`  // register: the owner rejoins an existing session
+	All       bool   `json:"all,omitempty"`     // session-list: the ended sessions too
+	Sandbox   string `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none); confined: its JSON report
+	Agent     string `json:"agent,omitempty"`   // register: the agent client the session runs (aerfs run --agent)
+	// register: the session's network ("proxy": a namespace of its own,
+	// "open", or "" for a session started from within one) and the model
+	// endpoints its client was started with (host:port); confined: what
+	// each descriptor sent with the request is ("proxy ADDR", "forward ADDR")
+	Network   string   `json:"network,omitempty"`
+	Model     []string `json:"model,omitempty"`
+	Listeners []string `json:"listeners,omitempty"`
 	Flags     []string `json:"flags,omitempty"`
 	Path      string   `json:"path,omitempty"`
 	PathB64   string   `json:"path_b64,omitempty"` // Path's bytes in standard base64 when they are not UTF-8
@@ -124,6 +133,10 @@ type SessionStatus struct {
 	// Confinement is what aerfs run applied to the session, as it
 	// reported it and /proc shows it, or "unconfined (--sandbox=off)".
 	Confinement string `json:"confinement,omitempty"`
+	// Network is how the session reaches the network (its proxy, or
+	// open and why); Hosts what it reached through the proxy.
+	Network string    `json:"network,omitempty"`
+	Hosts   []NetHost `json:"hosts,omitempty"`
 }
 
 // Call sends one request to the daemon serving stateDir.
@@ -142,15 +155,39 @@ func Call(stateDir string, req Request) (*Response, error) {
 	}
 }
 
-func call1(stateDir string, req Request) (*Response, error) {
+// CallFiles is Call with descriptors sent along the request (SCM_RIGHTS).
+func CallFiles(stateDir string, req Request, files []*os.File) (*Response, error) {
+	return call1(stateDir, req, files...)
+}
+
+func call1(stateDir string, req Request, files ...*os.File) (*Response, error) {
 	c, err := net.DialTimeout("unix", SocketPath(stateDir), 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the aerfs daemon: %w", err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(60 * time.Second))
-	if err := json.NewEncoder(c).Encode(req); err != nil {
+	line, err := json.Marshal(req)
+	if err != nil {
 		return nil, err
+	}
+	line = append(line, '\n')
+	if len(files) > 0 {
+		// The descriptors travel with the line's first bytes.
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		n, _, err := c.(*net.UnixConn).WriteMsgUnix(line, syscall.UnixRights(fds...), nil)
+		if err != nil {
+			return nil, err
+		}
+		line = line[n:]
+	}
+	if len(line) > 0 {
+		if _, err := c.Write(line); err != nil {
+			return nil, err
+		}
 	}
 	var resp Response
 	sc := bufio.NewScanner(c)

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 	"github.com/aerfs/aerfs/snapshot"
@@ -58,7 +58,7 @@ func (s *controlServer) takeSnapshot(pid int, req Request) *Response {
 	if refusal != nil {
 		return refusal
 	}
-	state, err := s.m.GuardedState()
+	state, err := s.m.State()
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
@@ -296,7 +296,7 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		return refusal
 	}
 	defer unlock()
-	cur, err := s.m.GuardedState()
+	cur, err := s.m.State()
 	if err != nil {
 		return &Response{Error: "cannot read the guarded files: " + err.Error()}
 	}
@@ -334,8 +334,13 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 		steps[i] = st.Step
 	}
 	j := &snapshot.Journal{ID: fmt.Sprintf("restore-%d", time.Now().UnixNano()), Reason: reason, Steps: steps, Done: make([]bool, len(steps))}
-	if err := runJournal(s.m, s.stateDir, s.log, j, peer.Subject().Principal.String(), peer, parents, "restore"); err != nil {
+	failed, err := runJournal(s.m, s.stateDir, s.log, j, peer.Subject().Principal.String(), peer, parents, "restore")
+	if err != nil {
 		return &Response{Error: err.Error()}
+	}
+	if len(failed) > 0 {
+		return &Response{Data: data, Error: fmt.Sprintf("restore done except for %d file(s) that could not be written: %s", len(failed), failures(failed)),
+			Hint: "the log names them (aerfs log --path PATH); clear what stands in the way (aerfs why PATH) and restore again"}
 	}
 	return &Response{OK: true, Data: data}
 }
@@ -344,22 +349,29 @@ func (s *controlServer) restore(pid int, req Request) *Response {
 // first, each step is atomic and marked done, the whole change is one
 // record, and only then is the journal removed. A crash anywhere leaves a
 // journal that the next mount finishes.
-func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) error {
+//
+// A step that cannot be applied (something else stands at its path: a
+// directory a session replaced with a symbolic link or a file, a full
+// disk) is left and named, in the record and in what runJournal returns
+// (failed), and the others go on: one obstacle must neither
+// stop the rest nor leave a journal that every later mount fails on.
+func runJournal(m *guarded, stateDir string, log zerolog.Logger, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (failed []stepFailure, err error) {
 	// The contents the steps name (kept by GuardedState, or by the
 	// versions being restored) are durable before the journal naming them.
 	if err := m.FlushLog(); err != nil {
-		return fmt.Errorf("cannot make the contents to restore durable: %w", err)
+		return nil, fmt.Errorf("cannot make the contents to restore durable: %w", err)
 	}
 	if err := snapshot.WriteJournal(stateDir, j); err != nil {
-		return fmt.Errorf("cannot write the restore journal: %w", err)
+		return nil, fmt.Errorf("cannot write the restore journal: %w", err)
 	}
-	if err := applyJournal(m, stateDir, j, log); err != nil {
-		return fmt.Errorf("restore interrupted: %w (the journal resumes it at the next mount)", err)
+	failed, err = applyJournal(m, stateDir, j, log)
+	if err != nil {
+		return nil, fmt.Errorf("restore interrupted: %w (the journal resumes it at the next mount)", err)
 	}
-	if _, err := recordRestore(m, j, principal, peer, parents, op); err != nil {
-		return fmt.Errorf("restore done but not recorded: %w", err)
+	if _, err := recordRestore(m, j, principal, peer, parents, op, failed); err != nil {
+		return nil, fmt.Errorf("restore done but not recorded: %w", err)
 	}
-	return snapshot.RemoveJournal(stateDir)
+	return failed, snapshot.RemoveJournal(stateDir)
 }
 
 // applyJournal applies the steps not yet done, marking each durable. A
@@ -367,24 +379,27 @@ func runJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger, j *snapsh
 // step's From nor its To: a commit landed meanwhile) is left alone and
 // marked done: the plan never overwrites what it did not see.
 // recordRestore records only the steps whose file holds their To.
-func applyJournal(m *aerfs.Monitor, stateDir string, j *snapshot.Journal, log zerolog.Logger) error {
+// A step that fails otherwise is left too, and returned in failed; err is
+// only the journal itself failing (then the next mount resumes it).
+func applyJournal(m *guarded, stateDir string, j *snapshot.Journal, log zerolog.Logger) (failed []stepFailure, err error) {
 	delay := stepDelay()
 	for _, i := range j.Remaining() {
 		st := j.Steps[i]
-		if _, _, err := m.SetContentFrom(st.Path, st.From, st.To, nil); errors.Is(err, aerfs.ErrChanged) {
+		if _, _, err := m.setContentFrom(st.Path, st.From, st.To, nil); errors.Is(err, guard.ErrChanged) {
 			log.Warn().Err(err).Str("path", st.Path).Msg("restore step left alone: the file changed since the plan")
 		} else if err != nil {
-			return fmt.Errorf("%s: %w", st.Path, err)
+			log.Warn().Err(err).Str("path", st.Path).Msg("restore step left: it could not be applied")
+			failed = append(failed, stepFailure{st, err.Error()})
 		}
 		if err := j.MarkDone(stateDir, i); err != nil {
-			return err
+			return failed, err
 		}
 		log.Info().Str("path", st.Path).Str("to", st.To).Msg("restored")
 		if delay > 0 {
 			time.Sleep(delay)
 		}
 	}
-	return nil
+	return failed, nil
 }
 
 // stepDelay slows restores down between files, so that crash tests can
@@ -397,24 +412,57 @@ func stepDelay() time.Duration {
 // recordRestore records the steps of j whose file now holds their To (a
 // step left alone because the file changed since the plan is named in the
 // reason, not recorded as done). No step done: no record.
-func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string) (string, error) {
+// stepFailure is a step of a journal that could not be applied, and why.
+type stepFailure struct {
+	snapshot.Step
+	Why string
+}
+
+func (f stepFailure) String() string { return f.Path + ": " + f.Why }
+
+// failures prints them for a reason or an error.
+func failures(fs []stepFailure) string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.String()
+	}
+	return strings.Join(out, "; ")
+}
+
+func recordRestore(m *guarded, j *snapshot.Journal, principal string, peer *principal.Resolved, parents []string, op string, failed []stepFailure) (string, error) {
 	files := make([]evidence.FileState, 0, len(j.Steps))
 	paths := make([]string, 0, len(j.Steps))
 	var left []string
+	notApplied := map[string]bool{}
+	for _, f := range failed {
+		notApplied[f.Path] = true
+	}
 	for _, st := range j.Steps {
-		if cur, err := m.HashRel(st.Path); err != nil || cur != st.To {
-			left = append(left, st.Path)
+		if cur, err := m.hashOf(st.Path); err != nil || cur != st.To {
+			if !notApplied[st.Path] {
+				left = append(left, st.Path)
+			}
 			continue
 		}
 		files = append(files, evidence.FileState{Path: st.Path, OldHash: st.From, Hash: st.To})
 		paths = append(paths, st.Path)
 	}
-	if len(files) == 0 {
-		return "", nil
-	}
 	reason := j.Reason
 	if len(left) > 0 {
 		reason += "; left alone, changed since the plan: " + strings.Join(left, ", ")
+	}
+	if len(failed) > 0 {
+		reason += "; not applied: " + failures(failed)
+	}
+	if len(files) == 0 {
+		if len(failed) > 0 {
+			// Nothing changed, but the owner's restore (or a resumed one)
+			// must leave a trace of what could not be done.
+			_, err := m.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: principal, Parents: parents,
+				Meta: evidence.Meta{Op: op, Verdict: "deny", Reason: reason}})
+			return "", err
+		}
+		return "", nil
 	}
 	r := &evidence.Record{Type: evidence.TypeRestore, Principal: principal, Parents: parents,
 		Meta:    evidence.Meta{Op: op, Verdict: "allow", Reason: reason},
@@ -424,7 +472,7 @@ func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer
 	}
 	id, err := m.Record(r)
 	if err == nil {
-		m.SetLastRecord(id, paths...)
+		m.Expect(guard.Expectation{Record: id, Paths: paths})
 	}
 	return id, err
 }
@@ -432,7 +480,7 @@ func recordRestore(m *aerfs.Monitor, j *snapshot.Journal, principal string, peer
 // resumeJournal finishes a restore that a crash interrupted, before the
 // mount serves: the workspace ends fully at the target, and the log says
 // the restore was resumed.
-func resumeJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger) error {
+func resumeJournal(m *guarded, stateDir string, log zerolog.Logger) error {
 	j, err := snapshot.ReadJournal(stateDir)
 	if err != nil {
 		return fmt.Errorf("restore journal: %w", err)
@@ -443,11 +491,12 @@ func resumeJournal(m *aerfs.Monitor, stateDir string, log zerolog.Logger) error 
 	done := len(j.Steps) - len(j.Remaining())
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
-	if err := applyJournal(m, stateDir, j, log); err != nil {
+	failed, err := applyJournal(m, stateDir, j, log)
+	if err != nil {
 		return fmt.Errorf("resuming the interrupted restore: %w", err)
 	}
 	j.Reason = fmt.Sprintf("%s (interrupted after %d of %d files; resumed at mount)", j.Reason, done, len(j.Steps))
-	if _, err := recordRestore(m, j, policy.Sys.String(), nil, nil, "restore-resumed"); err != nil {
+	if _, err := recordRestore(m, j, policy.Sys.String(), nil, nil, "restore-resumed", failed); err != nil {
 		return err
 	}
 	log.Warn().Str("journal", j.ID).Msg("interrupted restore resumed")
@@ -489,7 +538,7 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 		b, _ := json.Marshal(map[string]string{"id": item.ID, "path": item.Path})
 		return &Response{OK: true, Data: b}
 	}
-	cur, err := s.m.HashRel(item.Path)
+	cur, err := s.m.hashOf(item.Path)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
@@ -506,12 +555,12 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	// record is durable before the file changes. It is planned from the
 	// base the owner reviewed: a commit that lands after the check above
 	// is never overwritten (ErrChanged).
-	if _, _, err := s.m.SetContentFrom(item.Path, item.BaseHash, item.Hash, func(old string) *evidence.Record {
+	if _, _, err := s.m.setContentFrom(item.Path, item.BaseHash, item.Hash, func(old string) *evidence.Record {
 		return &evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
 			Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 				Reason: "approved content committed"},
 			Payload: &evidence.Payload{OldHash: old, NewHash: item.Hash}}
-	}); errors.Is(err, aerfs.ErrChanged) {
+	}); errors.Is(err, guard.ErrChanged) {
 		return &Response{Error: "approved but not written: " + err.Error(),
 			Hint: "the approval is recorded; look at aerfs diff " + item.Path + " and write the content with aerfs edit if you still want it"}
 	} else if err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 	"github.com/aerfs/aerfs/snapshot"
@@ -30,7 +29,7 @@ const RuleRollbackConflict = "RB-conflict"
 // touched the same lines), the file is left alone and the full rollback of
 // that file waits in aerfs pending, for the owner to approve or reject
 // (rule RB-conflict).
-func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess *principal.Session) {
+func rollbackSession(m *guarded, stateDir string, log zerolog.Logger, sess *principal.Session) {
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
 	m.FlushLog()
@@ -42,14 +41,18 @@ func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess
 	defer x.Close()
 	var steps []snapshot.Step
 	for _, p := range x.Paths() {
-		cur, err := m.HashRel(p)
+		cur, err := m.hashOf(p)
 		if err != nil {
 			continue
 		}
-		plan, err := rebaseWithout(stateDir, x.History(p), sess.ID, cur, m.PutBlob)
+		plan, err := rebaseWithout(x.History(p), sess.ID, cur, m.Blob, m.PutBlob)
 		switch {
 		case err != nil:
-			log.Error().Err(err).Str("path", p).Str("session", sess.ID).Msg("burst rollback: file left as it is")
+			// The rebase could not be worked out (content unreadable):
+			// the file is left as it is and the full rollback waits for
+			// the owner, as a conflict does — never only a log line.
+			quarantineRollback(m, log, sess.ID, p, cur, &rollbackPlan{conflict: true, naive: firstBefore(x.History(p), sess.ID),
+				detail: "the later changes could not be merged back: " + err.Error()})
 		case plan == nil:
 		case plan.conflict:
 			quarantineRollback(m, log, sess.ID, p, cur, plan)
@@ -62,8 +65,15 @@ func rollbackSession(m *aerfs.Monitor, stateDir string, log zerolog.Logger, sess
 	}
 	j := &snapshot.Journal{ID: "burst-" + sess.ID, Reason: "burst: roll back what session " + sess.ID + " changed, keeping later changes by others",
 		Steps: steps, Done: make([]bool, len(steps))}
-	if err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback"); err != nil {
+	failed, err := runJournal(m, stateDir, log, j, policy.Sys.String(), nil, nil, "burst-rollback")
+	if err != nil {
 		log.Error().Err(err).Str("session", sess.ID).Msg("burst rollback")
+	}
+	// A file the rollback could not write waits for the owner, as a
+	// conflict does: approving the pending item writes it.
+	for _, f := range failed {
+		quarantineRollback(m, log, sess.ID, f.Path, f.From, &rollbackPlan{conflict: true, naive: f.To,
+			detail: "the rolled-back content could not be written: " + f.Why})
 	}
 }
 
@@ -82,7 +92,7 @@ type rollbackPlan struct {
 // its first change, every later change by someone else is merged back in
 // (snapshot.Merge3), the session's own are left out. nil: the session
 // never changed the file.
-func rebaseWithout(stateDir string, hist []snapshot.Version, id, cur string, put func([]byte) (string, error)) (*rollbackPlan, error) {
+func rebaseWithout(hist []snapshot.Version, id, cur string, blob func(string) ([]byte, error), put func([]byte) (string, error)) (*rollbackPlan, error) {
 	first := -1
 	for i, v := range hist {
 		if v.Session == id && (v.Type == evidence.TypeWrite || v.Type == evidence.TypeDelete || v.Type == evidence.TypeRename) {
@@ -112,7 +122,9 @@ func rebaseWithout(stateDir string, hist []snapshot.Version, id, cur string, put
 		if h == "" {
 			return nil, nil
 		}
-		return evidence.ReadBlob(stateDir, h)
+		// Through the log: content a merge above has just stored may be
+		// held in memory until the next checkpoint, not yet on disk.
+		return blob(h)
 	}
 	var kept []string
 	for _, c := range later {
@@ -163,11 +175,22 @@ func rebaseWithout(stateDir string, hist []snapshot.Version, id, cur string, put
 	return plan, nil
 }
 
+// firstBefore is the content of a file before session id's first change of
+// it ("" when the session created it, or never changed it).
+func firstBefore(hist []snapshot.Version, id string) string {
+	for _, v := range hist {
+		if v.Session == id && (v.Type == evidence.TypeWrite || v.Type == evidence.TypeDelete || v.Type == evidence.TypeRename) {
+			return v.OldHash
+		}
+	}
+	return ""
+}
+
 // quarantineRollback leaves a file whose rollback conflicts as it is and
 // puts the full rollback (the content before the session's first change)
 // in aerfs pending: the owner approves it (every later change goes too) or
 // rejects it (the file stays).
-func quarantineRollback(m *aerfs.Monitor, log zerolog.Logger, id, p, cur string, plan *rollbackPlan) {
+func quarantineRollback(m *guarded, log zerolog.Logger, id, p, cur string, plan *rollbackPlan) {
 	reason := "burst rollback of session " + id + " left the file as it is: " + plan.detail
 	r := &evidence.Record{Type: evidence.TypeVerdict, Principal: policy.Sys.String(),
 		Meta: evidence.Meta{Path: p, Op: "burst-rollback", Verdict: "deny", Session: id, Rule: RuleRollbackConflict, Reason: reason}}

@@ -10,12 +10,16 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
 	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -36,8 +40,8 @@ import (
 type guardedRoot struct {
 	root   policy.Root
 	fd     int
-	mon    *aerfs.Monitor
-	labels *aerfs.LabelStore
+	mon    *guarded
+	labels *label.Store
 	server *fuse.Server
 	served *servedMount // leave.go
 }
@@ -61,9 +65,9 @@ func OwnerHome(ws string) string {
 	return u.HomeDir
 }
 
-// openRoots prepares a monitor for each root of pol and attaches it to the
-// workspace's monitor mon. Nothing is mounted yet.
-func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, mon *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder) (*rootSet, error) {
+// openRoots prepares a guard for each root of pol, to be attached to the
+// workspace's guard. Nothing is mounted yet.
+func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, reg *principal.Registry, rec ledger.Recorder, onCommit func(time.Duration), onBurst func(*principal.Session), fromIndex func(*guard.Config)) (*rootSet, error) {
 	set := &rootSet{log: o.Log}
 	if len(pol.Roots()) == 0 {
 		return set, nil
@@ -112,18 +116,35 @@ func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, 
 				o.Warn(p + " (root " + r.Name + ")")
 			}
 		}
-		g, err := openRoot(o, r, owner, mon, reg, rec)
+		g, err := openRoot(o, r, owner, reg, rec, onCommit, onBurst, fromIndex)
 		if err != nil {
 			set.close()
 			return nil, fmt.Errorf("root %s (%s): %w", r.Name, r.Dir, err)
 		}
 		set.roots = append(set.roots, g)
 	}
-	mountedRoots.Store(mon, set)
 	return set, nil
 }
 
-func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, mon *aerfs.Monitor, reg *principal.Registry, rec aerfs.Recorder) (*guardedRoot, error) {
+// guards are the roots' guards, for the workspace's.
+func (s *rootSet) guards() []*guard.Guard {
+	var out []*guard.Guard
+	for _, g := range s.roots {
+		out = append(out, g.mon.Guard)
+	}
+	return out
+}
+
+// attach notes the roots as attached to the workspace's guard mon.
+func (s *rootSet) attach(mon *guarded) {
+	mon.roots = map[string]bool{}
+	for _, g := range s.roots {
+		mon.roots[g.root.Name] = true
+	}
+	mountedRoots.Store(mon, s)
+}
+
+func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, reg *principal.Registry, rec ledger.Recorder, onCommit func(time.Duration), onBurst func(*principal.Session), fromIndex func(*guard.Config)) (*guardedRoot, error) {
 	if err := clearStaleMount(r.Dir); err != nil {
 		return nil, err
 	}
@@ -150,36 +171,32 @@ func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, mon *aerfs.Monito
 		return nil, err
 	}
 	g := &guardedRoot{root: r, fd: fd}
-	g.labels, err = aerfs.OpenLabels(filepath.Join(o.StateDir, "labels-"+r.Name+".jsonl"))
+	g.labels, err = label.Open(filepath.Join(o.StateDir, "labels-"+r.Name+".jsonl"))
 	if err != nil {
 		syscall.Close(fd)
 		return nil, err
 	}
-	g.mon, err = aerfs.NewMonitor(aerfs.Config{RootFd: fd, StateDir: o.StateDir, Policy: r.Policy,
-		Registry: reg, Labels: g.labels, Recorder: rec, Log: o.Log.With().Str("root", r.Name).Logger(), Root: r.Name})
+	// A burst in a root quarantines the session and rolls back all it
+	// changed, in every root: the workspace's guard routes the paths.
+	gc := guard.Config{RootFd: fd, StateDir: o.StateDir, Policy: r.Policy,
+		Registry: reg, Labels: g.labels, Recorder: rec, Log: o.Log.With().Str("root", r.Name).Logger(), Root: r.Name,
+		OnCommit: onCommit, OnBurst: onBurst}
+	fromIndex(&gc)
+	rg, err := guard.New(gc)
 	if err != nil {
 		g.labels.Close()
 		syscall.Close(fd)
 		return nil, err
 	}
-	g.mon.OnCommit = mon.OnCommit
-	// A burst in a root quarantines the session and rolls back all it
-	// changed, in every root: the workspace's monitor routes the paths.
-	g.mon.OnBurst = func(s *principal.Session) {
-		if mon.OnBurst != nil {
-			mon.OnBurst(s)
-		}
-	}
-	mon.AddRoot(g.mon)
+	g.mon = newGuarded(rg, rec, r.Name, fd)
 	return g, nil
 }
 
 // mount mounts every root and starts its drift watcher. Called after the
 // drift check at mount (the expected contents are known).
-func (s *rootSet) mount(ctx context.Context, o Options, mon *aerfs.Monitor) error {
+func (s *rootSet) mount(ctx context.Context, o Options, mon *guarded) error {
 	for _, g := range s.roots {
-		g.mon.OnCommit = mon.OnCommit
-		srv, err := aerfs.Mount(g.root.Dir, g.mon, aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
+		srv, err := aerfs.Mount(g.root.Dir, g.mon.Door(), aerfs.MountOptions{Debug: o.Debug, NoPassthrough: o.NoPassthrough})
 		if err != nil {
 			s.unmount()
 			return fmt.Errorf("root %s: %w", g.root.Name, err)
@@ -198,7 +215,7 @@ func (s *rootSet) mount(ctx context.Context, o Options, mon *aerfs.Monitor) erro
 		mon.Record(&evidence.Record{Type: evidence.TypeMount, Principal: "SYS",
 			Meta: evidence.Meta{Path: g.root.Dir, Pid: os.Getpid(), UID: uint32(os.Getuid()),
 				Reason: "mounting root " + g.root.Name + " over " + g.root.Dir + " (its records are " + policy.RootPrefix + g.root.Name + "/…)"}})
-		st, err := g.mon.GuardedState()
+		st, err := g.mon.State()
 		if err != nil {
 			s.log.Warn().Err(err).Str("root", g.root.Name).Msg("root files not read: drift is not watched")
 			continue
@@ -284,11 +301,11 @@ func agentDetail(a string) string {
 }
 
 // mountedRoots maps a workspace's monitor to its mounted roots, for status.
-var mountedRoots sync.Map // *aerfs.Monitor → *rootSet
+var mountedRoots sync.Map // *guarded → *rootSet
 
-// addRootStatus adds the roots of the workspace monitor m to st, and their
+// addRootStatus adds the roots of the workspace's guard m to st, and their
 // verdict counts to the workspace's.
-func addRootStatus(m *aerfs.Monitor, st *Status) {
+func addRootStatus(m *guarded, st *Status) {
 	v, ok := mountedRoots.Load(m)
 	if !ok {
 		return
@@ -298,10 +315,11 @@ func addRootStatus(m *aerfs.Monitor, st *Status) {
 			st.Roots = map[string]string{}
 		}
 		st.Roots[policy.RootPrefix+g.root.Name] = g.root.Dir
-		st.Labels += g.mon.Labels.Len()
-		st.Allowed += g.mon.Stats.Allowed.Load()
-		st.Denied += g.mon.Stats.Denied.Load()
-		st.Committed += g.mon.Stats.Committed.Load()
-		st.Quarantined += g.mon.Stats.Quarantined.Load()
+		gs := g.mon.Status()
+		st.Labels += gs.Labels
+		st.Allowed += gs.Allowed
+		st.Denied += gs.Denied
+		st.Committed += gs.Committed
+		st.Quarantined += gs.Quarantined
 	}
 }

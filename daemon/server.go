@@ -10,27 +10,30 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/logindex"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
 
 type controlServer struct {
-	m        *aerfs.Monitor
+	m        *guarded
 	stateDir string
 	reg      *principal.Registry
 	log      zerolog.Logger
 	status   func() Status
 	prune    Pruner          // the log's Prune
 	index    *logindex.Index // the log's index: sessions retired from the registry (state.go)
+	rec      ledger.Recorder // for records queued without waiting (net records)
 	ln       *net.UnixListener
 	shared   *serverShared
 
@@ -38,6 +41,9 @@ type controlServer struct {
 	// the requesting process, resolved and checked to be the one that
 	// connected.
 	caller *principal.Resolved
+	// files came with the request (SCM_RIGHTS); a handler that keeps one
+	// sets its entry to nil, the rest are closed after the request.
+	files []*os.File
 }
 
 // serverShared is what every request's copy of the server shares.
@@ -47,6 +53,7 @@ type serverShared struct {
 	admit  chan struct{} // connections being admitted
 	conf   *confinements // what aerfs run applied to each session
 	gate   *socketGate   // the connect() calls of confined sessions (sockets.go)
+	nets   *sessionNets  // each session's network and proxy (netproxy.go)
 	// readers: the owner's readers of the state running (ownerread.go);
 	// done is closed when the daemon stops serving, which ends them.
 	readers chan struct{}
@@ -67,9 +74,15 @@ func (s *controlServer) listen(path string) error {
 	}
 	s.ln = ln
 	s.shared = &serverShared{limits: newConnLimits(), admit: make(chan struct{}, admitting), conf: newConfinements(),
-		readers: make(chan struct{}, ownerReaders), done: make(chan struct{})}
+		readers: make(chan struct{}, ownerReaders), done: make(chan struct{}), nets: newSessionNets(s.m, s.rec, s.log)}
 	l := s.shared.limits
 	s.log.Debug().Int("total", l.total).Int("per_uid", l.perUID).Int("per_session", l.perKey).Msg("control socket limits")
+	// A retired session (ended, no process left) leaves status: what the
+	// server keeps of it goes too.
+	s.reg.OnRetire(func(x *principal.Session) {
+		s.shared.conf.forget(x.ID)
+		s.shared.nets.forget(x.ID)
+	})
 	if g, err := newSocketGate(s, path); err != nil {
 		// Confined sessions cannot start then: aerfs run refuses to run
 		// one whose sockets nobody decides.
@@ -87,6 +100,7 @@ func (s *controlServer) close() {
 	s.ln.Close()
 	close(s.shared.done)
 	s.shared.wg.Wait()
+	s.shared.nets.close()
 }
 
 // serve accepts until the listener is closed. Running out of descriptors
@@ -203,14 +217,22 @@ func answerAndClose(c *net.UnixConn, resp *Response) {
 // root): an edit of a file of up to 8 MiB, in base64.
 const maxOwnerLine = 12 << 20
 
-// lineReader gives the request line lineTimeout once its first byte came.
+// lineReader gives the request line lineTimeout once its first byte came,
+// and keeps the descriptors that came with it (SCM_RIGHTS: the listening
+// sockets of a session's proxy, netproxy.go).
 type lineReader struct {
 	c       *net.UnixConn
 	started bool
+	files   []*os.File
+	bad     bool // descriptors were cut or came with a later read
 }
 
 func (r *lineReader) Read(b []byte) (int, error) {
-	n, err := r.c.Read(b)
+	oob := make([]byte, unix.CmsgSpace(maxRequestFiles*4))
+	n, oobn, flags, _, err := r.c.ReadMsgUnix(b, oob)
+	if oobn > 0 {
+		r.takeFiles(oob[:oobn], flags&unix.MSG_CTRUNC != 0)
+	}
 	if n > 0 && !r.started {
 		r.started = true
 		r.c.SetReadDeadline(time.Now().Add(lineTimeout))
@@ -218,9 +240,43 @@ func (r *lineReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// maxRequestFiles bounds the descriptors one request may carry.
+const maxRequestFiles = 8
+
+func (r *lineReader) takeFiles(oob []byte, cut bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil || cut || r.started {
+		r.bad = true
+	}
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if len(r.files) >= maxRequestFiles {
+				unix.Close(fd)
+				r.bad = true
+				continue
+			}
+			r.files = append(r.files, os.NewFile(uintptr(fd), "request descriptor"))
+		}
+	}
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
 func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 	c.SetReadDeadline(time.Now().Add(idleTimeout))
-	sc := bufio.NewScanner(&lineReader{c: c})
+	lr := &lineReader{c: c}
+	defer func() { closeFiles(lr.files) }()
+	sc := bufio.NewScanner(lr)
 	// A request line is small (64 KiB), but for the owner's channel: an
 	// edit carries the whole new content of an identity or memory file.
 	maxLine := 64 << 10
@@ -249,14 +305,20 @@ func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 		s.serveRead(c, p, req) // ownerread.go: answered frame by frame
 		return
 	}
-	if err == nil && req.Op == "supervise" {
+	if err == nil && req.Op == "supervise" && len(lr.files) == 0 {
 		s.serveSupervise(c, p, req) // sockets.go: a descriptor follows the answer
 		return
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		resp = &Response{Error: "malformed request: " + err.Error()}
-	} else {
-		resp = s.serveRequest(p, req)
+	case len(lr.files) > 0 && (lr.bad || req.Op != "confined"):
+		resp = &Response{Error: "descriptors are taken only with a session's confinement report, at most " + strconv.Itoa(maxRequestFiles) + ", with the request's first bytes"}
+	default:
+		rs := *s
+		rs.files, lr.files = lr.files, nil
+		resp = rs.serveRequest(p, req)
+		closeFiles(rs.files)
 	}
 	b, _ := json.Marshal(resp)
 	c.SetWriteDeadline(time.Now().Add(writeTimeout))
@@ -267,7 +329,7 @@ func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 // that connected, and serves req with that resolution.
 func (s *controlServer) serveRequest(p *peer, req Request) *Response {
 	switch req.Op {
-	case "ping", "sync", "status":
+	case "ping", "sync", "status", "network-mode":
 		// Open to any caller: they change nothing.
 		return s.handle(p.pid, req)
 	}
@@ -331,6 +393,10 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 			return &Response{Error: err.Error()}
 		}
 		return &Response{OK: true}
+	case "network-mode":
+		// aerfs run asks before it makes the session's namespaces.
+		b, _ := json.Marshal(map[string]string{"network": s.m.Policy().SandboxNetwork().String()})
+		return &Response{OK: true, Data: b}
 	case "register":
 		return s.registerNoting(pid, req)
 	case "confined":
@@ -357,9 +423,10 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.pprof(pid, req) // pprof.go
 	case "status":
 		st := s.status()
-		st.Labels = s.m.Labels.Len()
-		st.Allowed, st.Denied = s.m.Stats.Allowed.Load(), s.m.Stats.Denied.Load()
-		st.Committed, st.Quarantined = s.m.Stats.Committed.Load(), s.m.Stats.Quarantined.Load()
+		gs := s.m.Status()
+		st.Labels = gs.Labels
+		st.Allowed, st.Denied = gs.Allowed, gs.Denied
+		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
 		addRootStatus(s.m, &st)
 		// The sessions the registry holds: those live, and those ended
 		// and not yet retired (principal/archive.go); aerfs session list
@@ -368,6 +435,7 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
 				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined(),
 				Confinement: s.shared.conf.describe(x.ID)})
+			st.Sessions[len(st.Sessions)-1].Network, st.Sessions[len(st.Sessions)-1].Hosts = s.shared.nets.describe(x.ID)
 		}
 		sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].Started.Before(st.Sessions[j].Started) })
 		b, _ := json.Marshal(st)
@@ -400,10 +468,17 @@ func (s *controlServer) register(pid int, req Request) *Response {
 			return &Response{Error: err.Error(), Hint: "principals are SYS, USER, TOOL_AUTH, TOOL_UNAUTH, WEB, SKILL, CHANNEL, EXTERNAL"}
 		}
 	}
+	plan, err := parseNetPlan(req, "")
+	if err != nil {
+		return &Response{Error: err.Error(), Hint: "aerfs run sends the network of the session it starts; check that this aerfs is the daemon's version"}
+	}
 	reg, peer, v, err := s.reg.RegisterWith(pid, p, req.Session, req.Resume)
+	if reg != nil && reg.Parent != "" {
+		plan.parent, plan.model = reg.Parent, nil
+	}
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox + agentDetail(req.Agent)}}
+			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox + netDetail(plan, s.m.Policy()) + agentDetail(req.Agent)}}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}
@@ -432,6 +507,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 		return &Response{Error: "cannot record the session start: " + err.Error()}
 	}
 	s.shared.conf.registered(sess.ID, peer.Proc.ID, req.Sandbox)
+	s.shared.nets.planned(sess.ID, peer.Proc.ID, plan)
 	data := map[string]any{"session": sess.ID, "principal": p.String()}
 	if req.Sandbox != "off" {
 		pol := s.m.Policy()

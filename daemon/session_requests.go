@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard"
+	"github.com/aerfs/aerfs/guard/explain"
 	"github.com/aerfs/aerfs/logindex"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -28,19 +30,19 @@ var RuleOwner = policy.RuleOwner.ID()
 
 // SessionInfo is one session as `aerfs session list` shows it.
 type SessionInfo struct {
-	ID          string             `json:"id"`
-	Principal   string             `json:"principal"`
-	Parent      string             `json:"parent,omitempty"`
-	Taint       []string           `json:"taint"`
-	TaintCauses []aerfs.TaintCause `json:"taint_causes"`
-	Quarantined bool               `json:"quarantined"`
-	Quarantine  string             `json:"quarantine,omitempty"`
-	Confinement string             `json:"confinement,omitempty"`
-	Started     time.Time          `json:"started"`
-	Ended       time.Time          `json:"ended,omitempty"`
-	Live        int                `json:"live_processes"`
-	Refusals    int                `json:"recent_refusals"`
-	LastRefusal *aerfs.Refusal     `json:"last_refusal,omitempty"`
+	ID          string               `json:"id"`
+	Principal   string               `json:"principal"`
+	Parent      string               `json:"parent,omitempty"`
+	Taint       []string             `json:"taint"`
+	TaintCauses []explain.TaintCause `json:"taint_causes"`
+	Quarantined bool                 `json:"quarantined"`
+	Quarantine  string               `json:"quarantine,omitempty"`
+	Confinement string               `json:"confinement,omitempty"`
+	Started     time.Time            `json:"started"`
+	Ended       time.Time            `json:"ended,omitempty"`
+	Live        int                  `json:"live_processes"`
+	Refusals    int                  `json:"recent_refusals"`
+	LastRefusal *explain.Refusal     `json:"last_refusal,omitempty"`
 }
 
 // EditFile is what edit-get answers: the content the owner edits.
@@ -99,7 +101,7 @@ func (s *controlServer) sessionList(pid int, all bool) *Response {
 			continue
 		}
 		listed[x.ID] = true
-		e := s.m.ExplainSession(x)
+		e := s.m.Explain(guard.Question{Session: x})
 		// What aerfs run reported and the kernel shows (status's view),
 		// never only what the registration announced: a process that
 		// speaks the protocol itself can announce anything.
@@ -140,7 +142,7 @@ func (s *controlServer) retiredSessions(peer *principal.Resolved, listed map[str
 			return nil
 		}
 		si := SessionInfo{ID: x.ID, Principal: x.Principal, Parent: x.Parent, Taint: nonNil(x.Taint),
-			TaintCauses: []aerfs.TaintCause{}, Started: time.Unix(0, x.Started).UTC(),
+			TaintCauses: []explain.TaintCause{}, Started: time.Unix(0, x.Started).UTC(),
 			Confinement: "announced " + strings.TrimPrefix(x.Detail, "sandbox: ") + " (ended: not verified)"}
 		if x.Ended != 0 {
 			si.Ended = time.Unix(0, x.Ended).UTC()
@@ -201,11 +203,9 @@ func (s *controlServer) sessionRelease(peer *principal.Resolved, req Request) *R
 		return &Response{Error: fmt.Sprintf("session %s is not quarantined", x.ID), Hint: "aerfs session list shows which are"}
 	}
 	released := x.Release()
-	for _, id := range released {
-		s.m.ResetBurst(id)
-	}
+	s.m.Release(released...)
 	// The refusals are counted against the root of the session tree.
-	s.m.ResetBurst(x.TreeRoot().ID)
+	s.m.Release(x.TreeRoot().ID)
 	reason := "the owner lifted the burst quarantine of " + strings.Join(released, ", ") +
 		"; what the burst rolled back stays rolled back, and the taint stays"
 	if _, err := s.m.Record(ownerRecord(peer, evidence.TypeVerdict, "session-release", x.ID, "", reason)); err != nil {
@@ -242,7 +242,7 @@ func (s *controlServer) sessionEnd(peer *principal.Resolved, req Request) *Respo
 // why explains the caller itself, a session (--session) or a path.
 func (s *controlServer) why(pid int, req Request) *Response {
 	peer := s.resolveCaller(pid)
-	var e *aerfs.Explanation
+	var e *explain.Explanation
 	switch {
 	case req.Session != "":
 		x, errResp := s.lookupSession(req.Session)
@@ -252,7 +252,7 @@ func (s *controlServer) why(pid int, req Request) *Response {
 		if !visibleTo(peer, x) {
 			return s.refuseOwner(peer, "why", "a session sees only itself and the sessions started from within it; the owner's channel every session")
 		}
-		e = s.m.ExplainSession(x)
+		e = s.m.Explain(guard.Question{Session: x})
 	case req.Path != "":
 		rel, errResp := cleanRel(req.Path)
 		if errResp != nil {
@@ -261,9 +261,10 @@ func (s *controlServer) why(pid int, req Request) *Response {
 		if subj := peer.Subject(); !subj.Identified || subj.Session != "" || !subj.Principal.Trusted() {
 			return s.refuseOwner(peer, "why", "only the owner's channel (outside every session) may ask about a path; a session reads .aerfs/status")
 		}
-		e = s.m.ExplainPath(rel)
+		e = s.m.Explain(guard.Question{Path: rel})
+		s.addTaintCauses(e)
 	default:
-		e = s.m.Explain(peer)
+		e = s.m.Explain(guard.Question{Process: peer})
 	}
 	b, _ := json.Marshal(e)
 	return &Response{OK: true, Data: b}
@@ -296,7 +297,7 @@ func (s *controlServer) editGet(req Request) *Response {
 	if !c.Guarded() {
 		return &Response{Error: fmt.Sprintf("%s is not guarded (class %s): edit it directly", rel, c)}
 	}
-	h, err := s.m.HashRel(rel)
+	h, err := s.m.hashOf(rel)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
@@ -317,11 +318,13 @@ func (s *controlServer) edit(peer *principal.Resolved, req Request) *Response {
 	}
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
-	h, id, err := s.m.OwnerEdit(rel, req.Content, req.BaseHash, func(old, nw string) *evidence.Record {
+	base := req.BaseHash
+	res, err := s.m.Change(guard.Change{Path: rel, Data: req.Content, Base: &base, Record: func(f guard.Found) *evidence.Record {
 		rec := ownerRecord(peer, evidence.TypeWrite, "owner-edit", "", rel, "the owner changed it with aerfs edit, from outside every session")
-		rec.Payload = &evidence.Payload{OldHash: old, NewHash: nw}
+		rec.Payload = &evidence.Payload{OldHash: f.Old, NewHash: f.New}
 		return rec
-	})
+	}})
+	h, id := res.New, res.ID
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "run aerfs edit " + rel + " again"}
 	}
@@ -336,13 +339,15 @@ func (s *controlServer) adopt(peer *principal.Resolved, req Request) *Response {
 	}
 	recoveryMu.Lock()
 	defer recoveryMu.Unlock()
-	old, h, id, err := s.m.Adopt(rel, func(old *aerfs.Label, h string) *evidence.Record {
+	res, err := s.m.Change(guard.Change{Kind: guard.Adopt, Path: rel, Record: func(f guard.Found) *evidence.Record {
+		old := f.Label
 		rec := ownerRecord(peer, evidence.TypeDeclassify, "adopt", "", rel,
 			fmt.Sprintf("the owner adopted the current content as theirs: label origin %s taint %s removed", old.Origin, orNone(old.Taint)))
 		rec.Taint = nonNil(old.Taint.Names())
-		rec.Payload = &evidence.Payload{NewHash: h, Detail: "adopted"}
+		rec.Payload = &evidence.Payload{NewHash: f.New, Detail: "adopted"}
 		return rec
-	})
+	}})
+	old, h, id := res.Label, res.New, res.ID
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "aerfs why " + rel + " shows its label"}
 	}
@@ -382,4 +387,38 @@ func (s *controlServer) registerNoting(pid int, req Request) *Response {
 	d["quarantined"] = x.Quarantined()
 	resp.Data, _ = json.Marshal(d)
 	return resp
+}
+
+// addTaintCauses says, in each R2-taint refusal of a path's explanation,
+// where its session's taint came from ("tainted by example.org via the
+// proxy", "read a labelled file (page.txt)"): the owner reading aerfs why
+// MEMORY.md sees the source, not only the rule.
+func (s *controlServer) addTaintCauses(e *explain.Explanation) {
+	causes := map[string]string{}
+	for i := range e.Verdicts {
+		v := &e.Verdicts[i]
+		if v.Rule != policy.RuleTaint.ID() || v.Session == "" {
+			continue
+		}
+		c, ok := causes[v.Session]
+		if !ok {
+			if x := s.reg.Session(v.Session); x != nil {
+				var seen []string
+				for _, tc := range s.m.Explain(guard.Question{Session: x}).TaintCauses {
+					why := tc.Reason
+					if tc.Path != "" {
+						why += " (" + tc.Path + ")"
+					}
+					if !slices.Contains(seen, why) && len(seen) < 4 {
+						seen = append(seen, why)
+					}
+				}
+				c = strings.Join(seen, "; ")
+			}
+			causes[v.Session] = c
+		}
+		if c != "" {
+			v.Reason += "; where its taint came from: " + c
+		}
+	}
 }

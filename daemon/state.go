@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/evidence"
-	aerfs "github.com/aerfs/aerfs/fs"
 	"github.com/aerfs/aerfs/logindex"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -51,7 +50,7 @@ func openIndex(stateDir string, l *evidence.Log, log zerolog.Logger) (*logindex.
 // the whole log: set aside (it did not check out), or missing for a log of
 // records records (a log written before the index existed, or whose index
 // was removed). A new log has no index and nothing to say.
-func recordIndexRebuilt(mon *aerfs.Monitor, x *logindex.Index, records int64) {
+func recordIndexRebuilt(mon *guarded, x *logindex.Index, records int64) {
 	why := x.Rebuilt()
 	if why == "" || x.Missing() && records == 0 {
 		return
@@ -141,7 +140,7 @@ func restoreSessions(reg *principal.Registry, x *logindex.Index) error {
 // mount's authority monitor, as they were decided (authority.Replay): an
 // elevation survives a remount. Tokens are not replayed: a remount voids
 // every unspent token, which fails closed.
-func replayAttestations(mon *aerfs.Monitor, x *logindex.Index) (int, error) {
+func replayAttestations(mon *guarded, x *logindex.Index) (int, error) {
 	idxs, err := x.Records(logindex.KindOp, "attest")
 	if err != nil {
 		return 0, err
@@ -161,8 +160,9 @@ func replayAttestations(mon *aerfs.Monitor, x *logindex.Index) (int, error) {
 
 // keepIndex keeps the index current while the mount serves, and retires
 // the sessions that have ended once the index holds everything recorded
-// of them (principal.Registry.Retirees).
-func keepIndex(ctx context.Context, k *logindex.Keeper, l *evidence.Log, reg *principal.Registry, retired func(*principal.Session), log zerolog.Logger) {
+// of them (principal.Registry.Retirees); the guards forget them as the
+// registry does (principal.Registry.OnRetire).
+func keepIndex(ctx context.Context, k *logindex.Keeper, l *evidence.Log, reg *principal.Registry, log zerolog.Logger) {
 	// Repeated warnings are limited by the daemon log (RepeatLimiter).
 	warn := func(err error, msg string) { log.Warn().Err(err).Msg(msg) }
 	go k.Run(ctx, func(err error) {
@@ -190,7 +190,6 @@ func keepIndex(ctx context.Context, k *logindex.Keeper, l *evidence.Log, reg *pr
 		}
 		var ids []string
 		for _, s := range reg.Retire(cands) {
-			retired(s)
 			ids = append(ids, s.ID)
 		}
 		if len(ids) > 0 {
@@ -207,9 +206,6 @@ func sweepInterval() time.Duration {
 	}
 	return 30 * time.Second
 }
-
-// retireSession drops what the mount holds about a retired session.
-func retireSession(mon *aerfs.Monitor, s *principal.Session) { mon.ForgetSession(s) }
 
 // lastReads is the newest reads record of session id in the index ("" for
 // none): where a session back from retirement or a remount continues its

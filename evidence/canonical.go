@@ -59,6 +59,7 @@ var recordTypes = map[string]bool{
 	TypeRecovery: true, TypeSnapshot: true, TypeRestore: true, TypeDrift: true,
 	TypeQuarantine: true, TypeApprove: true, TypeReject: true,
 	TypeDeclassify: true, TypeElevate: true, TypeReads: true, TypeGC: true,
+	TypeNet: true,
 }
 
 // timeRE is RFC 3339 restricted to UTC ("Z") with 0 to 9 fraction digits.
@@ -217,6 +218,45 @@ func (r *Record) Validate() error {
 	}
 	if r.Type == TypeGC && (r.Payload == nil || len(r.Payload.Pruned) == 0) {
 		return schemaErr("gc record without payload.pruned")
+	}
+	if r.Payload != nil && r.Payload.Net != nil {
+		if r.Type != TypeNet {
+			return schemaErr("payload.net in a %s record (only net)", r.Type)
+		}
+		if err := validateNet(r.Payload.Net); err != nil {
+			return err
+		}
+	} else if r.Type == TypeNet {
+		return schemaErr("net record without payload.net")
+	}
+	return nil
+}
+
+// maxJSONInt is the largest integer every JSON reader keeps exactly.
+const maxJSONInt = 1<<53 - 1
+
+var netChannels = map[string]bool{"model": true, "trusted": true, "web": true, "deny": true}
+
+func validateNet(n *NetConn) error {
+	if n.Host == "" || len(n.Host) > 253 {
+		return schemaErr("payload.net.host is empty or longer than 253 bytes")
+	}
+	for i := 0; i < len(n.Host); i++ {
+		c := n.Host[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
+			return schemaErr("payload.net.host %q has %q (a lowercase name or an address)", n.Host, string(c))
+		}
+	}
+	if n.Port < 1 || n.Port > 65535 {
+		return schemaErr("payload.net.port %d out of range", n.Port)
+	}
+	if !netChannels[n.Channel] {
+		return schemaErr("payload.net.channel %q is not model, trusted, web or deny", n.Channel)
+	}
+	for name, v := range map[string]int64{"sent": n.Sent, "received": n.Received, "duration_us": n.DurationUS} {
+		if v < 0 || v > maxJSONInt {
+			return schemaErr("payload.net.%s %d out of range", name, v)
+		}
 	}
 	return nil
 }

@@ -91,6 +91,13 @@ func appendCanonical(b []byte, r *Record) []byte {
 		}
 		str("from", p.From)
 		str("from_b64", p.FromB64)
+		if n := p.Net; n != nil {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendNet(b, n)
+		}
 		str("new_hash", p.NewHash)
 		str("old_hash", p.OldHash)
 		if len(p.Pruned) > 0 {
@@ -120,6 +127,23 @@ func appendCanonical(b []byte, r *Record) []byte {
 	b = appendJCSString(b, r.Type)
 	b = append(b, `,"v":`...)
 	b = strconv.AppendInt(b, int64(r.Version), 10)
+	return append(b, '}')
+}
+
+// appendNet writes "net":{…}, its members in code-unit order.
+func appendNet(b []byte, n *NetConn) []byte {
+	b = append(b, `"net":{"channel":`...)
+	b = appendJCSString(b, n.Channel)
+	b = append(b, `,"duration_us":`...)
+	b = strconv.AppendInt(b, n.DurationUS, 10)
+	b = append(b, `,"host":`...)
+	b = appendJCSString(b, n.Host)
+	b = append(b, `,"port":`...)
+	b = strconv.AppendInt(b, int64(n.Port), 10)
+	b = append(b, `,"received":`...)
+	b = strconv.AppendInt(b, n.Received, 10)
+	b = append(b, `,"sent":`...)
+	b = strconv.AppendInt(b, n.Sent, 10)
 	return append(b, '}')
 }
 

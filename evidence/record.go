@@ -55,6 +55,10 @@ const (
 	// and under which retention (payload.detail): records are never
 	// pruned, and a verifier accepts a missing blob a gc record names.
 	TypeGC = "gc"
+	// TypeNet is one connection of a session through aerfs's proxy:
+	// the host, its channel, the verdict and rule, the bytes each way and
+	// how long it lasted (payload.net).
+	TypeNet = "net"
 )
 
 // Meta says when, where and by whom.
@@ -95,6 +99,26 @@ type Payload struct {
 	// Pruned lists the blobs a gc record removed, sorted. Not blob
 	// references: they are gone.
 	Pruned []string `json:"pruned,omitempty"`
+	// Net is the connection a net record is about.
+	Net *NetConn `json:"net,omitempty"`
+}
+
+// NetConn is one connection a session made through aerfs's proxy
+// (docs/evidence-format.md §3.5).
+type NetConn struct {
+	// Host is the host the session asked for, as the proxy compared it: a
+	// lowercase name without a trailing dot, or an address in normal
+	// form.
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Channel string `json:"channel"` // model, trusted, web or deny
+	// Sent and Received count the bytes from the session to the host
+	// and back (a refused connection: 0 and 0).
+	Sent     int64 `json:"sent"`
+	Received int64 `json:"received"`
+	// DurationUS is the time from the connection's decision to its end,
+	// in microseconds; the record's meta.time is its end.
+	DurationUS int64 `json:"duration_us"`
 }
 
 // FileRead is one file a reader read: its path and the identity of the

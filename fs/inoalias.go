@@ -8,6 +8,10 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/txn"
 )
 
 // # One inode number per guarded file, across commits
@@ -35,35 +39,34 @@ type inoAlias struct {
 	pin  *os.File        // the inode attr names, kept so its number is not reused
 }
 
-type aliasTable struct {
-	n  atomic.Int32
-	mu sync.Mutex
-	m  map[fileKey]*inoAlias
+// aliases is the alias table of one mount. It keeps the kernel's
+// identities across the renames the guard's transaction publishes
+// (txn.Identities).
+type aliases struct {
+	dir *backing.Dir
+	n   atomic.Int32
+	mu  sync.Mutex
+	m   map[label.Key]*inoAlias
 }
+
+var _ txn.Identities = (*aliases)(nil)
 
 const maxAliases = 512
 
-var inoAliases sync.Map // *Monitor → *aliasTable
-
-func (m *Monitor) aliases() *aliasTable {
-	if t, ok := inoAliases.Load(m); ok {
-		return t.(*aliasTable)
-	}
-	t, _ := inoAliases.LoadOrStore(m, &aliasTable{m: map[fileKey]*inoAlias{}})
-	return t.(*aliasTable)
+func newAliases(dir *backing.Dir) *aliases {
+	return &aliases{dir: dir, m: map[label.Key]*inoAlias{}}
 }
 
 // kernelAttr is the identity a lookup reports for the backing file st of
 // generation gen: attr, unless a commit gave the file the place of one the
 // kernel knows.
-func (m *Monitor) kernelAttr(st *syscall.Stat_t, gen uint64, attr gofs.StableAttr) gofs.StableAttr {
-	t := m.aliases()
+func (t *aliases) kernelAttr(st *syscall.Stat_t, gen uint64, attr gofs.StableAttr) gofs.StableAttr {
 	if t.n.Load() == 0 {
 		return attr
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if a, ok := t.m[keyOf(st)]; ok && a.gen == gen && a.attr.Mode == st.Mode&syscall.S_IFMT {
+	if a, ok := t.m[label.KeyOf(st)]; ok && a.gen == gen && a.attr.Mode == st.Mode&syscall.S_IFMT {
 		return a.attr
 	}
 	return attr
@@ -72,65 +75,56 @@ func (m *Monitor) kernelAttr(st *syscall.Stat_t, gen uint64, attr gofs.StableAtt
 // replaced is what a commit notes before its rename: the identity the
 // kernel knows the file by, and a reference that keeps its number.
 type replaced struct {
-	key  fileKey
+	key  label.Key
 	attr gofs.StableAttr
 	pin  *os.File
 }
 
-// identityBefore reads, just before a commit replaces rel, the identity
-// the kernel knows it by.
-func (m *Monitor) identityBefore(rel string) *replaced {
-	var st syscall.Stat_t
-	gen, err := m.statAt(rel, &st)
-	if err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil
+// Before reads, just before a commit replaces the file old (open O_PATH),
+// the identity the kernel knows it by, and keeps old open as the
+// reference that holds its number (or closes it).
+func (t *aliases) Before(old *os.File) any {
+	var x unix.Statx_t
+	if unix.Statx(int(old.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x) != nil || x.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		old.Close()
+		return (*replaced)(nil)
 	}
-	r := &replaced{key: keyOf(&st)}
-	t := m.aliases()
+	gen := backing.Generation(&x)
+	st := syscall.Stat_t{Dev: unix.Mkdev(x.Dev_major, x.Dev_minor), Ino: x.Ino, Mode: uint32(x.Mode)}
+	r := &replaced{key: label.KeyOf(&st)}
 	t.mu.Lock()
 	a, ok := t.m[r.key]
 	if ok && a.gen == gen {
 		r.attr, r.pin = a.attr, a.pin // the alias moves on to the new file
 	}
 	t.mu.Unlock()
-	if r.pin == nil {
-		f, err := m.openFileRel(rel, unix.O_PATH|unix.O_NOFOLLOW)
-		if err != nil {
-			return nil
-		}
-		var fst syscall.Stat_t
-		if syscall.Fstat(int(f.Fd()), &fst) != nil || keyOf(&fst) != r.key {
-			f.Close()
-			return nil
-		}
-		r.attr, r.pin = m.loopbackAttr(&st, gen), f
+	if r.pin != nil {
+		old.Close()
+	} else {
+		r.attr, r.pin = t.loopbackAttr(&st, gen), old
 	}
 	return r
 }
 
-// noteReplaced gives the file open as fd, just renamed over r's file,
-// r's identity. Without a rename (r's file is still in place: the commit
-// failed), nothing changes.
-func (m *Monitor) noteReplaced(r *replaced, fd int) {
+// After gives the file open as fd, just renamed over prev's file, prev's
+// identity.
+func (t *aliases) After(prev any, fd int) {
+	r, _ := prev.(*replaced)
 	if r == nil {
 		return
 	}
 	var x unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x); err != nil {
-		m.dropReplaced(r)
+		t.Failed(r)
 		return
 	}
-	gen := uint64(1)
-	if x.Mask&unix.STATX_BTIME != 0 && (x.Btime.Sec != 0 || x.Btime.Nsec != 0) {
-		gen = uint64(x.Btime.Sec)*1e9 + uint64(x.Btime.Nsec)
-	}
-	k := fileKey{Dev: uint64(unix.Mkdev(x.Dev_major, x.Dev_minor)), Ino: x.Ino}
+	gen := backing.Generation(&x)
+	k := label.Key{Dev: uint64(unix.Mkdev(x.Dev_major, x.Dev_minor)), Ino: x.Ino}
 	cur, err := os.Open("/proc/self/fd/" + itoa(fd))
 	if err != nil {
-		m.dropReplaced(r)
+		t.Failed(r)
 		return
 	}
-	t := m.aliases()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old, ok := t.m[r.key]; ok && old.pin == r.pin {
@@ -149,12 +143,13 @@ func (m *Monitor) noteReplaced(r *replaced, fd int) {
 	t.n.Store(int32(len(t.m)))
 }
 
-// dropReplaced forgets r when the commit did not go through.
-func (m *Monitor) dropReplaced(r *replaced) {
+// Failed forgets prev when the commit did not go through (its file is
+// still in place).
+func (t *aliases) Failed(prev any) {
+	r, _ := prev.(*replaced)
 	if r == nil {
 		return
 	}
-	t := m.aliases()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if a, ok := t.m[r.key]; ok && a.pin == r.pin {
@@ -165,7 +160,7 @@ func (m *Monitor) dropReplaced(r *replaced) {
 
 // collect drops the aliases whose file has no name left. Called with t.mu
 // held.
-func (t *aliasTable) collect() {
+func (t *aliases) collect() {
 	for k, a := range t.m {
 		var st syscall.Stat_t
 		if syscall.Fstat(int(a.cur.Fd()), &st) == nil && st.Nlink > 0 {
@@ -204,9 +199,9 @@ var (
 
 // loopbackAttr is Node.stableAttr without a node: go-fuse's loopback
 // identity of st relative to the backing directory's device.
-func (m *Monitor) loopbackAttr(st *syscall.Stat_t, gen uint64) gofs.StableAttr {
+func (t *aliases) loopbackAttr(st *syscall.Stat_t, gen uint64) gofs.StableAttr {
 	var root syscall.Stat_t
-	if err := syscall.Fstat(m.rootFd, &root); err != nil {
+	if err := syscall.Fstat(t.dir.Fd(), &root); err != nil {
 		root.Dev = st.Dev
 	}
 	swapped := (uint64(st.Dev) << 32) | (uint64(st.Dev) >> 32)

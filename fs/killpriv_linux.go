@@ -6,6 +6,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/guard"
 )
 
 // killprivV2 asks the kernel to leave clearing set-user-ID, set-group-ID
@@ -32,7 +34,7 @@ func needsKill(mode uint32, uid uint32) bool {
 // unprivileged caller opens it for writing or truncates it. The kernel
 // would clear them at the first write; with kernel passthrough the daemon
 // never sees that write, so it clears them here, at the open.
-func (m *Monitor) killSUIDGID(ctx context.Context, rel string, st *syscall.Stat_t) {
+func killSUIDGID(ctx context.Context, door *guard.Door, rel string, st *syscall.Stat_t) {
 	c, ok := fuse.FromContext(ctx)
 	if !ok || st == nil || !needsKill(st.Mode, c.Uid) {
 		return
@@ -41,12 +43,12 @@ func (m *Monitor) killSUIDGID(ctx context.Context, rel string, st *syscall.Stat_
 	if mode&syscall.S_IXGRP != 0 {
 		mode &^= syscall.S_ISGID
 	}
-	fd, name, done, err := m.parentAt(rel)
+	fd, name, done, err := door.Dir().ParentAt(rel)
 	if err != nil {
 		return
 	}
 	defer done()
 	if err := unix.Fchmodat(fd, name, mode, 0); err != nil {
-		m.log.Warn().Err(err).Str("path", rel).Msg("cannot clear set-ID bits")
+		door.Log().Warn().Err(err).Str("path", rel).Msg("cannot clear set-ID bits")
 	}
 }

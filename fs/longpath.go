@@ -3,101 +3,22 @@ package fs
 import (
 	"context"
 	"os"
-	"path"
-	"strings"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/backing"
 )
 
 // # Long paths
 //
-// The kernel hands the file system one name at a time, so a directory
-// chain may be far deeper than PATH_MAX (4,096 bytes) below the mount. The
-// daemon names backing files by their path below the backing directory,
-// and a system call refuses a path that long (ENAMETOOLONG) although every
-// name in it is legal. Below longRel bytes a path goes to one *at call
-// relative to the backing directory's descriptor, as always; above it, the
-// parent directory is opened piece by piece (each piece a whole number of
-// names, at most longRel bytes, resolved beneath the directory before it
-// and never through a symlink) and the call is made relative to it. The
-// loopback node's calls, which build absolute paths, are replaced by *at
-// calls for such paths.
-
-// longRel is the longest relative path handed to one system call. The
-// loopback's absolute paths add /proc/self/fd/N/ to it.
-const longRel = 3800
-
-// long reports whether rel is too long for one system call.
-func long(rel string) bool { return len(rel) > longRel }
-
-// openDirPieces opens the backing directory rel piece by piece; the last
-// piece is opened with flags (O_PATH for a parent used only as a dirfd).
-func (m *Monitor) openDirPieces(rel string, flags int) (int, error) {
-	fd := m.rootFd
-	owned := false
-	for rel != "" {
-		piece := rel
-		if len(piece) > longRel {
-			i := strings.LastIndexByte(rel[:longRel], '/')
-			if i <= 0 {
-				return -1, syscall.ENAMETOOLONG
-			}
-			piece = rel[:i]
-		}
-		rest := strings.TrimPrefix(rel[len(piece):], "/")
-		fl := unix.O_PATH | unix.O_DIRECTORY
-		if rest == "" {
-			fl = flags | unix.O_DIRECTORY
-		}
-		nfd, err := unix.Openat2(fd, piece, &unix.OpenHow{
-			Flags:   uint64(fl | unix.O_CLOEXEC | unix.O_NOFOLLOW),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if owned {
-			unix.Close(fd)
-		}
-		if err != nil {
-			return -1, err
-		}
-		fd, owned = nfd, true
-		rel = rest
-	}
-	if !owned {
-		return unix.Openat(m.rootFd, ".", flags|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	}
-	return fd, nil
-}
-
-// parentAt returns a directory descriptor and a name through which rel can
-// be reached by one *at call, and the function that releases the
-// descriptor. For a short rel that is the backing directory and rel itself.
-func (m *Monitor) parentAt(rel string) (int, string, func(), error) {
-	if !long(rel) {
-		return m.rootFd, rel, func() {}, nil
-	}
-	dir, name := path.Split(rel)
-	fd, err := m.openDirPieces(strings.TrimSuffix(dir, "/"), unix.O_PATH)
-	if err != nil {
-		return -1, "", nil, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return fd, name, func() { unix.Close(fd) }, nil
-}
-
-// unlinkRel removes rel (a directory with AT_REMOVEDIR).
-func (m *Monitor) unlinkRel(rel string, flags int) error {
-	fd, name, done, err := m.parentAt(rel)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return unix.Unlinkat(fd, name, flags)
-}
-
-// childLong reports whether the loopback cannot reach name in n by path.
-func (n *Node) childLong(name string) bool { return long(n.childRel(name)) }
+// The loopback node names backing files by absolute path, which a system
+// call refuses past PATH_MAX (ENAMETOOLONG) although every name in it is
+// legal. For a path too long (backing.Long) the loopback's calls are
+// replaced by *at calls relative to a parent opened piece by piece
+// (backing.Dir.ParentAt).
 
 // preserveOwnerAt gives a new object the caller's uid and gid, as the
 // loopback does, when the daemon is root.
@@ -110,17 +31,12 @@ func preserveOwnerAt(ctx context.Context, dirfd int, name string) {
 	}
 }
 
-// newChild makes the inode of rel, just created or found, as lookupAt does.
-func (n *Node) newChild(ctx context.Context, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return n.lookupAt(ctx, rel, out)
-}
-
 // makeLong creates name in n with make (mkdirat, mknodat, symlinkat …)
 // relative to its parent's descriptor, gives it the caller as owner and
 // returns its inode.
 func (n *Node) makeLong(ctx context.Context, name string, out *fuse.EntryOut, mk func(dirfd int, name string) error) (*gofs.Inode, syscall.Errno) {
 	rel := n.childRel(name)
-	fd, base, done, err := n.m.parentAt(rel)
+	fd, base, done, err := n.dir.ParentAt(rel)
 	if err != nil {
 		return nil, gofs.ToErrno(err)
 	}
@@ -129,25 +45,25 @@ func (n *Node) makeLong(ctx context.Context, name string, out *fuse.EntryOut, mk
 		return nil, gofs.ToErrno(err)
 	}
 	preserveOwnerAt(ctx, fd, base)
-	return n.newChild(ctx, rel, out)
+	return n.lookupAt(ctx, rel, out)
 }
 
 func (n *Node) loopMkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Mkdir(ctx, name, mode, out)
 	}
 	return n.makeLong(ctx, name, out, func(fd int, base string) error { return unix.Mkdirat(fd, base, mode) })
 }
 
 func (n *Node) loopMknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Mknod(ctx, name, mode, rdev, out)
 	}
 	return n.makeLong(ctx, name, out, func(fd int, base string) error { return unix.Mknodat(fd, base, mode, int(rdev)) })
 }
 
 func (n *Node) loopSymlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Symlink(ctx, target, name, out)
 	}
 	return n.makeLong(ctx, name, out, func(fd int, base string) error { return unix.Symlinkat(target, fd, base) })
@@ -159,10 +75,10 @@ func (n *Node) loopLink(ctx context.Context, target gofs.InodeEmbedder, name str
 		return nil, syscall.EXDEV
 	}
 	src := t.rel()
-	if !n.childLong(name) && !long(src) {
+	if !backing.Long(n.childRel(name)) && !backing.Long(src) {
 		return n.LoopbackNode.Link(ctx, target, name, out)
 	}
-	sfd, sname, sdone, err := n.m.parentAt(src)
+	sfd, sname, sdone, err := n.dir.ParentAt(src)
 	if err != nil {
 		return nil, gofs.ToErrno(err)
 	}
@@ -175,15 +91,15 @@ func (n *Node) loopRename(ctx context.Context, name string, newParent gofs.Inode
 	if !ok {
 		return syscall.EXDEV
 	}
-	if !n.childLong(name) && !np.childLong(newName) {
+	if !backing.Long(n.childRel(name)) && !backing.Long(np.childRel(newName)) {
 		return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
 	}
-	sfd, sname, sdone, err := n.m.parentAt(n.childRel(name))
+	sfd, sname, sdone, err := n.dir.ParentAt(n.childRel(name))
 	if err != nil {
 		return gofs.ToErrno(err)
 	}
 	defer sdone()
-	dfd, dname, ddone, err := n.m.parentAt(np.childRel(newName))
+	dfd, dname, ddone, err := n.dir.ParentAt(np.childRel(newName))
 	if err != nil {
 		return gofs.ToErrno(err)
 	}
@@ -192,11 +108,11 @@ func (n *Node) loopRename(ctx context.Context, name string, newParent gofs.Inode
 }
 
 func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	if !n.childLong(name) {
+	if !backing.Long(n.childRel(name)) {
 		return n.LoopbackNode.Create(ctx, name, flags, mode, out)
 	}
 	rel := n.childRel(name)
-	fd, base, done, err := n.m.parentAt(rel)
+	fd, base, done, err := n.dir.ParentAt(rel)
 	if err != nil {
 		return nil, nil, 0, gofs.ToErrno(err)
 	}
@@ -206,7 +122,7 @@ func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, 
 		return nil, nil, 0, gofs.ToErrno(err)
 	}
 	preserveOwnerAt(ctx, fd, base)
-	ch, errno := n.newChild(ctx, rel, out)
+	ch, errno := n.lookupAt(ctx, rel, out)
 	if errno != 0 {
 		unix.Close(f)
 		return nil, nil, 0, errno
@@ -216,10 +132,10 @@ func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, 
 
 func (n *Node) loopOpen(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	rel := n.rel()
-	if !long(rel) {
+	if !backing.Long(rel) {
 		return n.LoopbackNode.Open(ctx, flags)
 	}
-	fd, base, done, err := n.m.parentAt(rel)
+	fd, base, done, err := n.dir.ParentAt(rel)
 	if err != nil {
 		return nil, 0, gofs.ToErrno(err)
 	}
@@ -233,10 +149,10 @@ func (n *Node) loopOpen(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 
 func (n *Node) loopOpendir(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	rel := n.rel()
-	if !long(rel) {
+	if !backing.Long(rel) {
 		return n.LoopbackNode.OpendirHandle(ctx, flags)
 	}
-	fd, err := n.m.openDirPieces(rel, unix.O_RDONLY)
+	fd, err := n.dir.OpenDirPieces(rel, unix.O_RDONLY)
 	if err != nil {
 		return nil, 0, gofs.ToErrno(err)
 	}
@@ -250,10 +166,10 @@ func (n *Node) loopOpendir(ctx context.Context, flags uint32) (gofs.FileHandle, 
 
 func (n *Node) loopReadlink(ctx context.Context) ([]byte, syscall.Errno) {
 	rel := n.rel()
-	if !long(rel) {
+	if !backing.Long(rel) {
 		return n.LoopbackNode.Readlink(ctx)
 	}
-	fd, base, done, err := n.m.parentAt(rel)
+	fd, base, done, err := n.dir.ParentAt(rel)
 	if err != nil {
 		return nil, gofs.ToErrno(err)
 	}
@@ -274,10 +190,10 @@ func (n *Node) loopReadlink(ctx context.Context) ([]byte, syscall.Errno) {
 // path is too long: chmod, chown, truncate and times through *at calls.
 func (n *Node) loopSetattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	rel := n.rel()
-	if _, ok := f.(gofs.FileSetattrer); ok || !long(rel) {
+	if _, ok := f.(gofs.FileSetattrer); ok || !backing.Long(rel) {
 		return n.LoopbackNode.Setattr(ctx, f, in, out)
 	}
-	fd, base, done, err := n.m.parentAt(rel)
+	fd, base, done, err := n.dir.ParentAt(rel)
 	if err != nil {
 		return gofs.ToErrno(err)
 	}

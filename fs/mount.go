@@ -7,6 +7,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/aerfs/aerfs/guard"
 )
 
 // MountOptions are the knobs of a mount.
@@ -18,15 +20,18 @@ type MountOptions struct {
 	NoPassthrough bool
 }
 
-// Mount serves the monitor's backing directory at mountpoint (usually the
+// Mount serves the guard's backing directory at mountpoint (usually the
 // very same path: the backing directory was opened before it was covered).
-func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) {
+func Mount(mountpoint string, door *guard.Door, o MountOptions) (*fuse.Server, error) {
+	dir := door.Dir()
 	var st syscall.Stat_t
-	if err := syscall.Fstat(m.rootFd, &st); err != nil {
+	if err := syscall.Fstat(dir.Fd(), &st); err != nil {
 		return nil, err
 	}
-	lr := &gofs.LoopbackRoot{Path: m.rootPath, Dev: uint64(st.Dev)}
-	root := &Node{LoopbackNode: &gofs.LoopbackNode{RootData: lr}, m: m}
+	ids := newAliases(dir)
+	door.SetIdentities(ids)
+	lr := &gofs.LoopbackRoot{Path: dir.Path(), Dev: uint64(st.Dev)}
+	root := &Node{LoopbackNode: &gofs.LoopbackNode{RootData: lr}, door: door, dir: dir, ids: ids}
 	lr.RootNode = root
 
 	// No default entry or attribute timeout: every lookup, create and
@@ -44,7 +49,7 @@ func Mount(mountpoint string, m *Monitor, o MountOptions) (*fuse.Server, error) 
 			// needs no user_allow_other in /etc/fuse.conf.
 			AllowOther:  os.Geteuid() == 0,
 			Options:     []string{"default_permissions"},
-			FsName:      m.stateDir,
+			FsName:      door.StateDir(),
 			Name:        "aerfs",
 			DirectMount: true,
 			Debug:       o.Debug,

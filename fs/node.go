@@ -10,14 +10,19 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/guard"
+	"github.com/aerfs/aerfs/guard/txn"
 	"github.com/aerfs/aerfs/policy"
 )
 
-// Node is a loopback node whose every operation family asks the monitor
+// Node is a loopback node whose every operation family asks the guard
 // first. It embeds go-fuse's LoopbackNode and delegates once allowed.
 type Node struct {
 	*gofs.LoopbackNode
-	m *Monitor
+	door *guard.Door
+	dir  *backing.Dir
+	ids  *aliases // inoalias.go
 
 	xattrs atomic.Int32 // xattrUnknown, xattrNone or xattrSome
 }
@@ -58,13 +63,22 @@ func (n *Node) WrapChild(ctx context.Context, ops gofs.InodeEmbedder) gofs.Inode
 	if !ok {
 		return ops // the virtual .aerfs (statusfile.go)
 	}
-	return &Node{LoopbackNode: lb, m: n.m}
+	return &Node{LoopbackNode: lb, door: n.door, dir: n.dir, ids: n.ids}
 }
 
 // rel is the node's workspace-relative path ("" for the root).
 func (n *Node) rel() string { return n.Path(n.Root()) }
 
-func (n *Node) childRel(name string) string { return joinRel(n.rel(), name) }
+func (n *Node) childRel(name string) string { return backing.Join(n.rel(), name) }
+
+// caller is the thread id behind a request.
+func caller(ctx context.Context) guard.Caller {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return guard.NoCaller
+	}
+	return guard.Caller(c.Pid)
+}
 
 // isSensitive reports whether lookups and attributes of rel must never be
 // cached by the kernel: guarded files (every byte and size must come from
@@ -101,28 +115,32 @@ func setEntryTimeouts(out *fuse.EntryOut, c policy.Class, ns policy.Namespace) {
 // to entries whose timeout is still zero.
 func noNegativeCache(out *fuse.EntryOut) { out.SetEntryTimeout(time.Nanosecond) }
 
+func neverCache(out *fuse.EntryOut) {
+	out.SetEntryTimeout(0)
+	out.SetAttrTimeout(0)
+}
+
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if strings.HasPrefix(name, reservedPrefix) {
+	if strings.HasPrefix(name, txn.ReservedPrefix) {
 		return nil, syscall.ENOENT
 	}
-	if name == StatusDir && n.IsRoot() {
-		return n.m.lookupStatus(ctx, n.EmbeddedInode(), out) // statusfile.go
+	if name == guard.StatusDir && n.IsRoot() {
+		return lookupStatus(ctx, n.door, n.EmbeddedInode(), out) // statusfile.go
 	}
 	rel := n.childRel(name)
-	c, ns, sess := n.m.Policy().Classify(rel)
-	if ns == policy.NSSession {
-		t := policy.Target{Class: c, Namespace: ns, Session: sess}
-		if _, errno := n.m.gate(ctx, nil, policy.OpLookup, rel, t, nil); errno != 0 {
-			noNegativeCache(out)
-			return nil, syscall.ENOENT
-		}
+	c, ns := n.door.Classify(rel)
+	if errno := n.door.Lookup(caller(ctx), rel); errno != 0 {
+		noNegativeCache(out)
+		return nil, errno
 	}
 	ch, errno := n.lookupAt(ctx, rel, out)
 	switch {
 	case errno == 0:
 		setEntryTimeouts(out, c, ns)
-		if isObject(out.Attr.Mode) {
-			if errno := n.m.lookupObject(ctx, rel, out); errno != 0 {
+		if guard.IsObject(out.Attr.Mode) {
+			// Never cached: every path walk to one reaches the guard.
+			neverCache(out)
+			if errno := n.door.Object(caller(ctx), rel); errno != 0 {
 				return nil, errno
 			}
 		}
@@ -140,7 +158,7 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 		errno = n.getattrAt(n.rel(), out)
 	}
 	if errno == 0 {
-		if c, ns, _ := n.m.Policy().Classify(n.rel()); !isSensitive(c, ns) && !isObject(out.Attr.Mode) {
+		if c, ns := n.door.Classify(n.rel()); !isSensitive(c, ns) && !guard.IsObject(out.Attr.Mode) {
 			out.SetTimeout(plainTimeout)
 		}
 	}
@@ -150,7 +168,7 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 // Readlink is sent on every follow of a symlink (symlink caching is off):
 // a labelled symlink taints the caller like reading a labelled file.
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	if errno := n.readlinkTaint(ctx); errno != 0 {
+	if errno := n.door.Readlink(caller(ctx), n.rel()); errno != 0 {
 		return nil, errno
 	}
 	return n.loopReadlink(ctx)
@@ -159,35 +177,23 @@ func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 // OpendirHandle lists a directory; the sessions root shows a session only
 // its own directory.
 func (n *Node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	rel := n.rel()
-	c, ns, sess := n.m.Policy().Classify(rel)
-	if ns == policy.NSSession {
-		t := policy.Target{Class: c, Namespace: ns, Session: sess}
-		if _, errno := n.m.gate(ctx, nil, policy.OpRead, rel, t, nil); errno != 0 {
-			return nil, 0, errno
-		}
+	ls, errno := n.door.Opendir(caller(ctx), n.rel())
+	if errno != 0 {
+		return nil, 0, errno
 	}
 	fh, fl, errno := n.loopOpendir(ctx, flags)
 	if errno != 0 {
 		return fh, fl, errno
 	}
-	if ns == policy.NSNone && c == policy.Plain {
+	switch {
+	case ls.Cache:
 		// The kernel may keep a plain directory's listing: it changes only
 		// through this mount, and the kernel drops the cache when it does.
 		return &objectDir{FileHandle: fh, n: n}, fl | fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	case ls.Keep != nil:
+		return &filteredDir{FileHandle: fh, keep: ls.Keep}, fl &^ (fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE), 0
 	}
-	if ns != policy.NSSessionsRoot {
-		return &objectDir{FileHandle: fh, n: n}, fl, errno
-	}
-	subj := n.m.caller(ctx).Subject()
-	keep := func(name string) bool {
-		if name == "." || name == ".." {
-			return true
-		}
-		t := policy.Target{Namespace: policy.NSSession, Session: name}
-		return n.m.gateVisible(subj, t)
-	}
-	return &filteredDir{FileHandle: fh, keep: keep}, fl &^ (fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE), 0
+	return &objectDir{FileHandle: fh, n: n}, fl, 0
 }
 
 // filteredDir hides directory entries the caller may not see.

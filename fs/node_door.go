@@ -9,7 +9,7 @@ import (
 )
 
 // Operations go-fuse's loopback offers that aerfs answers itself, so that
-// none of them reaches the backing directory around Monitor.gate (see
+// none of them reaches the backing directory around the guard's Door (see
 // TestGateIsTheOnlyDoor).
 
 var (

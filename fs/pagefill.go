@@ -9,7 +9,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/guard/label"
 )
 
 // # Page-cache fills
@@ -72,8 +73,8 @@ func pageFill(ctx context.Context) bool {
 
 // readCommitted answers a page fill on a staging handle from the file's
 // committed content.
-func (g *guardedFile) readCommitted(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	res, errno, _, found := g.m.readCurrent(g.node.rel(), dest, off)
+func (f *stagedFile) readCommitted(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	res, errno, _, found := readCurrent(f.node.dir, f.node.rel(), dest, off)
 	if !found {
 		return fuse.ReadResultData(nil), 0
 	}
@@ -82,8 +83,8 @@ func (g *guardedFile) readCommitted(dest []byte, off int64) (fuse.ReadResult, sy
 
 // readCurrent reads the file now at rel: the version a commit published
 // last, and its identity. found is false when nothing is there.
-func (m *Monitor) readCurrent(rel string, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno, st *syscall.Stat_t, found bool) {
-	f, err := m.openFileRel(rel, os.O_RDONLY)
+func readCurrent(dir *backing.Dir, rel string, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno, st *syscall.Stat_t, found bool) {
+	f, err := dir.OpenFile(rel, os.O_RDONLY)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, 0, nil, false
@@ -105,25 +106,23 @@ func (m *Monitor) readCurrent(rel string, dest []byte, off int64) (res fuse.Read
 // fill answers a page fill on a guarded reader's handle from the current
 // version. When that is not the version the handle opened (a commit
 // replaced it since), the process that asked for the page reads that
-// version now: its label's taint reaches the process as an open of it
-// would have (R6), once per version and handle.
+// version now: the guard lets its label flow into the process as an open
+// of it would (R6), once per version and handle.
 func (g *guardedReader) fill(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno, bool) {
-	m, rel := g.node.m, g.node.rel()
-	res, errno, st, found := m.readCurrent(rel, dest, off)
+	n, rel := g.node, g.node.rel()
+	res, errno, st, found := readCurrent(n.dir, rel, dest, off)
 	if !found || st == nil {
 		return res, errno, found
 	}
-	k := keyOf(st)
+	k := label.KeyOf(st)
 	g.mu.Lock()
 	seen := g.key == k
 	g.mu.Unlock()
 	if seen {
 		return res, errno, true
 	}
-	if t, l := m.target(rel, st); t.LabelTaint != 0 {
-		if _, gerr := m.gate(ctx, nil, policy.OpRead, rel, t, l); gerr != 0 {
-			return nil, gerr, true
-		}
+	if gerr := n.door.Fill(caller(ctx), rel, st); gerr != 0 {
+		return nil, gerr, true
 	}
 	g.mu.Lock()
 	g.key = k

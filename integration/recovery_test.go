@@ -448,3 +448,39 @@ func TestDriftInDirectoryWithoutGuardedFilesAtMount(t *testing.T) {
 	}
 	waitFor(t, "a drift record for notes/MEMORY.md", func() bool { return len(e.records("drift", "notes/MEMORY.md")) > 0 })
 }
+
+// A step of a restore that cannot be applied — a session put a symbolic
+// link where a guarded file's directory was — is left and named; the other
+// steps go on, and no journal is left that every later mount fails on (the
+// workspace stayed unguarded until the journal was removed by hand).
+func TestRestoreStepBlockedBySymlinkLeavesNoStuckJournal(t *testing.T) {
+	outside := t.TempDir()
+	e := newEnv(t, map[string]string{"proj/AGENTS.md": "- build with make\n", "MEMORY.md": "m0\n"}).Mount()
+	snap := e.Aerfs("snapshot", "--label", "before")
+	expectOK(t, "snapshot", snap)
+	id := strings.TrimSuffix(strings.Fields(snap.Stdout)[1], ":")
+	expectOK(t, "an agent removes proj/", e.Sh("USER", "agent", "rm -r proj; echo m1 >> MEMORY.md"))
+	expectOK(t, "a WEB session links proj", e.Sh("WEB", "w", "ln -s "+outside+" proj"))
+	r := e.Aerfs("restore", "--snapshot", id, "--yes")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "proj/AGENTS.md") || !strings.Contains(r.Stderr, "could not be written") {
+		t.Fatalf("restore with a blocked step must fail naming it: %s", r)
+	}
+	if got := e.Read("MEMORY.md"); got != "m0\n" {
+		t.Fatalf("the other steps were not applied: MEMORY.md = %q", got)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("the restore wrote through the link: %v", ents)
+	}
+	found := false
+	for _, l := range e.Log() {
+		if l.Record.Type == "restore" && strings.Contains(l.Record.Meta.Reason, "not applied: proj/AGENTS.md") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the restore record does not name the step it could not apply")
+	}
+	e.Unmount()
+	e.Mount()
+	expectOK(t, "the owner works after the remount", e.Owner("echo m2 >> MEMORY.md"))
+}

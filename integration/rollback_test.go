@@ -38,6 +38,23 @@ func TestBurstRollbackKeepsTheOwnersLineBetweenTheAgentsWrites(t *testing.T) {
 	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
 }
 
+// Two later changes by the owner are merged back one after the other: the
+// second merge starts from the content the first one made, which the log
+// may hold only in memory until its next checkpoint (it was read from disk
+// only, failed, and the rollback left the agent's line with nothing
+// pending).
+func TestBurstRollbackKeepsTwoLaterOwnerEdits(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "line1\nline2\nline3\n", "page.txt": "p"}).Mount()
+	expectOK(t, "agent appends", e.Sh("USER", "agent", "echo 'AGENT line' >> MEMORY.md"))
+	expectOK(t, "owner note 1", e.Owner("echo 'owner note 1' >> MEMORY.md"))
+	expectOK(t, "owner note 2", e.Owner("echo 'owner note 2' >> MEMORY.md"))
+	burstSession(t, e)
+	if got, want := e.Read("MEMORY.md"), "line1\nline2\nline3\nowner note 1\nowner note 2\n"; got != want {
+		t.Fatalf("MEMORY.md after the burst rollback = %q, want %q", got, want)
+	}
+	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+}
+
 // When a later change by someone else touches the very lines the session
 // wrote, the rollback does not guess: the file is left as it is, the
 // refusal is recorded with rule RB-conflict, and the full rollback waits in

@@ -23,6 +23,20 @@ type routeTarget struct {
 	identity bool
 }
 
+// control reports whether the target is of the control class.
+func (tg routeTarget) control() bool { return tg.name == "skill" || tg.name == "claude" }
+
+// byRule keeps the entries with rule.
+func byRule(les []LogEntry, rule string) []LogEntry {
+	var out []LogEntry
+	for _, le := range les {
+		if le.Record.Meta.Rule == rule {
+			out = append(out, le)
+		}
+	}
+	return out
+}
+
 var routeTargets = []routeTarget{
 	{"identity", "SOUL.md", "IDENTITY.md", true},
 	{"memory", "MEMORY.md", "AGENTS.md", false},
@@ -76,6 +90,9 @@ type route struct {
 	script string
 	dir    bool // needs the target to live in a directory
 	top    bool // acts on the target's top-level directory (skip when it is D)
+	// special puts a symlink or a FIFO at the name: refused to every
+	// session at a control name (RX-control-symlink), the owner's only.
+	special bool
 	// user checks what a clean USER session's run left behind.
 	user func(c *routeCtx)
 	// caps: the route needs a capability (chown) that a confined
@@ -110,10 +127,10 @@ var routes = []route{
 	{name: "link-to-write", script: `ln {T} {H} && printf 'vialink\n' >> {H}`, user: func(c *routeCtx) { c.content(c.T, origContent+"vialink\n"); c.statIs("%h", c.T, "2") }},
 	{name: "link-from", script: `printf 'linked\n' > {S} && ln -f {S} {T}`, user: func(c *routeCtx) { c.content(c.T, "linked\n") }},
 	{name: "link-fresh", script: `printf 'linked\n' > {S} && ln {S} {F}`, user: func(c *routeCtx) { c.content(c.F, "linked\n") }},
-	{name: "symlink-over", script: `ln -sf {S} {T}`, user: func(c *routeCtx) { c.statIs("%F|%N", c.T, "symbolic link|'"+c.T+"' -> '"+c.S+"'") }},
-	{name: "symlink-fresh", script: `ln -s {S} {F}`, user: func(c *routeCtx) { c.statIs("%F|%N", c.F, "symbolic link|'"+c.F+"' -> '"+c.S+"'") }},
-	{name: "mkfifo", script: `mkfifo {F}`, user: func(c *routeCtx) { c.statIs("%F", c.F, "fifo") }},
-	{name: "mknod", script: `mknod {F} p`, user: func(c *routeCtx) { c.statIs("%F", c.F, "fifo") }},
+	{name: "symlink-over", special: true, script: `ln -sf {S} {T}`, user: func(c *routeCtx) { c.statIs("%F|%N", c.T, "symbolic link|'"+c.T+"' -> '"+c.S+"'") }},
+	{name: "symlink-fresh", special: true, script: `ln -s {S} {F}`, user: func(c *routeCtx) { c.statIs("%F|%N", c.F, "symbolic link|'"+c.F+"' -> '"+c.S+"'") }},
+	{name: "mkfifo", special: true, script: `mkfifo {F}`, user: func(c *routeCtx) { c.statIs("%F", c.F, "fifo") }},
+	{name: "mknod", special: true, script: `mknod {F} p`, user: func(c *routeCtx) { c.statIs("%F", c.F, "fifo") }},
 	{name: "chmod", script: `chmod 600 {T}`, user: func(c *routeCtx) { c.statIs("%a", c.T, "600"); c.content(c.T, origContent) }},
 	{name: "chown", script: `chown 4321:4321 {T}`, caps: true, user: func(c *routeCtx) { c.statIs("%u:%g", c.T, "4321:4321"); c.content(c.T, origContent) }},
 	{name: "touch-d", script: `touch -d @978307200 {T}`, user: func(c *routeCtx) { c.statIs("%Y", c.T, "978307200"); c.content(c.T, origContent) }},
@@ -316,6 +333,17 @@ func TestRoutesAllowedForUser(t *testing.T) {
 					}
 					return
 				}
+				if rt.special && tg.control() {
+					// A session's symlink or FIFO at a control name is
+					// refused for its own rule, even a clean USER's.
+					if r.Code == 0 {
+						bugf(t, "%s by a clean USER session at the control name %s went through: %s", rt.name, tg.path, r)
+					}
+					if d := e.index().denials(tag); !hasRule(d, "RX-control-symlink") {
+						bugf(t, "%s at %s: no RX-control-symlink refusal:%s", rt.name, tg.path, describe(d))
+					}
+					return
+				}
 				if r.Code != 0 {
 					bugf(t, "%s by a clean USER session on %s refused: %s", rt.name, tg.path, r)
 				}
@@ -329,7 +357,7 @@ func TestRoutesAllowedForUser(t *testing.T) {
 	li := e.index()
 	var bad []string
 	for _, s := range sessions {
-		if d := li.denials(s); len(d) > 0 && !strings.HasSuffix(s, "-mmap-shared") {
+		if d := li.denials(s); len(d) > 0 && !strings.HasSuffix(s, "-mmap-shared") && !(len(d) == len(byRule(d, "RX-control-symlink"))) {
 			bad = append(bad, fmt.Sprintf("%s:%s", s, describe(d)))
 		}
 	}

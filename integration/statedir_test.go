@@ -141,7 +141,7 @@ print("fake:", c.makefile().readline().strip())`
 			off = lines[i+1]
 		}
 	}
-	for _, want := range []string{"confined: landlock abi", "writes " + s.WS, "hidden " + s.State, "user+mount namespaces", "seccomp", "kernel: no_new_privs, seccomp filter, own user+mnt namespaces"} {
+	for _, want := range []string{"confined: landlock abi", "writes " + s.WS, "hidden " + s.State, "user+mount+net namespaces", "seccomp", "kernel: no_new_privs, seccomp filter, own user+mnt+net namespaces"} {
 		if !strings.Contains(on, want) {
 			t.Errorf("status of the confined session lacks %q: %q", want, on)
 		}

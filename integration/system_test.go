@@ -316,3 +316,41 @@ func TestMountTwiceSaysAlreadyMounted(t *testing.T) {
 	}
 	expectOK(t, "the first mount still serves", e.Owner("echo more >> MEMORY.md"))
 }
+
+// The warnings aerfs mount prints name directories a session may have
+// named: escape sequences reach the owner's terminal escaped, and a name
+// with a newline stays on its line (it could otherwise read as "ready" on
+// the pipe between the daemon and the waiting mount command).
+func TestMountWarningsEscapeSessionNames(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	expectOK(t, "a WEB session names a directory", e.Sh("WEB", "w",
+		`n=$(printf 'x\033]0;PWNED\007\033[2J\nready\nwarn fake'); mkdir -p "logs/$n"`))
+	e.Unmount()
+	dirs, _ := filepath.Glob(filepath.Join(e.WS, "logs", "x*"))
+	if len(dirs) != 1 {
+		t.Fatalf("the session's directory: %v", dirs)
+	}
+	holder := exec.Command("sleep", "30")
+	holder.Dir = dirs[0]
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	r := e.Aerfs("mount", "--state", e.State, e.WS)
+	expectOK(t, "mount", r)
+	if strings.ContainsAny(r.Stderr, "\x1b\x07") {
+		t.Fatalf("raw escape sequences in aerfs mount's output: %q", r.Stderr)
+	}
+	warnings := 0
+	for _, l := range strings.Split(strings.TrimSpace(r.Stderr), "\n") {
+		if !strings.HasPrefix(l, "aerfs: ") {
+			t.Errorf("a line of its own from a session's name: %q", l)
+		}
+		if strings.Contains(l, "has its working directory in "+filepath.Join(e.WS, "logs")) {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Fatalf("want one warning for the process in the directory:\n%s", r.Stderr)
+	}
+}

@@ -32,6 +32,8 @@ type Metrics struct {
 	taint       *prometheus.CounterVec // by flag
 	sessions    prometheus.Counter     // session registrations
 	appendErrs  prometheus.Counter
+	netConns    *prometheus.CounterVec // connections through the sessions' proxies, by channel, verdict, rule
+	netBytes    *prometheus.CounterVec // their bytes, by channel and direction
 }
 
 // Probes are asked at each scrape.
@@ -53,6 +55,8 @@ func New(p Probes) *Metrics {
 	m.refusals = f("refusals_total", "Refusals recorded (every deny verdict and refused content kept in quarantine), by rule and principal.", "rule", "principal")
 	m.commits = f("guarded_changes_total", "Guarded changes recorded, by record type (write, rename, delete, restore, approve, ...).", "type")
 	m.taint = f("taint_events_total", "Taint raised on a session or process, by flag.", "flag")
+	m.netConns = f("net_connections_total", "Connections sessions asked their proxy for, by the host's channel, the verdict and the rule.", "channel", "verdict", "rule")
+	m.netBytes = f("net_bytes_total", "Bytes relayed by the sessions' proxies, by the host's channel and direction (sent: to the host; received: from it).", "channel", "direction")
 	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "aerfs", Name: "guarded_commit_seconds",
 		Help:    "Time of a guarded commit, from the decision to the durable record.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)})
@@ -60,7 +64,7 @@ func New(p Probes) *Metrics {
 	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "aerfs", Name: "pending_items", Help: "Quarantined content awaiting approve or reject (since the mount)."})
 	m.sessions = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "aerfs", Name: "sessions_started_total", Help: "Sessions registered."})
 	m.appendErrs = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "aerfs", Name: "evidence_append_errors_total", Help: "Records that could not be appended to the evidence log."})
-	m.reg.MustRegister(m.verdicts, m.refusals, m.commits, m.taint, m.commitTime, m.quarantined, m.pending, m.sessions, m.appendErrs,
+	m.reg.MustRegister(m.verdicts, m.refusals, m.commits, m.taint, m.commitTime, m.quarantined, m.pending, m.sessions, m.appendErrs, m.netConns, m.netBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(buildInfo(p.Version))
 	if p.LiveSessions != nil {
@@ -145,6 +149,16 @@ func (m *Metrics) Observe(r *evidence.Record) {
 	case evidence.TypeSessionStart:
 		if r.Meta.Verdict != "deny" {
 			m.sessions.Inc()
+		}
+	case evidence.TypeNet:
+		if n := r.Payload; n != nil && n.Net != nil {
+			v := orNone(r.Meta.Verdict)
+			m.netConns.WithLabelValues(n.Net.Channel, v, rule).Inc()
+			m.netBytes.WithLabelValues(n.Net.Channel, "sent").Add(float64(n.Net.Sent))
+			m.netBytes.WithLabelValues(n.Net.Channel, "received").Add(float64(n.Net.Received))
+			if v == "deny" {
+				m.refusals.WithLabelValues(rule, principal).Inc()
+			}
 		}
 	}
 }

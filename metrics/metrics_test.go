@@ -25,6 +25,13 @@ func TestObserveCountsRecords(t *testing.T) {
 	m.Observe(rec(evidence.TypeWrite, "allow", "", "USER"))
 	m.Observe(rec(evidence.TypeTaint, "", "", "USER", "WEB_DERIVED", "UNTRUSTED"))
 	m.Observe(rec(evidence.TypeReject, "", "", "USER"))
+	web := rec(evidence.TypeNet, "allow", "RN-web", "USER")
+	web.Payload = &evidence.Payload{Net: &evidence.NetConn{Host: "example.org", Port: 443, Channel: "web", Sent: 100, Received: 5000}}
+	m.Observe(web)
+	m.Observe(web)
+	secret := rec(evidence.TypeNet, "deny", "RN-secret", "USER")
+	secret.Payload = &evidence.Payload{Net: &evidence.NetConn{Host: "example.org", Port: 443, Channel: "web"}}
+	m.Observe(secret)
 
 	if got := testutil.ToFloat64(m.verdicts.WithLabelValues("deny", "R3-untrusted", "WEB")); got != 2 {
 		t.Errorf("deny verdicts: %v", got)
@@ -40,6 +47,15 @@ func TestObserveCountsRecords(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.taint.WithLabelValues("WEB_DERIVED")); got != 1 {
 		t.Errorf("taint: %v", got)
+	}
+	if got := testutil.ToFloat64(m.netConns.WithLabelValues("web", "allow", "RN-web")); got != 2 {
+		t.Errorf("net connections: %v", got)
+	}
+	if got := testutil.ToFloat64(m.netBytes.WithLabelValues("web", "received")); got != 10000 {
+		t.Errorf("net bytes received: %v", got)
+	}
+	if got := testutil.ToFloat64(m.refusals.WithLabelValues("RN-secret", "USER")); got != 1 {
+		t.Errorf("a refused connection is not a refusal: %v", got)
 	}
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()

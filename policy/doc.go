@@ -120,6 +120,20 @@
 // decision about that file. What aerfs cannot see (pipes, sockets) is made
 // conservative by tainting whole sessions, outside this package.
 //
+// # The network
+//
+// A confined session reaches the network only through the daemon's proxy,
+// which asks HostChannel what a host is (the first network.hosts entry that
+// matches, else a model endpoint the session's client was started with,
+// else web) and DecideConnect whether the session may connect: deny hosts
+// never (RN-deny); a session tainted SECRET_RISK only model and trusted
+// hosts unless network.secret_egress allows (RN-secret); a web host's bytes
+// add the taint of WEB-written content (RN-web, AddTaint), so R2 and R7
+// follow as for a file. Host patterns are parsed strictly (ParseHostPattern)
+// and compared in one normal form (NormalHost), which refuses the numeric
+// spellings a resolver would read as an address. More taint never turns a
+// refused connection into an allowed one (TestDecideConnectExhaustive).
+//
 // # Policy files
 //
 // Parse is strict: unknown or duplicate keys, values of the wrong type,

@@ -40,6 +40,15 @@ func FuzzParse(f *testing.F) {
 		}
 		p.ExecPrincipal("/usr/bin/curl")
 		p.UIDPrincipal(1000)
+		for _, h := range []string{"api.anthropic.com", "example.org", "127.0.0.1", "::1"} {
+			c, why := p.HostChannel(h, 443, nil)
+			if why == "" {
+				t.Fatalf("channel %v of %s without a reason", c, h)
+			}
+			if v := p.DecideConnect(SecretRisk|Untrusted, c); v.Rule == RuleUnset || v.Allow && c == ChannelDeny {
+				t.Fatalf("connect to %v: %v", c, v)
+			}
+		}
 	})
 }
 

@@ -50,9 +50,10 @@ const (
 	keyOnDrift    = "on_drift"
 	keySandbox    = "sandbox"
 	keyFirstID    = "identity_first_create"
+	keyNetwork    = "network"
 )
 
-var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID, keyRoots}
+var topKeys = []string{keyVersion, keyClasses, keyNamespaces, keyBlocking, keyExec, keyUIDs, keyBurst, keyReview, keyOnDrift, keySandbox, keyFirstID, keyRoots, keyNetwork}
 
 // spec is a parsed but not yet merged policy file. has records which keys
 // the file sets; the others come from the default policy.
@@ -66,14 +67,18 @@ type spec struct {
 	blocking    Taint
 	executables []execRule
 	uids        map[uint32]Principal
-	burstN      int
-	burstWindow time.Duration
-	review      map[string]bool
-	onDrift     DriftAction
-	sandbox     sandboxSpec
-	firstID     bool
-	auth        AuthoritySettings // policy/authority_keys.go
-	roots       []rootSpec
+	// interpreters (interpreters.go)
+	interpreters    []pattern
+	hasInterpreters bool
+	burstN          int
+	burstWindow     time.Duration
+	review          map[string]bool
+	onDrift         DriftAction
+	sandbox         sandboxSpec
+	firstID         bool
+	auth            AuthoritySettings // policy/authority_keys.go
+	roots           []rootSpec
+	network         networkSpec // network.go
 }
 
 var (
@@ -176,7 +181,7 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 	// owner's files and sockets in /tmp are out of its sight.
 	s.sandbox.privateTmp = true
 	var versionNode *yaml.Node
-	err := ps.mapping(root, append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), func(key string, k, v *yaml.Node) error {
+	err := ps.mapping(root, append(append(topKeys[:len(topKeys):len(topKeys)], authorityKeys...), keyInterpreters), func(key string, k, v *yaml.Node) error {
 		s.has[key] = true
 		switch key {
 		case keyVersion:
@@ -206,6 +211,10 @@ func parseSpec(name string, data []byte, base *spec) (*spec, error) {
 			return ps.authorityKey(key, v, s)
 		case keyRoots:
 			return ps.roots(v, s)
+		case keyNetwork:
+			return ps.network(v, s)
+		case keyInterpreters:
+			return ps.interpreters(v, s)
 		}
 		return nil
 	})

@@ -263,8 +263,10 @@ func (ps *parser) review(n *yaml.Node, s *spec) error {
 // when base is nil, then checks what only the whole policy can show.
 func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 	mergeAuthority(s, base)
+	mergeNetwork(s, base)
+	mergeInterpreters(s, base)
 	for _, k := range topKeys {
-		if s.has[k] || k == keyRoots {
+		if s.has[k] || k == keyRoots || k == keyNetwork {
 			continue
 		}
 		if base == nil {
@@ -302,6 +304,15 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 		}
 		s.sandbox.writable = base.sandbox.writable
 	}
+	if s.has[keySandbox] && s.sandbox.network == "" {
+		if base == nil {
+			return ps.errf(root, "the default policy must set every key", "missing sandbox.network")
+		}
+		s.sandbox.network = base.sandbox.network
+	}
+	if base == nil && !s.network.hasHosts {
+		return ps.errf(root, "the default policy must set every key", "missing network.hosts")
+	}
 	if base == nil {
 		if s.sessions == "" || s.shared == "" || s.burstN == 0 || s.burstWindow == 0 {
 			return ps.errf(root, "the default policy must set every key", "missing namespaces or burst entries")
@@ -332,23 +343,30 @@ func (ps *parser) merge(root *yaml.Node, s *spec, base *spec) error {
 // compile builds the immutable Policy.
 func compile(name string, s *spec) *Policy {
 	p := &Policy{
-		name:        name,
-		literal:     map[string]uint8{},
-		dirs:        map[string]uint8{},
-		sessions:    s.sessions,
-		shared:      s.shared,
-		blocking:    s.blocking,
-		executables: s.executables,
-		uids:        s.uids,
-		burstN:      s.burstN,
-		burstWindow: s.burstWindow,
-		review:      s.review,
-		onDrift:     s.onDrift,
-		firstID:     s.firstID,
-		auth:        s.auth,
-		writable:    s.sandbox.writable,
-		privateTmp:  s.sandbox.privateTmp,
-		sockets:     s.sandbox.sockets,
+		name:         name,
+		literal:      map[string]uint8{},
+		dirs:         map[string]uint8{},
+		sessions:     s.sessions,
+		shared:       s.shared,
+		blocking:     s.blocking,
+		executables:  s.executables,
+		interpreters: s.interpreters,
+		uids:         s.uids,
+		burstN:       s.burstN,
+		burstWindow:  s.burstWindow,
+		review:       s.review,
+		onDrift:      s.onDrift,
+		firstID:      s.firstID,
+		auth:         s.auth,
+		writable:     s.sandbox.writable,
+		privateTmp:   s.sandbox.privateTmp,
+		sockets:      s.sandbox.sockets,
+
+		hosts:        s.network.hosts,
+		secretEgress: s.network.secretEgress,
+	}
+	if s.sandbox.network == "open" {
+		p.netMode = NetworkOpen
 	}
 	defer compileRoots(p, s)
 	addClasses(p, s.classes)
@@ -384,6 +402,7 @@ type sandboxSpec struct {
 	writable   []string // absolute, or "~" and "~/…" for the owner's home
 	privateTmp bool
 	sockets    []string // path sockets a confined session may connect to, as writable
+	network    string   // proxy or open; "" when the file does not say
 }
 
 func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
@@ -399,9 +418,10 @@ func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
 			if err != nil {
 				return err
 			}
-			if net != "open" {
-				return ps.errf(v, "this aerfs leaves the network open to sessions: write network: open or leave the key out", "unknown sandbox.network %q", net)
+			if net != "proxy" && net != "open" {
+				return ps.errf(v, "write network: proxy (a session's only way out is aerfs's proxy) or network: open (the host's network, unrecorded)", "unknown sandbox.network %q", net)
 			}
+			s.sandbox.network = net
 			return nil
 		}
 		list, err := ps.sandboxPaths(v, "sandbox."+key)

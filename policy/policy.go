@@ -28,18 +28,24 @@ type Policy struct {
 
 	sessions, shared string // namespace roots, slash-separated, no leading slash
 
-	blocking    Taint
-	executables []execRule
-	uids        map[uint32]Principal
-	burstN      int
-	burstWindow time.Duration
-	review      map[string]bool
-	onDrift     DriftAction
-	firstID     bool     // identity_first_create
-	writable    []string // sandbox.writable as written
-	privateTmp  bool
-	sockets     []string // sandbox.sockets as written
-	roots       []Root   // further guarded roots (roots.go)
+	blocking     Taint
+	executables  []execRule
+	interpreters []pattern // interpreters.go
+	uids         map[uint32]Principal
+	burstN       int
+	burstWindow  time.Duration
+	review       map[string]bool
+	onDrift      DriftAction
+	firstID      bool     // identity_first_create
+	writable     []string // sandbox.writable as written
+	privateTmp   bool
+	sockets      []string // sandbox.sockets as written
+	roots        []Root   // further guarded roots (roots.go)
+
+	// The network of confined sessions (network.go).
+	netMode      NetworkMode
+	hosts        []HostRule
+	secretEgress bool
 
 	classPatterns [numClasses][]string // as written, for Patterns
 

@@ -25,6 +25,11 @@ const (
 	RuleReview                    // RR-review: the policy sends a session's guarded changes to the owner for review
 	RuleDrift                     // RD-drift: content that changed behind the mount is EXTERNAL, and untrusted to read
 	RuleSocket                    // RU-socket: a confined session connects to no path socket but the control socket and its own
+	RuleNetModel                  // RN-model: a connection to the session's model API, which does not taint
+	RuleNetTrusted                // RN-trusted: a connection to a host the owner trusts, which does not taint
+	RuleNetWeb                    // RN-web: a connection to a web host, whose bytes taint the session
+	RuleNetDeny                   // RN-deny: the policy denies the host
+	RuleNetSecret                 // RN-secret: a session that read a secret reaches only model and trusted hosts
 	numRules
 )
 
@@ -50,6 +55,11 @@ var ruleIDs = [numRules]string{
 	RuleReview:        "RR-review",
 	RuleDrift:         "RD-drift",
 	RuleSocket:        "RU-socket",
+	RuleNetModel:      "RN-model",
+	RuleNetTrusted:    "RN-trusted",
+	RuleNetWeb:        "RN-web",
+	RuleNetDeny:       "RN-deny",
+	RuleNetSecret:     "RN-secret",
 }
 
 var ruleReasons = [numRules]string{
@@ -74,6 +84,11 @@ var ruleReasons = [numRules]string{
 	RuleReview:        "the policy sends this session's changes to the owner for review",
 	RuleDrift:         "changed in the backing directory, not through the mount: labelled EXTERNAL",
 	RuleSocket:        "a confined session reaches no path socket but the control socket and its own",
+	RuleNetModel:      "the session's model API: its bytes do not taint",
+	RuleNetTrusted:    "a host the owner trusts: its bytes do not taint",
+	RuleNetWeb:        "a web host: what it sends taints the session UNTRUSTED|WEB_DERIVED",
+	RuleNetDeny:       "the policy denies this host to every session",
+	RuleNetSecret:     "a session that read a secret reaches only model and trusted hosts (network.secret_egress: restrict)",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

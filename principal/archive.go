@@ -104,6 +104,15 @@ func (r *Registry) lookupArchived(id string) *Session {
 	return r.unretire(a, 0)
 }
 
+// OnRetire makes the registry call f with every session it retires, once
+// forgotten (the guard then forgets what it holds about it: what it read,
+// its refusals). Call it before the mount serves.
+func (r *Registry) OnRetire(f func(*Session)) {
+	r.mu.Lock()
+	r.onRetire = append(r.onRetire, f)
+	r.mu.Unlock()
+}
+
 // Retiree is a session that may be retired, as it was when chosen.
 type Retiree struct {
 	s     *Session
@@ -142,7 +151,7 @@ func (r *Registry) Retirees() []Retiree {
 
 // Retire forgets the retirees that are as they were when Retirees chose
 // them, still without a live process and without a known session started
-// from them, and reports them.
+// from them, tells OnRetire's functions, and reports them.
 func (r *Registry) Retire(cands []Retiree) []*Session {
 	var out []*Session
 	for _, c := range cands {
@@ -167,6 +176,14 @@ func (r *Registry) Retire(cands []Retiree) []*Session {
 		r.invalidate()
 		r.mu.Unlock()
 		out = append(out, s)
+	}
+	r.mu.RLock()
+	hooks := r.onRetire
+	r.mu.RUnlock()
+	for _, s := range out {
+		for _, f := range hooks {
+			f(s)
+		}
 	}
 	return out
 }

@@ -187,7 +187,8 @@ type Registry struct {
 
 	stateDir string // the mount's state directory (foreign.go)
 
-	archive Archive // where retired sessions are (archive.go); nil: none are retired
+	archive  Archive          // where retired sessions are (archive.go); nil: none are retired
+	onRetire []func(*Session) // told of every session retired (archive.go)
 
 	// cgroup mode (nil: sessions are followed by ancestry and events)
 	cg       *Cgroups

@@ -12,8 +12,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,6 +171,10 @@ func lines(b []byte) [][]byte {
 func displayPath(r *evidence.Record, raw []byte) string {
 	if r.Meta.Path != "" {
 		return Printable(r.Meta.Path)
+	}
+	if r.Payload != nil && r.Payload.Net != nil {
+		// A connection through a session's proxy: its host.
+		return Printable(net.JoinHostPort(r.Payload.Net.Host, strconv.Itoa(r.Payload.Net.Port)))
 	}
 	var x struct {
 		Meta struct {

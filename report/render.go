@@ -36,6 +36,8 @@ type page struct {
 	Held     int
 	Sessions int
 	Filtered string
+	Net      []NetRow
+	NetMore  int
 }
 
 // Render writes the report page of a verified bundle to w.
@@ -62,6 +64,7 @@ func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 		}
 	}
 	p.Sessions = len(sessions)
+	p.Net, p.NetMore = network(b)
 	if f := b.Manifest.Filter; !b.Manifest.Complete {
 		var parts []string
 		for _, kv := range [][2]string{{"since", f.Since}, {"session", f.Session}, {"path", f.Path}, {"type", f.Type}} {
@@ -223,6 +226,16 @@ th{background:#f0f2f5;font-weight:600}
 {{range .Refusals}}<tr><td>{{.Idx}}</td><td class="mono">{{.Time}}</td><td class="kind-{{.Kind}}">{{.Kind}}</td><td><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td>{{.Session}}</td><td>{{.Op}}</td><td><code>{{.Path}}</code></td><td>{{.Taint}}</td><td>{{.Reason}}</td><td><code>{{.ID}}</code></td></tr>
 {{end}}</table></details>
 {{else}}<p class="note">No request was refused or quarantined.</p>{{end}}
+</section>
+
+<section id="network">
+<h2>Network: what sessions reached through their proxy</h2>
+{{if .Net}}<p class="note">Each row is one session and one host: the bytes a <code>web</code> host sent tainted its session before they reached it; <code>model</code> and <code>trusted</code> hosts did not taint.</p>
+<table id="net-table">
+<tr><th>session</th><th>host</th><th>channel</th><th>connections</th><th>refused</th><th>rules</th><th>sent</th><th>received</th><th>first</th><th>last</th></tr>
+{{range .Net}}<tr><td>{{.Session}}</td><td><code>{{.Host}}</code></td><td>{{.Channel}}</td><td>{{.Conns}}</td><td{{if .Refused}} class="kind-deny"{{end}}>{{.Refused}}</td><td><code>{{.Rules}}</code></td><td>{{.Sent}}</td><td>{{.Received}}</td><td class="mono">{{.First}}</td><td class="mono">{{.Last}}</td></tr>
+{{end}}</table>{{if .NetMore}}<p class="note">… and {{.NetMore}} more session–host pairs (aerfs log --type net).</p>{{end}}
+{{else}}<p class="note">No connection through a session's proxy in this bundle.</p>{{end}}
 </section>
 
 <section id="provenance">

@@ -72,6 +72,12 @@ func makeBundle(t *testing.T) fixture {
 		Payload: &evidence.Payload{NewHash: notes}})
 	add(&evidence.Record{Type: evidence.TypeVerdict, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"},
 		Meta: evidence.Meta{Path: "MEMORY.md", Op: "write", Verdict: "deny", Rule: "R2-taint", Session: "u2", Reason: "tainted"}})
+	add(&evidence.Record{Type: evidence.TypeNet, Principal: "USER", Taint: []string{"UNTRUSTED", "WEB_DERIVED"},
+		Meta:    evidence.Meta{Op: "connect", Verdict: "allow", Rule: "RN-web", Session: "u2"},
+		Payload: &evidence.Payload{Net: &evidence.NetConn{Host: "example.org", Port: 443, Channel: "web", Sent: 517, Received: 4096, DurationUS: 1200}}})
+	add(&evidence.Record{Type: evidence.TypeNet, Principal: "USER", Taint: []string{"SECRET_RISK"},
+		Meta:    evidence.Meta{Op: "connect", Verdict: "deny", Rule: "RN-secret", Session: "s3", Reason: "a session that read a secret reaches only model and trusted hosts"},
+		Payload: &evidence.Payload{Net: &evidence.NetConn{Host: "exfil.example", Port: 443, Channel: "web"}}})
 	v3, _ := l.PutBlob([]byte("# memory\n- obey the page\n"))
 	add(&evidence.Record{Type: evidence.TypeQuarantine, Principal: "USER", Taint: []string{"UNTRUSTED"},
 		Meta:    evidence.Meta{Path: "MEMORY.md", Op: "commit", Rule: "RQ-quarantine", Session: "u2"},
@@ -142,6 +148,8 @@ func TestRenderParts(t *testing.T) {
 		`<span class="add">&#43;- likes tea</span>`, "Verified with a key you gave",
 		`class="mark quarantine"`, `<g class="node change"><a href="#change-`, `<a href="#change-`, "Guarded files changed downstream",
 		`&#43;notes from the page`, "quarantined (not applied)", `<span class="add">&#43;- obey the page</span>`,
+		`id="net-table"`, `<td>u2</td><td><code>example.org:443</code></td><td>web</td><td>1</td><td>0</td><td><code>RN-web</code></td><td>517</td><td>4096</td>`,
+		`<td class="kind-deny">1</td><td><code>RN-secret</code></td>`, `<td><code>exfil.example:443</code></td>`, // the refusal names the host
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)

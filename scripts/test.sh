@@ -41,7 +41,7 @@ fi
 
 step "integration tests with a race-enabled daemon (a selection)"
 AERFS_RACE=1 $GO test -count=1 -timeout 8m \
-  -run 'TestUserCommitsWebRefused|TestCrashDuringGuardedWrites|TestQuarantineApproveReject|TestBurstRollsBackOnlyTheBurstingSession|TestDriftWhileMountedRecordedAndLabelledExternal|TestNamespaceNotServedFromKernelCache|TestPosix' \
+  -run 'TestUserCommitsWebRefused|TestCrashDuringGuardedWrites|TestQuarantineApproveReject|TestBurstRollsBackOnlyTheBurstingSession|TestDriftWhileMountedRecordedAndLabelledExternal|TestNamespaceNotServedFromKernelCache|TestPosix|TestNetManySessionsAttribution' \
   ./integration/
 
 step "leftover mounts"

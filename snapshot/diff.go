@@ -36,6 +36,10 @@ func Diff(aName, bName string, a, b []byte) string {
 	d.compare(0, len(al), 0, len(bl))
 
 	var out strings.Builder
+	if d.coarse {
+		// Before the headers, where patch(1) skips what it does not know.
+		out.WriteString("(too large to match line by line: the changed ranges are shown replaced whole)\n")
+	}
 	fmt.Fprintf(&out, "--- %s\n+++ %s\n", an, bn)
 	for _, h := range d.hunks(Context) {
 		writeHunk(&out, al, bl, h)
@@ -65,10 +69,20 @@ func splitLines(b []byte) []string {
 	return out
 }
 
+// maxDiffWork bounds the steps of the line matching (Myers' search costs
+// up to (N+M)·D, quadratic when the two sides have little in common): a
+// quarantined write of a million lines against the owner's file must not
+// keep aerfs pending, diff or a burst rollback busy for minutes. Past it,
+// the ranges not yet matched are shown as replaced whole: still a correct
+// diff, only not a minimal one.
+const maxDiffWork = 20_000_000
+
 type differ struct {
 	a, b   []int // lines as small integers: equal lines, equal numbers
 	ca, cb []bool
 	vf, vb []int
+	work   int  // steps of the search so far
+	coarse bool // the budget ran out: some ranges were not matched line by line
 }
 
 func newDiffer(al, bl []string) *differ {
@@ -113,7 +127,8 @@ func (d *differ) compare(aLo, aHi, bLo, bHi int) {
 	}
 	x, y, ok := d.split(aLo, aHi, bLo, bHi)
 	if !ok || (x == aLo && y == bLo) || (x == aHi && y == bHi) {
-		// Cannot happen for a minimal split; never loop.
+		// Over the budget; otherwise cannot happen for a minimal split
+		// (never loop).
 		for i := aLo; i < aHi; i++ {
 			d.ca[i] = true
 		}
@@ -142,6 +157,10 @@ func (d *differ) split(aLo, aHi, bLo, bHi int) (int, int, bool) {
 	// Diagonals that ran off the grid are skipped from then on.
 	k1start, k1end, k2start, k2end := 0, 0, 0, 0
 	for D := 0; D < maxD+1; D++ {
+		if d.work += 2*D + 2 + n/64 + m/64; d.work > maxDiffWork {
+			d.coarse = true
+			return 0, 0, false
+		}
 		for k1 := -D + k1start; k1 <= D-k1end; k1 += 2 {
 			i := off + k1
 			var x int

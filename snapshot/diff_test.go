@@ -179,3 +179,35 @@ func rangeFix(h string) string {
 	}
 	return strings.Join(f, " ") + "\n"
 }
+
+// A hostile pending item — a million lines against the owner's 4,000 —
+// is diffed within the work budget (Myers' search alone is quadratic when
+// the sides share little), and the diff still turns a into b exactly.
+func TestDiffHugeAndUnrelatedStaysBoundedAndCorrect(t *testing.T) {
+	var a, b strings.Builder
+	for i := 0; i < 4000; i++ {
+		fmt.Fprintf(&a, "- owner memory line %d\n", i)
+	}
+	b.WriteString("- owner memory line 0\n") // a common first line
+	for i := 0; i < 1_000_000; i++ {
+		fmt.Fprintf(&b, "x%d\n", i)
+	}
+	al, bl := splitLines([]byte(a.String())), splitLines([]byte(b.String()))
+	d := newDiffer(al, bl)
+	d.compare(0, len(al), 0, len(bl))
+	if !d.coarse || d.work > maxDiffWork+len(al)+len(bl) {
+		t.Fatalf("work %d, coarse %v: the budget was not kept", d.work, d.coarse)
+	}
+	out := Diff("MEMORY.md", "MEMORY.md", []byte(a.String()), []byte(b.String()))
+	if !strings.HasPrefix(out, "(too large to match line by line") {
+		t.Fatalf("a coarse diff must say so first: %.200q", out)
+	}
+	got, err := applyUnified([]byte(a.String()), out[strings.Index(out, "--- "):])
+	if err != nil || got != b.String() {
+		t.Fatalf("the coarse diff does not turn a into b: %v", err)
+	}
+	// Small inputs are still matched line by line (minimal).
+	if d := Diff("f", "f", []byte("a\nb\nc\n"), []byte("a\nx\nc\n")); strings.HasPrefix(d, "(too large") || countEdits(d) != 2 {
+		t.Fatalf("small diff: %q", d)
+	}
+}

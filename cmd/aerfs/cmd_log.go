@@ -291,11 +291,14 @@ func formatRecord(idx int64, r *evidence.Record) string {
 		if p.NewHash != "" {
 			fmt.Fprintf(&b, " new=%.12s", p.NewHash)
 		}
+		if p.Net != nil {
+			b.WriteString(" " + netSummary(p.Net))
+		}
 		if p.Detail != "" {
 			fmt.Fprintf(&b, " [%s]", showName(p.Detail))
 		}
 	}
-	if m.Verdict == "deny" && m.Reason != "" {
+	if (m.Verdict == "deny" || r.Type == evidence.TypeTaint) && m.Reason != "" {
 		fmt.Fprintf(&b, " — %s", showName(m.Reason))
 	}
 	return b.String()

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/daemon"
+	"github.com/aerfs/aerfs/internal/printable"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -129,18 +130,20 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	var ready func(error)
 	warn := func(s string) {
 		log.Warn().Msg(s)
-		fmt.Fprintf(os.Stderr, "aerfs: warning: %s (it bypasses the mount)\n", s)
+		fmt.Fprintf(os.Stderr, "aerfs: warning: %s (it bypasses the mount)\n", printable.Line(s))
 	}
 	if o.readyFd > 0 {
 		f := os.NewFile(uintptr(o.readyFd), "ready")
 		// Warnings travel over the readiness pipe to the user's terminal.
 		warn = func(s string) {
 			log.Warn().Msg(s)
-			fmt.Fprintf(f, "warn %s (it bypasses the mount)\n", s)
+			// One line each: a name with a newline must not end the
+			// warning early, nor read as "ready" to the waiting mount.
+			fmt.Fprintf(f, "warn %s (it bypasses the mount)\n", printable.Line(s))
 		}
 		ready = func(err error) {
 			if err != nil {
-				fmt.Fprintf(f, "error %s\n", err)
+				fmt.Fprintf(f, "error %s\n", printable.Line(err.Error()))
 			} else {
 				fmt.Fprintln(f, "ready")
 			}
@@ -246,7 +249,7 @@ func startDaemon(ws, state string, o mountOptions) error {
 		l, err := br.ReadString('\n')
 		line = strings.TrimSpace(l)
 		if w, ok := strings.CutPrefix(line, "warn "); ok {
-			fmt.Fprintf(os.Stderr, "aerfs: warning: %s\n", w)
+			fmt.Fprintf(os.Stderr, "aerfs: warning: %s\n", printable.Line(w))
 			continue
 		}
 		if err != nil || line != "" {

@@ -19,6 +19,7 @@ type runOptions struct {
 	resume    bool
 	sandbox   string
 	agent     string
+	model     []string
 }
 
 func newRunCommand() *cobra.Command {
@@ -42,7 +43,16 @@ Landlock lets the session change files only beneath the workspace and the
 policy's sandbox.writable paths, keeps it out of the state directory and
 scopes signals, abstract sockets and ptrace to it; a seccomp filter under
 no_new_privs refuses ptrace, process_vm_*, pidfd_getfd, mount, unshare and
-the like. --sandbox=off runs CMD unconfined; the session start records it.`,
+the like. --sandbox=off runs CMD unconfined; the session start records it.
+
+The session also gets a network namespace with only loopback: its one way
+out is the daemon's proxy, which HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
+point at (docs/confinement.md, "The network"). The proxy records every
+connection, and what a web host sends taints the session before the
+client reads it. The client's model endpoint is not web: run reads it from
+ANTHROPIC_BASE_URL, OPENAI_BASE_URL and the like, and --model names it
+when the client's base URL is in a configuration file. The policy's
+sandbox.network: open keeps sessions on the host's network (recorded).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExitCodes(runRun(o, args))
@@ -59,6 +69,7 @@ the like. --sandbox=off runs CMD unconfined; the session start records it.`,
 	c.Flags().BoolVar(&o.resume, "resume", false, "rejoin the existing session --session (the owner, outside sessions)")
 	c.Flags().StringVar(&o.sandbox, "sandbox", "on", "on: confine the session (default); off: run it unconfined")
 	c.Flags().StringVar(&o.agent, "agent", "", "the agent client CMD is (claude-code, codex, gemini, openclaw): recorded with the session (docs/agents.md)")
+	c.Flags().StringArrayVar(&o.model, "model", nil, "the base URL of the client's model API (repeatable): its host:port is the session's model channel; ANTHROPIC_BASE_URL, OPENAI_BASE_URL … are read too")
 	return c
 }
 
@@ -89,8 +100,16 @@ func runRun(o runOptions, args []string) error {
 	if err := checkRunAgent(t, o.agent); err != nil {
 		return err
 	}
-	sc := prepareSandbox(o.sandbox == "on", t)
-	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume, Sandbox: sc.planned, Agent: o.agent})
+	model, err := modelEndpoints(o.model)
+	if err != nil {
+		return err
+	}
+	sc, err := prepareSandbox(o.sandbox == "on", t, model)
+	if err != nil {
+		return err
+	}
+	resp, err := call(t, daemon.Request{Op: "register", Principal: o.principal, Session: o.session, Resume: o.resume, Sandbox: sc.planned, Agent: o.agent,
+		Network: sc.net.mode, Model: sc.net.model})
 	if err != nil {
 		return err
 	}
@@ -110,7 +129,7 @@ func runRun(o runOptions, args []string) error {
 	env = append(env, confinement...)
 	env = append(env, agentEnv(o.agent)...)
 	// Same pid: the registration names this process as the session root.
-	return syscall.Exec(path, args, env)
+	return syscall.Exec(path, args, lastWins(env))
 }
 
 // Exit codes of aerfs run. The command's own status passes through; run's

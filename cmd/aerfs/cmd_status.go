@@ -70,6 +70,7 @@ func runStatus(out io.Writer, asJSON bool) error {
 		if s.Confinement != "" {
 			fmt.Fprintf(out, "  %-20s confined: %s\n", "", line(s.Confinement))
 		}
+		printSessionNet(out, s)
 	}
 	return nil
 }

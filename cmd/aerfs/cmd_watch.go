@@ -104,10 +104,14 @@ func watchLine(r *evidence.Record, color bool) string {
 		}
 		return s
 	}
+	what := dash(line(m.FilePath()))
+	if r.Payload != nil && r.Payload.Net != nil {
+		what = netSummary(r.Payload.Net) // a connection through the proxy
+	}
 	// Every field is escaped (internal/printable) before the colour is
 	// added: watch writes its own escape sequences, never a session's.
 	out := fmt.Sprintf("%s %s %-18s %-11s %-14s %-8s %s", line(ts), verdict, dash(line(m.Rule)), dash(line(r.Principal)),
-		dash(line(m.Session)), dash(line(m.Op)), dash(line(m.FilePath())))
+		dash(line(m.Session)), dash(line(m.Op)), what)
 	if m.Verdict != "allow" && m.Reason != "" {
 		out += " — " + line(m.Reason)
 	}

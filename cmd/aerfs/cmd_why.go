@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aerfs/aerfs/daemon"
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard/explain"
 	"github.com/aerfs/aerfs/internal/printable"
 )
 
@@ -59,7 +59,7 @@ func runWhy(out io.Writer, session string, args []string, asJSON bool) error {
 		json.Unmarshal(resp.Data, &v)
 		return writeJSON(out, v)
 	}
-	var e aerfs.Explanation
+	var e explain.Explanation
 	if err := json.Unmarshal(resp.Data, &e); err != nil {
 		return err
 	}

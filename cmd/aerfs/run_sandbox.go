@@ -23,32 +23,53 @@ import (
 type runSandbox struct {
 	cfg        *sandbox.Config // nil: --sandbox=off
 	privateTmp bool
-	inNS       bool   // this process runs in the session's new namespaces
-	planned    string // what the register request announces
+	inNS       bool        // this process runs in the session's new namespaces
+	net        *sessionNet // the session's network (run_network.go)
+	planned    string      // what the register request announces
 }
 
 // prepareSandbox decides the session's confinement. When the session
 // gets its own namespaces and this process is not yet in them, it runs
 // aerfs run again inside them and exits with its status: it does not
-// return.
-func prepareSandbox(on bool, t *target) *runSandbox {
-	sc := &runSandbox{planned: "off"}
-	if !on {
-		return sc
+// return. model are the session's model endpoints (host:port).
+func prepareSandbox(on bool, t *target, model []string) (*runSandbox, error) {
+	nested := confined() // inside a session: its network is its parent's
+	sc := &runSandbox{planned: "off", net: &sessionNet{mode: "open", model: model}}
+	if nested {
+		sc.net = &sessionNet{}
 	}
-	if os.Getenv(mountNSEnv) == "" && !confined() {
-		if code, ok := runInNamespace(); ok {
+	if !on {
+		return sc, nil
+	}
+	if os.Getenv(mountNSEnv) == "" && !nested {
+		withNet := networkMode(t) == "proxy"
+		if code, ok := runInNamespace(withNet); ok {
 			os.Exit(code)
+		}
+		if withNet {
+			return nil, fail(exitError, "set sandbox.network: open in the policy (sessions then use the host's network, unrecorded), or run the session with --sandbox=off",
+				"cannot give the session a network namespace of its own: the kernel refused a new user namespace")
 		}
 	}
 	sc.inNS = os.Getenv(mountNSEnv) != "" && os.Getenv(mountNSEnv) != mountNS()
+	inNetNS := os.Getenv(netNSEnv) != "" && os.Getenv(netNSEnv) != sandbox.NetNS()
 	os.Unsetenv(mountNSEnv)
+	os.Unsetenv(netNSEnv)
 	sc.cfg = &sandbox.Config{Workspace: t.workspace, Hidden: []string{t.stateDir}}
 	sc.planned = "landlock abi " + strconv.Itoa(sandbox.LandlockABI()) + ", seccomp, no_new_privs"
 	if sc.inNS {
 		sc.planned += ", mount namespace"
 	}
-	return sc
+	if inNetNS {
+		n, err := prepareNet(model)
+		if err != nil {
+			return nil, fail(exitError, "set sandbox.network: open in the policy, or run the session with --sandbox=off, if this kernel cannot give it a network of its own",
+				"cannot set up the session's network namespace: %v", err)
+		}
+		sc.net = n
+		sc.planned += ", network namespace"
+	}
+	return sc, nil
 }
 
 // sandboxGrant is what the daemon's policy lets a confined session write
@@ -65,7 +86,7 @@ type sandboxGrant struct {
 // (AERFS_SANDBOX, AERFS_SANDBOX_WARNINGS). It fails closed.
 func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]string, error) {
 	if sc.cfg == nil {
-		return []string{"AERFS_SANDBOX=off"}, nil
+		return append([]string{"AERFS_SANDBOX=off"}, sc.net.env()...), nil
 	}
 	if grant == nil {
 		return nil, fail(exitError, "the daemon serving this workspace is older than this aerfs: remount it", "the daemon did not say what session %s may write", session)
@@ -139,13 +160,23 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 	if sc.inNS {
 		rep.Namespaces = []string{"user", "mount"}
 	}
-	// Tell the daemon what was applied, from the confined process itself
-	// (the daemon adds what /proc shows of it).
-	b, _ := json.Marshal(rep)
-	if _, err := call(t, daemon.Request{Op: "confined", Session: session, Sandbox: string(b)}); err != nil {
-		return nil, err
+	if len(sc.net.files) > 0 {
+		rep.Namespaces = append(rep.Namespaces, "net")
 	}
-	env := []string{"AERFS_SANDBOX=" + rep.String()}
+	// Tell the daemon what was applied, from the confined process itself
+	// (the daemon adds what /proc shows of it). The proxy's listening
+	// sockets go with the report: the daemon serves them, and this
+	// process keeps no copy past its execve.
+	b, _ := json.Marshal(rep)
+	resp, err := daemon.CallFiles(t.stateDir, daemon.Request{Op: "confined", Session: session, Sandbox: string(b), Listeners: sc.net.listeners}, sc.net.files)
+	sc.net.close()
+	if err != nil {
+		return nil, fail(exitNotMounted, "is the workspace mounted? aerfs status"+t.flags(), "%v", err)
+	}
+	if !resp.OK {
+		return nil, fail(exitError, resp.Hint, "%s", resp.Error)
+	}
+	env := append([]string{"AERFS_SANDBOX=" + rep.String()}, sc.net.env()...)
 	if len(rep.Warnings) > 0 && !sc.inNS {
 		// With a namespace the state directory is covered whatever
 		// Landlock could not keep out of it.
@@ -237,7 +268,7 @@ func confined() bool {
 // and a new mount namespace, waits for it and returns its exit code. ok is
 // false when the kernel refuses the namespaces: the session is then
 // confined without one.
-func runInNamespace() (code int, ok bool) {
+func runInNamespace(withNet bool) (code int, ok bool) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, false
@@ -250,18 +281,27 @@ func runInNamespace() (code int, ok bool) {
 	cmd := exec.Command(self, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), mountNSEnv+"="+mountNS())
+	flags, caps := uintptr(syscall.CLONE_NEWUSER|syscall.CLONE_NEWNS), []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	if withNet {
+		// A network namespace with only loopback (run_network.go); the
+		// copy brings loopback up, which takes CAP_NET_ADMIN.
+		flags |= syscall.CLONE_NEWNET
+		caps = append(caps, unix.CAP_NET_ADMIN)
+		cmd.Env = append(cmd.Env, netNSEnv+"="+sandbox.NetNS())
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		Cloneflags:                 flags,
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: size}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: size}},
 		GidMappingsEnableSetgroups: uid == 0,
 		// The owner's uid has no capabilities after execve, even in its
-		// own namespace: keep the ones the mounts and the capability drop
-		// need. The copy drops every capability (sandbox.Apply) before it
-		// executes the session's command.
-		// CAP_SETPCAP lets it empty the bounding set and lock the
-		// securebits before it executes the session's command.
-		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP},
+		// own namespace: keep the ones the mounts, the loopback of its
+		// network namespace and the capability drop need. The copy drops
+		// every capability (sandbox.Apply) before it executes the
+		// session's command. CAP_SETPCAP lets it empty the bounding set
+		// and lock the securebits before it executes the session's
+		// command.
+		AmbientCaps: caps,
 		// Killing aerfs run kills the session's command, as when they
 		// were one process (the copy sets it again: its execve with a
 		// capability clears it). The signal follows the thread that

@@ -5,15 +5,15 @@ import (
 	"testing"
 	"time"
 
-	aerfs "github.com/aerfs/aerfs/fs"
+	"github.com/aerfs/aerfs/guard/explain"
 )
 
 // aerfs why prints what .aerfs/status shows the agent, field by field as
 // it is: every field is escaped first, so a newline in a path or a reason
 // cannot print a line of its own (a fake "last records" entry).
 func TestEscapeStringsKeepsEachFieldOnItsLine(t *testing.T) {
-	e := aerfs.Explanation{Path: "memory/x\n  2099-01-01  write  commit allow R3 by USER", Class: "memory", Label: "USER\x1b[2J",
-		Verdicts: []aerfs.PathVerdict{{Time: time.Unix(0, 0), Type: "verdict", Op: "open", Verdict: "deny", Rule: "R2",
+	e := explain.Explanation{Path: "memory/x\n  2099-01-01  write  commit allow R3 by USER", Class: "memory", Label: "USER\x1b[2J",
+		Verdicts: []explain.PathVerdict{{Time: time.Unix(0, 0), Type: "verdict", Op: "open", Verdict: "deny", Rule: "R2",
 			Principal: "WEB", Reason: "refused\nforged line\u202e"}}}
 	escapeStrings(&e)
 	text := e.Text()

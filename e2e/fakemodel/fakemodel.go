@@ -32,6 +32,10 @@ const (
 	Edit              // replace Old by New in Path
 	Read              // read Path
 	Shell             // run Command
+	// Fetch fetches URL with the client's own in-process web tool (Claude
+	// Code's WebFetch, OpenClaw's web_fetch); a client without one runs
+	// Command in its shell tool instead.
+	Fetch
 )
 
 // Step is one model turn.
@@ -43,6 +47,7 @@ type Step struct {
 	New     string
 	Command string
 	Text    string
+	URL     string
 }
 
 // Server is a running fake model.
@@ -250,6 +255,17 @@ func (s *Server) render(st Step, tools map[string]bool, custom map[string]bool) 
 		if tools["apply_patch"] {
 			return s.patch(custom["apply_patch"], updatePatch(st.Path, st.Old, st.New)), nil
 		}
+	case Fetch:
+		if n := has(tools, "WebFetch"); n != "" {
+			return call{name: n, args: map[string]any{"url": st.URL, "prompt": "Return the page's text."}}, nil
+		}
+		if n := has(tools, "web_fetch"); n != "" {
+			return call{name: n, args: map[string]any{"url": st.URL}}, nil
+		}
+		if st.Command == "" {
+			break
+		}
+		return s.render(Step{Kind: Shell, Command: st.Command}, tools, custom)
 	case Read:
 		if n := has(tools, "Read"); n != "" {
 			return call{name: n, args: map[string]any{"file_path": s.abs(st.Path)}}, nil

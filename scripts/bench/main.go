@@ -56,7 +56,7 @@ func main() {
 	flag.StringVar(&o.loopback, "loopback", "bin/aerfs-loopback", "loopback helper binary")
 	flag.StringVar(&o.baseDir, "dir", "/var/tmp", "directory for the backing directories (its filesystem is the one measured)")
 	flag.StringVar(&o.src, "src", "", "source tree to untar (default: golang.org/x/sys from the Go module cache)")
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run: fio,meta,tree,untar,git,commit,commit8,open,rtt,confine,micro")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run: fio,meta,tree,untar,git,commit,commit8,open,rtt,confine,net,micro")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory")
 	flag.BoolVar(&o.noMicro, "no-micro", false, "skip the Go microbenchmarks")
 	flag.Parse()
@@ -214,7 +214,7 @@ func run(o options) error {
 		fn   func(*target, int) error
 	}
 	wls := []workload{{"fio", b.wlFio}, {"meta", b.wlMeta}, {"tree", b.wlTree}, {"untar", b.wlUntar},
-		{"git", b.wlGit}, {"commit", b.wlCommit}, {"commit8", b.wlCommit8}, {"open", b.wlOpen}, {"rtt", b.wlRTT}, {"confine", b.wlConfine}}
+		{"git", b.wlGit}, {"commit", b.wlCommit}, {"commit8", b.wlCommit8}, {"open", b.wlOpen}, {"rtt", b.wlRTT}, {"confine", b.wlConfine}, {"net", b.wlNet}}
 	start := time.Now()
 	for rep := 0; rep < runs; rep++ {
 		for _, w := range wls {

@@ -155,7 +155,7 @@ func runMicro(runs int, quick bool) ([]*Micro, error) {
 		args = append(args, "-benchtime", "200ms")
 	}
 	var pkgs []string
-	for _, p := range []string{"./policy/", "./principal/", "./evidence/", "./fs/"} {
+	for _, p := range []string{"./policy/", "./principal/", "./evidence/", "./guard/", "./guard/label/"} {
 		if _, err := os.Stat(p); err == nil {
 			pkgs = append(pkgs, p)
 		}
@@ -262,6 +262,14 @@ func checks(rows []*Row, micro []*Micro) []Check {
 	// pass plain data through (an unprivileged mount).
 	for _, k := range []string{"seqwrite", "seqread", "seqread-cold", "randwrite", "randread"} {
 		add("rootless (no passthrough): plain I/O ≥ 1.0× loopback-nopt", k, "aerfs-nopt/loopback-nopt", 1.0)
+	}
+	// A session's proxy against a direct connection in the same run.
+	add("proxy throughput ≥ 0.9× direct", "proxy-tunnel", "aerfs/native", 0.9)
+	add("proxy throughput ≥ 0.9× direct", "proxy-plain", "aerfs/native", 0.9)
+	add("proxy throughput ≥ 0.9× direct", "proxy-paced", "aerfs/native", 0.9)
+	if r := byKey["proxy-conn-added"]; r != nil && r.Stats[tAerfs] != nil {
+		v := r.Stats[tAerfs].Median
+		cs = append(cs, Check{Target: "proxy adds ≤ 1 ms per connection", Figure: r.Name + " (ms)", Value: v, Need: "≤ 1 ms", Met: v <= 1})
 	}
 	// p50 ≤ 3× the loopback's, i.e. a speed of at least 1/3.
 	add("guarded commit p50 ≤ 3× loopback fsync commit (speed ≥ 0.33×)", "guarded-p50", "aerfs/loopback", 1.0/3)

@@ -37,6 +37,8 @@ func workerMain(args []string) {
 		out, err = workerOpen(args[1], atoi(args[2]))
 	case "xattr":
 		out, err = workerXattr(args[1], atoi(args[2]))
+	case "net":
+		out, err = workerNet(args[1], atoi(args[2]))
 	default:
 		err = fmt.Errorf("unknown worker mode %q", args[0])
 	}

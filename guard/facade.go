@@ -1,0 +1,335 @@
+package guard
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/explain"
+	"github.com/aerfs/aerfs/guard/flow"
+	"github.com/aerfs/aerfs/guard/gate"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/recovery"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Guard is the daemon's door into the guard of one root (and, for the
+// workspace, of the further roots attached to it: a path "@name/…" is
+// routed to root name's guard). It has twelve methods; everything else
+// happens behind it.
+type Guard struct{ h *house }
+
+// Door is what the FUSE nodes serve (fs.Mount).
+func (g *Guard) Door() *Door { return &Door{h: g.h} }
+
+// Policy is the policy in force.
+func (g *Guard) Policy() *policy.Policy { return g.h.gate.Policy() }
+
+// SetPolicy replaces the policy in force and the act gate's configuration
+// (attestors and thresholds count from the next decision on). Each
+// further root gets its part of p; a root p no longer has keeps its policy
+// until the next mount (it stays mounted and guarded).
+func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) {
+	g.h.gate.SetPolicy(p)
+	g.h.flow.Authority().SetConfig(a)
+	for name, r := range g.h.roots {
+		if rp, ok := p.Root(name); ok {
+			r.h.gate.SetPolicy(rp.Policy)
+		} else {
+			g.h.led.Log.Warn().Str("root", name).Msg("the policy no longer names this root: it stays guarded by its old rules until the next mount")
+		}
+	}
+}
+
+// Status is what `aerfs status` counts.
+type Status struct {
+	Allowed, Denied, Committed, Quarantined int64
+	Labels                                  int
+}
+
+// Status counts the verdicts and labels of this root (not of the further
+// roots: each reports its own).
+func (g *Guard) Status() Status {
+	s := g.h.led.Stats
+	return Status{Allowed: s.Allowed.Load(), Denied: s.Denied.Load(), Committed: s.Committed.Load(),
+		Quarantined: s.Quarantined.Load(), Labels: g.h.labels.Len()}
+}
+
+// Question is what Explain is asked about: a process (what .aerfs/status
+// tells it), a session, or a path — one of them.
+type Question struct {
+	Process *principal.Resolved
+	Session *principal.Session
+	Path    string
+}
+
+// Explain tells what the log says about a process, a session or a path.
+func (g *Guard) Explain(q Question) *explain.Explanation {
+	switch {
+	case q.Session != nil:
+		return g.h.status.Session(q.Session, g.Policy())
+	case q.Path != "":
+		h, rel := g.h, q.Path
+		if r, sub, ok := g.route(rel); ok {
+			h, rel = r.h, sub // the root's file, from the workspace's log
+		}
+		st, _ := h.dir.Lstat(rel)
+		t, l := h.gate.Target(rel, st)
+		return g.h.status.Path(q.Path, t.Class, l, st != nil)
+	}
+	return g.h.status.Process(q.Process, g.Policy())
+}
+
+// State is the content of guarded files, by hash ("" for absent), each
+// content kept as a blob: of every guarded file (with those of the
+// further roots, by record path) when no path is given, what a snapshot
+// records; of the given paths otherwise.
+func (g *Guard) State(paths ...string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(paths) == 0 {
+		st, err := g.h.rec.State()
+		if err != nil {
+			return nil, err
+		}
+		for p, h := range st {
+			out[p] = h
+		}
+		for name, r := range g.h.roots {
+			st, err := r.State()
+			if err != nil {
+				return nil, fmt.Errorf("root %s: %w", name, err)
+			}
+			for p, h := range st {
+				out[r.h.led.RecordPath(p)] = h
+			}
+		}
+		return out, nil
+	}
+	for _, p := range paths {
+		h, rel := g.h, p
+		if r, sub, ok := g.route(p); ok {
+			h, rel = r.h, sub
+		}
+		hash, err := h.rec.Hash(rel)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = hash
+	}
+	return out, nil
+}
+
+// ChangeKind is what an owner's change changes.
+type ChangeKind int
+
+const (
+	// Content: the file's content becomes Hash (or Data), or the file goes
+	// ("" Hash, no Data): a restore, an approval, an edit, a rollback, a
+	// drift repair, a change completed at mount.
+	Content ChangeKind = iota
+	// Adopt: the current content becomes the owner's; its label goes.
+	Adopt
+)
+
+// Change is a change of a guarded path from the owner's channel.
+type Change struct {
+	Kind ChangeKind
+	Path string
+	Hash string
+	Data []byte  // stored first; Hash becomes its hash
+	Base *string // the content Path must still hold (an edit's)
+	// From is the content Path held when the change was planned (a
+	// restore's step, an approval's reviewed base): a change that landed
+	// since is never overwritten (ErrChanged), unless it made Path hold
+	// Hash already.
+	From *string
+	// Record makes the change's record from what it found (nil: the
+	// change's durable trace is elsewhere, a restore's journal: the
+	// change is then flushed before Change returns).
+	Record func(Found) *evidence.Record
+}
+
+// ErrChanged is returned by Change when Path no longer holds From.
+var ErrChanged = recovery.ErrChanged
+
+// Found is what a change found and made.
+type Found struct {
+	Old, New string       // the content before and after
+	Label    *label.Label // the label an adoption removed
+}
+
+// Result is what a change did: what it found, and its record's id ("" when
+// the file already held what it should).
+type Result struct {
+	Found
+	ID string
+}
+
+// Change carries out an owner's change through the one transaction.
+func (g *Guard) Change(c Change) (Result, error) {
+	h := g.h
+	if r, sub, ok := g.route(c.Path); ok {
+		h, c.Path = r.h, sub
+		if mk := c.Record; mk != nil {
+			c.Record = func(f Found) *evidence.Record { return r.h.led.Unroot(mk(f)) }
+		}
+	}
+	if c.Kind == Adopt {
+		old, hash, id, err := h.rec.Adopt(c.Path, func(old *label.Label, hash string) *evidence.Record {
+			return c.Record(Found{New: hash, Label: old})
+		})
+		return Result{Found: Found{New: hash, Label: old}, ID: id}, err
+	}
+	if c.Base != nil {
+		if cl, _, _ := h.gate.Policy().Classify(c.Path); !cl.Guarded() {
+			return Result{}, fmt.Errorf("%s is not guarded (class plain): edit it directly", c.Path)
+		}
+	}
+	if c.Data != nil {
+		hash, err := h.led.PutBlob(c.Data)
+		if err != nil {
+			return Result{}, err
+		}
+		c.Hash = hash
+	}
+	var mk func(string) *evidence.Record
+	if c.Record != nil {
+		mk = func(old string) *evidence.Record { return c.Record(Found{Old: old, New: c.Hash}) }
+	}
+	old, id, err := h.rec.Set(c.Path, c.Hash, c.Base, c.From, mk)
+	return Result{Found: Found{Old: old, New: c.Hash}, ID: id}, err
+}
+
+// Promote moves the item at rel (under sessions/<id>/) into the shared
+// namespace on behalf of res, if the policy and the act gate allow it. It
+// returns the new path.
+func (g *Guard) Promote(res *principal.Resolved, rel string) (string, policy.Verdict, error) {
+	return g.Door().promote(res, rel)
+}
+
+// Drift compares rel with what aerfs last gave it; a drifted file's label
+// becomes EXTERNAL (nil: no drift).
+func (g *Guard) Drift(rel string) (*Drift, error) {
+	if r, sub, ok := g.route(rel); ok {
+		d, err := r.Drift(sub)
+		if d != nil {
+			d.Path = rel
+		}
+		return d, err
+	}
+	return g.h.rec.Check(rel)
+}
+
+// Expectation is what aerfs believes about guarded files.
+type Expectation struct {
+	// State replaces what aerfs believes the guarded files hold (record
+	// paths; from the evidence log, at mount). nil: unchanged.
+	State map[string]string
+	// Record names the record of the current version of Paths.
+	Record string
+	Paths  []string
+	// OnKnown, when set, is called with each guarded path of this root
+	// aerfs starts to know the content of while mounted (its first commit,
+	// a rename onto it), before aerfs changes the file: the drift watcher
+	// watches the path's directory from then on.
+	OnKnown func(rel string)
+	// OnChange, when set, is called with each guarded path of this root
+	// aerfs is about to change (a commit, a rename, a restore): what the
+	// flush at unmount makes durable.
+	OnChange func(rel string)
+}
+
+// Expect sets what aerfs believes about guarded files.
+func (g *Guard) Expect(e Expectation) {
+	if e.State != nil {
+		per := map[*Guard]map[string]string{}
+		for _, r := range g.h.roots {
+			per[r] = map[string]string{}
+		}
+		own := map[string]string{}
+		for p, hash := range e.State {
+			if r, rel, ok := g.route(p); ok {
+				per[r][rel] = hash
+				continue
+			}
+			own[p] = hash
+		}
+		for r, st := range per {
+			r.Expect(Expectation{State: st})
+		}
+		g.h.changes.SetExpected(own)
+	}
+	for _, p := range e.Paths {
+		if r, rel, ok := g.route(p); ok {
+			r.h.idx.SetLast(e.Record, rel)
+			continue
+		}
+		g.h.idx.SetLast(e.Record, p)
+	}
+	if e.OnKnown != nil {
+		g.h.changes.OnKnown(e.OnKnown)
+	}
+	if e.OnChange != nil {
+		g.h.changes.OnChange(e.OnChange)
+	}
+}
+
+// Authority is the owner's side of the act gate.
+func (g *Guard) Authority() *Acts { return &Acts{g: g.h.gate} }
+
+// Release forgets the refusals counted against the session tree roots
+// ids (their quarantine was lifted by the owner): the next refusal must
+// not re-quarantine them at once.
+func (g *Guard) Release(ids ...string) {
+	for _, id := range ids {
+		g.h.gate.Reset(id)
+	}
+}
+
+// route returns the guard of the further root a record path names, and
+// the path relative to it.
+func (g *Guard) route(p string) (*Guard, string, bool) {
+	if g.h.root != "" || !strings.HasPrefix(p, policy.RootPrefix) {
+		return nil, "", false
+	}
+	name, rel, ok := policy.SplitRootPath(p)
+	if !ok {
+		return nil, "", false
+	}
+	r := g.h.roots[name]
+	return r, rel, r != nil
+}
+
+// Drift is a guarded file whose content is not what aerfs last gave it.
+type Drift = recovery.Drift
+
+// AuthorityKey is the key the act gate keeps res's reads and writes
+// under: its session, or the process outside sessions (an attestor's
+// name).
+func AuthorityKey(res *principal.Resolved) string { return flow.AuthorityKey(res) }
+
+// Acts is the owner's side of the act gate: what a file may cause, and
+// the single-use tokens that let one action through.
+type Acts struct{ g *gate.Gate }
+
+// Monitor is the act gate's authority monitor (mint, attest, elevation).
+func (a *Acts) Monitor() *authority.Monitor { return a.g.Authority() }
+
+// Of returns the label of the file at rel and its authority stamp (the
+// stamp's hash is the content's current SHA-256 for a regular file).
+func (a *Acts) Of(rel string) (*label.Label, *authority.Stamp, error) { return a.g.Of(rel) }
+
+// Arm lets the next action on rel through the mount present the owner
+// token secret (it is spent there, once).
+func (a *Acts) Arm(rel string, act authority.Action, secret string) { a.g.Arm(rel, act, secret) }
+
+// Armed lists the actions on rel an armed owner token waits for.
+func (a *Acts) Armed(rel string) []string { return a.g.Armed(rel) }
+
+// Consume checks and spends an owner token presented by an executor
+// outside the mount (the outbox pattern).
+func (a *Acts) Consume(secret, rel string, act authority.Action) (authority.Rule, error) {
+	return a.g.Consume(secret, rel, act)
+}

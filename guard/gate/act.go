@@ -1,0 +1,187 @@
+package gate
+
+import (
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/ledger"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// # The act gate
+//
+// The consequential actions — an exec open and chmod +x (exec), content
+// arriving under a control-class name (control), a promotion (promote) —
+// ask authority.Check with the stamp of the content's label, then, only
+// when it did not allow, an elevation of the exact content or an owner
+// token armed for exactly that path and action (docs/authority.md).
+
+// chainText describes the class chain of a decision for a record's reason.
+func chainText(d authority.Decision) string {
+	var b strings.Builder
+	b.WriteString(d.Rule.Reason())
+	b.WriteString(": class ")
+	b.WriteString(d.Class.String())
+	b.WriteString(" (")
+	b.WriteString(d.Bound.ID())
+	b.WriteString(")")
+	for i, s := range d.Chain {
+		if i == 0 {
+			b.WriteString(" from ")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(s.Path)
+		b.WriteString(" [")
+		b.WriteString(s.Class.String())
+		b.WriteString("]")
+	}
+	return b.String()
+}
+
+// Act asks the act gate whether the content labelled l at rel may do a; a
+// refusal (or quarantine) is recorded with the authority rule and the
+// class chain. It returns the decision.
+func (g *Gate) Act(res *principal.Resolved, op, rel string, l *label.Label, a authority.Action) authority.Decision {
+	mon := g.Authority()
+	req := authority.Request{Path: rel, Stamp: label.StampOf(l), Action: a, Now: time.Now()}
+	if d := authority.Check(req.Stamp, a, mon.Config()); d.Allowed() && d.Rule == authority.RuleAct {
+		return d
+	}
+	// Elevations and tokens are bound to the exact content: the stamp of a
+	// plain file does not carry its hash, so hash what is there now.
+	if h, err := g.c.Dir.Hash(rel); err == nil {
+		st := *req.Stamp
+		st.Hash, _ = authority.ParseHash(h)
+		req.Stamp = &st
+	}
+	key := rel + "\x00" + a.String()
+	g.tokMu.Lock()
+	req.Token = g.armed[key]
+	g.tokMu.Unlock()
+	d := mon.Authorize(req)
+	if d.Rule == authority.RuleToken || d.Rule == authority.RuleTokenReplay || d.Rule == authority.RuleTokenExpired {
+		g.disarm(key, req.Token)
+	}
+	subj := res.Subject()
+	verdict := "allow"
+	if d.Outcome != authority.Allow {
+		verdict = "deny"
+		g.c.Ledger.Stats.Denied.Add(1)
+	}
+	r := &evidence.Record{Type: evidence.TypeVerdict, Principal: subj.Principal.String(), Taint: ledger.TaintNames(subj.Taint),
+		Meta: evidence.Meta{Path: rel, Op: op, Verdict: verdict, Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
+			Session: subj.Session, Rule: d.Rule.ID(), Reason: chainText(d), Class: d.Class.String()}}
+	if !res.Identified {
+		r.Principal = policy.External.String()
+	}
+	if l != nil && l.Record != "" {
+		r.Parents = []string{l.Record}
+	}
+	g.c.Ledger.Record(r)
+	if verdict == "deny" {
+		g.c.Ledger.Log.Info().Str("path", rel).Str("op", op).Str("rule", d.Rule.ID()).Msg("denied by the act gate")
+	}
+	return d
+}
+
+// Exec decides an exec open of rel (a setattr adding an x bit when op is
+// "chmod").
+func (g *Gate) Exec(res *principal.Resolved, op, rel string, l *label.Label) syscall.Errno {
+	if l == nil {
+		return 0
+	}
+	if !g.Act(res, op, rel, l, authority.Exec).Allowed() {
+		return syscall.EACCES
+	}
+	if op == "exec" {
+		g.execd.allow(res.Proc.ID, rel)
+	}
+	return 0
+}
+
+// Control decides content labelled l arriving at rel (rename, link): at a
+// control-class name the act gate decides. Quarantine is refused here with
+// the rule that says so: the owner approves by authorising the content.
+func (g *Gate) Control(c Caller, res *principal.Resolved, op, rel string, l *label.Label) syscall.Errno {
+	if l == nil {
+		return 0
+	}
+	if cl, _, _ := g.Policy().Classify(rel); cl != policy.Control {
+		return 0
+	}
+	if res == nil {
+		res = g.Resolve(c)
+	}
+	if !g.Act(res, op, rel, l, authority.Control).Allowed() {
+		return syscall.EACCES
+	}
+	return 0
+}
+
+// Of returns the label of the file at rel and its authority stamp (the
+// stamp's hash is the content's current SHA-256 for a regular file).
+func (g *Gate) Of(rel string) (*label.Label, *authority.Stamp, error) {
+	st, err := g.c.Dir.Lstat(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, l := g.Target(rel, st)
+	s := *label.StampOf(l)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		h, err := g.c.Dir.Hash(rel)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.Hash, _ = authority.ParseHash(h)
+	}
+	return l, &s, nil
+}
+
+// Arm lets the next action a on rel through the mount present the owner
+// token secret (it is spent there, once).
+func (g *Gate) Arm(rel string, a authority.Action, secret string) {
+	g.tokMu.Lock()
+	g.armed[rel+"\x00"+a.String()] = secret
+	g.tokMu.Unlock()
+}
+
+// Armed lists the actions on rel an armed owner token waits for.
+func (g *Gate) Armed(rel string) []string {
+	g.tokMu.Lock()
+	defer g.tokMu.Unlock()
+	var out []string
+	for a := authority.Action(0); a < authority.NumActions; a++ {
+		if g.armed[rel+"\x00"+a.String()] != "" {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
+// Consume checks and spends an owner token for action a on rel presented
+// by an executor outside the mount (the outbox pattern).
+func (g *Gate) Consume(secret, rel string, a authority.Action) (authority.Rule, error) {
+	_, st, err := g.Of(rel)
+	if err != nil {
+		return authority.RuleUnset, err
+	}
+	r := g.Authority().Consume(secret, rel, st.Hash, a, time.Now())
+	if r == authority.RuleToken {
+		g.disarm(rel+"\x00"+a.String(), secret)
+	}
+	return r, nil
+}
+
+func (g *Gate) disarm(key, secret string) {
+	g.tokMu.Lock()
+	if g.armed[key] == secret {
+		delete(g.armed, key)
+	}
+	g.tokMu.Unlock()
+}

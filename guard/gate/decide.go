@@ -1,0 +1,220 @@
+package gate
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/ledger"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Ask is the choke point: it decides op on rel for the caller, records
+// every verdict that is not a plain allow, and returns the errno to answer
+// with (0 when allowed). What a read brings (the verdict's AddTaint) is
+// for the caller to let flow (guard/flow).
+func (g *Gate) Ask(res *principal.Resolved, op policy.Op, rel string, t policy.Target) (policy.Verdict, syscall.Errno) {
+	subj := res.Subject()
+	v := g.Policy().DecideHeld(subj, res.Session.Quarantined(), op, t)
+	if !v.Allow && op == policy.OpLookup && v.Rule == policy.RuleNamespace {
+		// Another session's namespace is invisible, not refused: a lookup
+		// there is answered ENOENT like any absent name, with no record
+		// and no count (ripgrep and git look for .git, .gitignore …
+		// in every directory, sessions/ included).
+		return v, syscall.ENOENT
+	}
+	if v.Allow {
+		g.c.Ledger.Stats.Allowed.Add(1)
+		if v.Rule == policy.RulePlain || op == policy.OpLookup {
+			return v, 0
+		}
+	} else {
+		g.c.Ledger.Stats.Denied.Add(1)
+	}
+	g.c.Ledger.Record(ledger.Verdict(res, subj, op, rel, v))
+	if v.Allow {
+		return v, 0
+	}
+	g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("principal", subj.Principal.String()).
+		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
+	if op.Mutates() {
+		// Only refused changes count: a lookup, listing or read answered
+		// ENOENT by namespace invisibility is not an attack.
+		g.Denied(res)
+	}
+	if v.Rule == policy.RuleNamespace {
+		return v, syscall.ENOENT
+	}
+	return v, syscall.EACCES
+}
+
+// Check is one decision a change needs.
+type Check struct {
+	Op  policy.Op
+	Rel string
+	T   policy.Target
+	L   *label.Label
+	// V is the verdict, set by All (unset for a trivial check it did not
+	// need to decide).
+	V policy.Verdict
+}
+
+func (c Check) trivial() bool {
+	return c.T.Class == policy.Plain && c.T.Namespace == policy.NSNone && c.L == nil
+}
+
+// All decides every check; the first refusal wins. When every check is
+// about a plain, unlabelled path outside the namespaces, the caller is not
+// even resolved (nil).
+func (g *Gate) All(c Caller, checks []Check) (*principal.Resolved, syscall.Errno) {
+	all := true
+	for _, ch := range checks {
+		all = all && ch.trivial()
+	}
+	if all && !g.anyHeld.Load() {
+		return nil, 0
+	}
+	res := g.Resolve(c)
+	if all && !res.Session.Quarantined() {
+		return res, 0
+	}
+	for _, ch := range checks {
+		if ch.Op.Mutates() && ch.T.Class.Guarded() {
+			// What res read is decided as it is now.
+			g.c.Opens.Settle(res)
+			break
+		}
+	}
+	for i, ch := range checks {
+		v, errno := g.Ask(res, ch.Op, ch.Rel, ch.T)
+		checks[i].V = v
+		if errno != 0 {
+			return res, errno
+		}
+	}
+	return res, 0
+}
+
+// Visible decides whether a listing shows a name to subj (a lookup that
+// records nothing: listing sessions/ shows the caller its own directory
+// only).
+func (g *Gate) Visible(subj policy.Subject, t policy.Target) bool {
+	return g.Policy().Decide(subj, policy.OpLookup, t).Allow
+}
+
+// Promote decides a promotion requested on the control channel: the
+// policy (R5), then the act gate. The verdict record is returned for the
+// change to carry (allowed) or recorded here (refused).
+func (g *Gate) Promote(res *principal.Resolved, rel string, t policy.Target, l *label.Label) (policy.Verdict, *evidence.Record, error) {
+	subj := res.Subject()
+	v := g.Policy().DecideHeld(subj, res.Session.Quarantined(), policy.OpPromote, t)
+	r := ledger.Verdict(res, subj, policy.OpPromote, rel, v)
+	if l != nil && l.Record != "" {
+		r.Parents = []string{l.Record}
+	}
+	if !v.Allow {
+		g.c.Ledger.Stats.Denied.Add(1)
+		g.c.Ledger.Record(r)
+		return v, nil, nil
+	}
+	if l == nil {
+		return v, r, nil
+	}
+	d := g.Act(res, "promote", rel, l, authority.Promote)
+	if d.Allowed() {
+		return v, r, nil
+	}
+	return v, nil, fmt.Errorf("promotion of %s refused by the act gate (%s): %s; "+
+		"hint: `aerfs authority %s` shows where the content came from", rel, d.Rule.ID(), chainText(d), rel)
+}
+
+// Deny refuses a change the gate refuses by a rule of its own (not the
+// policy's): recorded with rule and reason, counted against the caller's
+// session tree. It returns EACCES.
+func (g *Gate) Deny(res *principal.Resolved, op policy.Op, rel, rule, reason string) syscall.Errno {
+	r := ledger.Verdict(res, res.Subject(), op, rel, policy.Verdict{})
+	r.Meta.Rule, r.Meta.Reason = rule, reason
+	g.c.Ledger.Stats.Denied.Add(1)
+	g.c.Ledger.Record(r)
+	g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("rule", rule).Msg("denied")
+	g.Denied(res)
+	return syscall.EACCES
+}
+
+// Link decides a symlink, FIFO, socket or device node arriving at rel
+// (made there, or renamed there) by res: at a control-class name, only
+// the owner outside every session may put one (RX-control-symlink): what
+// it points to, or what passes through it, is not content the act gate
+// can see — a WEB session could write the target a symlink names.
+func (g *Gate) Link(res *principal.Resolved, op policy.Op, rel string) syscall.Errno {
+	if c, _, _ := g.Policy().Classify(rel); c != policy.Control {
+		return 0
+	}
+	if res.Identified && (res.Session == nil || res.Session.Implicit) && res.Subject().Principal.Trusted() {
+		return 0
+	}
+	return g.Deny(res, op, rel, RuleControlLink,
+		"a session may not put a symlink, FIFO, socket or device at a control name: what it points to is not content the act gate sees; the owner may, outside every session")
+}
+
+// RuleControlLink is the rule id of a symlink (or another special object)
+// refused at a control-class name.
+const RuleControlLink = "RX-control-symlink"
+
+// Refuse records a refusal the gate makes without the policy (a change
+// inside aerfs's own reserved names) and returns EACCES.
+func (g *Gate) Refuse(c Caller, op policy.Op, rel, rule, reason string) syscall.Errno {
+	res := g.Resolve(c)
+	r := ledger.Verdict(res, res.Subject(), op, rel, policy.Verdict{})
+	r.Meta.Rule, r.Meta.Reason = rule, reason
+	g.c.Ledger.Stats.Denied.Add(1)
+	g.c.Ledger.Record(r)
+	return syscall.EACCES
+}
+
+// Denied counts a refused change against the root of the caller's session
+// tree (the session the caller's sub-sessions were started from):
+// refusals spread over nested sub-sessions add up. At the policy's burst
+// threshold the root is quarantined, and with it the whole tree. Implicit
+// sessions (processes outside sessions that read labelled content) are
+// not counted.
+func (g *Gate) Denied(res *principal.Resolved) {
+	if res == nil || res.Session == nil || res.Session.Implicit {
+		return
+	}
+	root := res.Session.TreeRoot()
+	n, window := g.Policy().Burst()
+	now := time.Now()
+	id := root.ID
+	g.mu.Lock()
+	ts := append(g.burst[id], now)
+	for len(ts) > 0 && now.Sub(ts[0]) > window {
+		ts = ts[1:]
+	}
+	g.burst[id] = ts
+	hit := n > 0 && len(ts) >= n
+	g.mu.Unlock()
+	if hit && root.Quarantine() {
+		g.anyHeld.Store(true)
+		g.c.Ledger.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: root.Principal.String(), Taint: ledger.TaintNames(root.Taint()),
+			Meta: evidence.Meta{Session: id, Op: "burst", Verdict: "deny", Rule: policy.RuleBurst.ID(), UID: res.Proc.UID,
+				Reason: fmt.Sprintf("%d refusals within %s in the session tree: session quarantined with its sub-sessions, its guarded changes are rolled back", len(ts), window)}})
+		g.c.Ledger.Log.Warn().Str("session", id).Msg("burst of refusals: session quarantined")
+		if g.c.OnBurst != nil {
+			go g.c.OnBurst(root)
+		}
+	}
+}
+
+// Reset forgets the refusals counted against the session tree root id:
+// after the owner lifts a quarantine, the next refusal must not
+// re-quarantine it at once.
+func (g *Gate) Reset(id string) {
+	g.mu.Lock()
+	delete(g.burst, id)
+	g.mu.Unlock()
+}

@@ -1,0 +1,138 @@
+package gate
+
+import (
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// # Execution through interpreters and the loader
+//
+// The kernel's exec open is one door of execution; an interpreter that
+// reads a script (sh x, python3 x, . x, node x, perl x, ld.so x) and the
+// loader that maps a shared library are others, and to the file system
+// they are read opens. A read open of content below act is decided by the
+// act gate like an exec open when the reader is an interpreter of the
+// policy (policy.Interpreter) and its command line names the file as the
+// program to run — the first argument that is not an option, the file of
+// a shell's `. FILE` or `source FILE` — or when the file is a shared
+// library (name *.so, *.so.N). Other reads by interpreters are data reads.
+
+// interpOpts are the options of the common interpreters that take a
+// value, which is not the program to run.
+var interpOpts = map[string]bool{
+	"-W": true, "-X": true, "-I": true, "-M": true, "-o": true, "+o": true, "-O": true, "+O": true,
+	"--require": true, "--import": true, "--loader": true, "--library-path": true, "--preload": true,
+	"--audit": true, "--argv0": true, "--check-hash-based-pycs": true, "-d": true,
+}
+
+// inline are the options whose value is the program itself (a command
+// string, a module name): the file is then no program of theirs.
+var inline = map[string]bool{"-e": true, "-E": true, "-p": true, "--eval": true, "--print": true, "-m": true, "-r": true}
+
+// execd remembers, per process, the file the act gate let it exec, so that
+// the interpreter the kernel then runs (the same process) reads its script
+// without asking again (a single-use owner token was spent at the exec).
+type execd struct {
+	mu sync.Mutex
+	m  map[principal.ProcID]string
+}
+
+func (x *execd) allow(id principal.ProcID, rel string) {
+	x.mu.Lock()
+	if x.m == nil || len(x.m) > 4096 {
+		x.m = map[principal.ProcID]string{}
+	}
+	x.m[id] = rel
+	x.mu.Unlock()
+}
+
+func (x *execd) take(id principal.ProcID, rel string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m[id] != rel {
+		return false
+	}
+	delete(x.m, id)
+	return true
+}
+
+// Interpret decides a read open of rel (label l) by res that runs it: an
+// interpreter naming it as its program, or the load of a shared library.
+// Content below act is decided by the act gate as an exec ("interpret");
+// anything else is a plain read (0).
+func (g *Gate) Interpret(res *principal.Resolved, rel string, l *label.Label) syscall.Errno {
+	if l == nil || label.StampOf(l).Class == authority.Act || !res.Identified {
+		return 0
+	}
+	base := path.Base(rel)
+	lib := strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
+	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && runs(res.Proc.ID.Tgid, rel)) {
+		return 0
+	}
+	if g.execd.take(res.Proc.ID, rel) {
+		return 0 // the interpreter of a file the act gate just let this process exec
+	}
+	return g.Exec(res, "interpret", rel, l)
+}
+
+// runs reports whether the command line of process pid names rel (a
+// workspace-relative path) as the program it runs.
+func runs(pid int, rel string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	cwd, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	names := func(a string) bool {
+		if a == "" {
+			return false
+		}
+		if !strings.HasPrefix(a, "/") {
+			a = cwd + "/" + a
+		}
+		a = path.Clean(a)
+		return a == rel || strings.HasSuffix(a, "/"+rel)
+	}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return i+1 < len(args) && names(args[i+1])
+		case a == "-c":
+			return i+1 < len(args) && sources(args[i+1], names)
+		case a == "-f":
+			return i+1 < len(args) && names(args[i+1])
+		case inline[a]:
+			return false
+		case interpOpts[a]:
+			i++
+		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
+		default:
+			return names(a)
+		}
+	}
+	return false
+}
+
+// sources reports whether a shell command string sources a file names
+// accepts (`. FILE`, `source FILE`).
+func sources(code string, names func(string) bool) bool {
+	f := strings.FieldsFunc(code, func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || r == ';' || r == '&' || r == '|' || r == '(' || r == ')' || r == '{' || r == '}'
+	})
+	for i := 0; i+1 < len(f); i++ {
+		if (f[i] == "." || f[i] == "source") && names(strings.Trim(f[i+1], `"'`)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,227 @@
+package guard
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/flow"
+	"github.com/aerfs/aerfs/guard/gate"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/ledger"
+	"github.com/aerfs/aerfs/guard/txn"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Make decides making a directory, a symlink, a FIFO, a socket or a
+// device node at rel (name is its last element), calls make, the node's
+// own *at call, and labels what an untrusted or tainted maker made (dir:
+// a directory, which carries no label). It reports whether the new entry
+// must never be cached (a special object, a labelled symlink).
+func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Errno) (neverCache bool, errno syscall.Errno) {
+	if isReserved(name) {
+		return false, syscall.EACCES
+	}
+	h := d.h
+	t, l := h.gate.Target(rel, nil)
+	// Directories, symlinks, FIFOs and devices never count as the first
+	// creation of an identity file: only regular content does.
+	t.Absent = false
+	if _, errno := h.gate.All(c, []gate.Check{{Op: policy.OpCreate, Rel: rel, T: t, L: l}}); errno != 0 {
+		return false, errno
+	}
+	if !dir {
+		if errno := h.gate.Link(h.gate.Resolve(c), policy.OpCreate, rel); errno != 0 {
+			return false, errno
+		}
+	}
+	if errno := make(); errno != 0 || dir {
+		return false, errno
+	}
+	st, err := h.dir.Lstat(rel)
+	if err != nil {
+		return false, 0
+	}
+	kind := st.Mode & syscall.S_IFMT
+	if kind != syscall.S_IFLNK && !IsObject(kind) {
+		return false, 0
+	}
+	nl := h.flow.Next(flow.Move{Op: flow.Make, Subjects: []*principal.Resolved{h.gate.Resolve(c)}, To: flow.Dest{Path: rel, Stat: st}})
+	return IsObject(kind) || nl != nil, 0
+}
+
+// strictest orders classes by how much they restrict.
+func strictest(a, b policy.Class) policy.Class {
+	rank := func(c policy.Class) int {
+		switch c {
+		case policy.Identity:
+			return 4
+		case policy.Control:
+			return 3
+		case policy.Memory:
+			return 2
+		case policy.Secret:
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+// withSource marks t as receiving the content labelled l: a rename or link
+// onto a name is a write of that content.
+func withSource(t *policy.Target, l *label.Label) {
+	t.HasSource = true
+	t.SourceOrigin = policy.User
+	if l != nil {
+		t.SourceOrigin = l.Origin
+		t.SourceTaint = l.Taint
+	}
+}
+
+// Link gives the file src a second name dst: decided as a mutation of the
+// file when it is guarded, and as a write of its content under the new
+// name. link is the node's own link.
+func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (policy.Class, policy.Namespace, syscall.Errno) {
+	h := d.h
+	sst, err := h.dir.Lstat(src)
+	if err != nil {
+		return 0, 0, backing.Errno(err)
+	}
+	ts, ls := h.gate.Target(src, sst)
+	td, _ := h.gate.Target(dst, nil)
+	td.Absent = td.Absent && sst.Mode&syscall.S_IFMT == syscall.S_IFREG
+	if ts.Class != policy.Plain {
+		td.Class = strictest(td.Class, ts.Class)
+	}
+	withSource(&td, ls)
+	checks := []gate.Check{{Op: policy.OpLink, Rel: src, T: ts, L: ls}, {Op: policy.OpLink, Rel: dst, T: td}}
+	res, errno := h.gate.All(c, checks)
+	if errno != 0 {
+		h.keepRefusedArrival(res, checks, policy.OpLink, src, sst)
+		return 0, 0, errno
+	}
+	if errno := h.gate.Control(c, res, "link", dst, ls); errno != 0 {
+		return 0, 0, errno
+	}
+	if cl, _, _ := h.gate.Policy().Classify(dst); !cl.Guarded() || sst.Mode&syscall.S_IFMT != syscall.S_IFREG || res == nil {
+		return td.Class, td.Namespace, link()
+	}
+	// The content arrives under a guarded name: a write of it.
+	defer h.txn.Lock(src, dst)()
+	subj := res.Subject()
+	var hash string
+	errno = h.txn.Apply(&txn.Change{
+		Keep:  []string{src, dst},
+		After: func(old map[string]string) map[string]string { return map[string]string{dst: old[src]} },
+		Prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
+			hash = old[src]
+			r := h.gate.WriteRecord(res, subj, dst, checks[1].V, label.ClassOf(ls))
+			r.Meta.Op = "link"
+			r.Payload = &evidence.Payload{OldHash: old[dst], NewHash: hash}
+			return []*evidence.Record{r}, 0
+		},
+		Publish: func([]string) syscall.Errno { return link() },
+		Done: func(ids []string) syscall.Errno {
+			// The two names share the inode and its label: the source's,
+			// met with the linker's.
+			h.idx.SetLast(ids[0], dst)
+			nst, _ := h.dir.Lstat(dst)
+			l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{ls},
+				To: flow.Dest{Path: dst, Hash: hash, Guarded: true}})
+			return h.txn.Label(nst, hash, ids[0], l)
+		},
+	})
+	return td.Class, td.Namespace, errno
+}
+
+// Unlink removes the name rel. A guarded one goes through the transaction:
+// its content is kept and the delete recorded before the name goes.
+func (d *Door) Unlink(c Caller, rel string) syscall.Errno {
+	h := d.h
+	st, err := h.dir.Lstat(rel)
+	if err != nil {
+		return backing.Errno(err)
+	}
+	t, l := h.gate.Target(rel, st)
+	checks := []gate.Check{{Op: policy.OpUnlink, Rel: rel, T: t, L: l}}
+	res, errno := h.gate.All(c, checks)
+	if errno != 0 {
+		return errno
+	}
+	if !t.Class.Guarded() || res == nil {
+		if errno := backing.Errno(h.dir.Unlink(rel, 0)); errno != 0 {
+			return errno
+		}
+		if st.Nlink <= 1 {
+			h.txn.Forget(label.KeyOf(st))
+		}
+		return 0
+	}
+	defer h.txn.Lock(rel)()
+	var gone *syscall.Stat_t
+	return h.txn.Apply(&txn.Change{
+		Keep:  []string{rel},
+		After: func(map[string]string) map[string]string { return map[string]string{rel: ""} },
+		Prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
+			return []*evidence.Record{h.changeRecord(res, checks[0].V, evidence.TypeDelete, rel, &evidence.Payload{OldHash: old[rel]})}, 0
+		},
+		Publish: func([]string) syscall.Errno {
+			gone, _ = h.dir.Lstat(rel) // a commit since the decision may have replaced the inode
+			return backing.Errno(h.dir.Unlink(rel, 0))
+		},
+		Done: func(ids []string) syscall.Errno {
+			if gone != nil && gone.Nlink <= 1 {
+				h.txn.Forget(label.KeyOf(gone))
+			}
+			h.idx.SetLast(ids[0], rel)
+			return 0
+		},
+	})
+}
+
+// Rmdir removes the directory rel.
+func (d *Door) Rmdir(c Caller, rel string) syscall.Errno {
+	t, _ := d.h.gate.Target(rel, nil)
+	if _, errno := d.h.gate.All(c, []gate.Check{{Op: policy.OpUnlink, Rel: rel, T: t}}); errno != 0 {
+		return errno
+	}
+	return backing.Errno(d.h.dir.Unlink(rel, unix.AT_REMOVEDIR))
+}
+
+// keepRefusedArrival keeps the content of a rename or link refused at a
+// guarded name (an editor's or an agent's temporary file renamed over
+// MEMORY.md) in quarantine, as a refused commit's is: aerfs pending shows
+// it with a diff and aerfs approve commits it.
+func (h *house) keepRefusedArrival(res *principal.Resolved, checks []gate.Check, op policy.Op, src string, sst *syscall.Stat_t) {
+	if res == nil || sst == nil || sst.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	for _, c := range checks {
+		if c.Op != op || c.V.Allow || c.V.Rule == policy.RuleUnset || c.Rel == src || !c.T.Class.Guarded() {
+			continue
+		}
+		hash, err := h.txn.Store(src)
+		if err != nil {
+			h.led.Log.Error().Err(err).Str("path", c.Rel).Msg("refused content not kept")
+			return
+		}
+		base, _ := h.txn.Keep(c.Rel)
+		r := ledger.Verdict(res, res.Subject(), op, c.Rel, c.V)
+		r.Type, r.Meta.Verdict = evidence.TypeQuarantine, "deny"
+		r.Payload = &evidence.Payload{OldHash: base, NewHash: hash, From: src, Detail: "quarantined"}
+		if _, err := h.led.Must(r); err != nil {
+			h.led.Log.Error().Err(err).Str("path", c.Rel).Msg("refused content not recorded")
+			return
+		}
+		h.led.Stats.Quarantined.Add(1)
+		h.led.Log.Info().Str("path", c.Rel).Str("from", src).Str("rule", r.Meta.Rule).Str("blob", hash).Msg("content kept in quarantine")
+		return
+	}
+}

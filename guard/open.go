@@ -1,0 +1,305 @@
+package guard
+
+import (
+	"sync"
+	"syscall"
+
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/guard/draft"
+	"github.com/aerfs/aerfs/guard/flow"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/tracking"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// FMODE_EXEC is the open flag the kernel sets on the open that executes a
+// file (__FMODE_EXEC, as go-fuse's fuse.FMODE_EXEC).
+const FMODE_EXEC = 0x20
+
+func writeIntent(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+// WriteIntent reports whether an open with flags may change the file.
+func WriteIntent(flags uint32) bool { return writeIntent(flags) }
+
+func openOp(flags uint32) policy.Op {
+	switch {
+	case writeIntent(flags):
+		return policy.OpWrite
+	case flags&FMODE_EXEC != 0:
+		return policy.OpExec
+	}
+	return policy.OpRead
+}
+
+// Opened is the guard's answer to an open: how the node serves the handle.
+type Opened struct {
+	// Draft: a guarded file opened for writing. The handle stages every
+	// write (direct I/O, never kernel passthrough) and commits at close.
+	Draft *draft.Draft
+	// Reader: a guarded file opened for reading, through the page cache
+	// from this open to its close only; Key is the version whose taint the
+	// reader took.
+	Reader bool
+	Key    label.Key
+	// Plain: a plain file written by an identified writer, followed to its
+	// close (the class of what it writes can still drop while it is open).
+	Plain *Plain
+	// Reading: a plain file opened to read it; Close it when the handle
+	// goes (content written under an open reader reaches it).
+	Reading *Reading
+	// Cache: the kernel may keep the file's pages between opens (plain).
+	Cache bool
+	// Stat is the file as it was before the open (nil: created by it).
+	Stat *syscall.Stat_t
+}
+
+// Open decides an open of rel (flags as the kernel sent them) and binds
+// the decision to the handle. open is the node's own open of the backing
+// file, called once the open is allowed (not for a guarded file opened
+// for writing, whose handle stages).
+func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errno) (*Opened, syscall.Errno) {
+	h := d.h
+	st, err := h.dir.Lstat(rel)
+	if err != nil {
+		return nil, backing.Errno(err)
+	}
+	t, l := h.gate.Target(rel, st)
+	op := openOp(flags)
+	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st}
+	if o.Cache && l == nil && op != policy.OpWrite {
+		// Unlabelled plain file read by anyone: nothing to decide, nothing
+		// to propagate. Kernel passthrough serves it at native speed.
+		o.Reading = h.readOpened(c, nil, rel, st, l, flags)
+		if errno := open(); errno != 0 {
+			o.Reading.Close()
+			return nil, errno
+		}
+		return o, 0
+	}
+	res := h.gate.Resolve(c)
+	if op == policy.OpWrite && flags&syscall.O_ACCMODE == syscall.O_RDWR {
+		// A read-write open reads too: the file's taint reaches the
+		// caller before anything it writes is decided.
+		if errno := d.read(res, policy.OpRead, rel, t, l); errno != 0 {
+			return nil, errno
+		}
+	}
+	if op == policy.OpWrite {
+		if _, errno := h.gate.Ask(res, op, rel, t); errno != 0 {
+			return nil, errno
+		}
+	} else if errno := d.read(res, op, rel, t, l); errno != 0 {
+		return nil, errno
+	}
+	switch op {
+	case policy.OpExec:
+		if errno := h.gate.Exec(res, "exec", rel, l); errno != 0 {
+			return nil, errno
+		}
+	case policy.OpRead:
+		// An interpreter reading the program it runs, the loader a
+		// library: the act gate decides as for an exec.
+		if errno := h.gate.Interpret(res, rel, l); errno != 0 {
+			return nil, errno
+		}
+	}
+	reading := h.readOpened(c, res, rel, st, l, flags)
+	if t.Class.Guarded() {
+		reading.Close() // a guarded reader takes each new version's label at its page fills
+		if op == policy.OpWrite {
+			dr, errno := draft.Open(h.dir, h.staging, rel, res, flags, false, label.KeyOf(st))
+			if errno != 0 {
+				return nil, errno
+			}
+			dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
+			return &Opened{Draft: dr}, 0
+		}
+		if errno := open(); errno != 0 {
+			return nil, errno
+		}
+		return &Opened{Reader: true, Key: label.KeyOf(st)}, 0
+	}
+	if errno := open(); errno != 0 {
+		reading.Close()
+		return nil, errno
+	}
+	o.Reading = reading
+	if op == policy.OpWrite {
+		o.Plain = d.plainWriter(res, rel, st, l, flags&syscall.O_TRUNC != 0)
+	}
+	return o, 0
+}
+
+// Create decides creating rel (a guarded class, a namespace) and hands out
+// a staging handle for guarded files. create is the node's own create of
+// the backing file, called once allowed; a guarded file's handle from it
+// is released by the node (the content arrives at commit, from the draft).
+func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.Errno) (*Opened, syscall.Errno) {
+	h := d.h
+	st, _ := h.dir.Lstat(rel)
+	t, l := h.gate.Target(rel, st)
+	op := policy.OpCreate
+	if st != nil {
+		op = policy.OpWrite
+	}
+	res := h.gate.Resolve(c)
+	if t.Class != policy.Plain || t.Namespace != policy.NSNone || l != nil || !res.Subject().Principal.Trusted() || res.Subject().Taint != 0 || res.Session.Quarantined() {
+		if _, errno := h.gate.Ask(res, op, rel, t); errno != 0 {
+			return nil, errno
+		}
+	}
+	if errno := create(); errno != 0 {
+		return nil, errno
+	}
+	nst, err := h.dir.Lstat(rel)
+	if err != nil {
+		return nil, backing.Errno(err)
+	}
+	if t.Class.Guarded() {
+		// The file exists (empty, or as it was); its content arrives at
+		// commit, from the draft.
+		fl := flags
+		if st == nil {
+			fl |= syscall.O_TRUNC
+		}
+		dr, errno := draft.Open(h.dir, h.staging, rel, res, fl, st == nil, label.KeyOf(nst))
+		if errno != 0 {
+			return nil, errno
+		}
+		dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
+		return &Opened{Draft: dr}, 0
+	}
+	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st, Plain: d.plainWriter(res, rel, nst, l, true)}
+	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
+		o.Reading = h.readOpened(c, res, rel, nst, nil, flags)
+	}
+	return o, 0
+}
+
+// readOpened notes that the caller (res, resolved when nil) opened rel
+// (stat st, label l) with flags that let it read: provenance, and the
+// file's open readers. It returns the reading to close with the handle
+// (nil: not a read of a regular file).
+func (h *house) readOpened(c Caller, res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label, flags uint32) *Reading {
+	if st == nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return nil
+	}
+	if res == nil {
+		res = h.gate.Resolve(c)
+	}
+	if !res.Identified {
+		return nil // refused every change anyway
+	}
+	hash := ""
+	if l != nil && l.Hash != "" && l.Kind == 0 && l.Matches(st) {
+		hash = l.Hash
+	}
+	h.reads.Opened(res, rel, st, hash)
+	return &Reading{opens: h.opens, r: h.opens.ReadOpened(label.KeyOf(st), res)}
+}
+
+// Reading is a plain file open to be read: content written into it while
+// it is open reaches its reader (tracking.Opens).
+type Reading struct {
+	opens *tracking.Opens
+	r     *tracking.Reader
+}
+
+// Close ends the reading (nil does nothing).
+func (r *Reading) Close() {
+	if r != nil {
+		r.opens.Closed(r.r)
+	}
+}
+
+// Plain is a plain file opened for writing whose label follows its
+// content: kernel passthrough serves its writes, so at each close the
+// label is recomputed from every process that wrote through the handle
+// (each one that closed a descriptor of it), as they are then.
+type Plain struct {
+	h   *house
+	key label.Key
+	rel string
+	w   *tracking.Writer
+
+	mu      sync.Mutex
+	writers tracking.WriterSet
+}
+
+// plainWriter labels a plain file written by res (the label flow) and
+// returns the writer to follow to its close: nil when an unidentified
+// caller writes an unlabelled file.
+func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat_t, old *label.Label, truncated bool) *Plain {
+	identified := res != nil && res.Identified
+	nl := d.h.flow.Next(flow.Move{Op: flow.Open, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{old},
+		To: flow.Dest{Path: rel, Stat: st, Truncated: truncated}})
+	if nl == nil && !identified {
+		return nil
+	}
+	p := &Plain{h: d.h, key: label.KeyOf(st), rel: rel}
+	p.writers.Note(res)
+	p.w = d.h.opens.WriteOpened(p.key, p.settle)
+	return p
+}
+
+// settle recomputes the label from the writers as they are now, without a
+// close (tracking.Opens.Settle: before a decision about one of the file's
+// readers).
+func (p *Plain) settle() {
+	st, err := p.h.dir.Lstat(p.rel)
+	if err != nil || label.KeyOf(st) != p.key {
+		return // renamed or replaced since: its next close settles it
+	}
+	p.mu.Lock()
+	p.flow(st)
+	p.mu.Unlock()
+}
+
+// Flush is called at each close of a descriptor of the handle, by c, with
+// the file's stat: c counts as a writer (with passthrough aerfs cannot
+// tell whether it wrote), and the file's label is recomputed from every
+// writer as it is now.
+func (p *Plain) Flush(c Caller, st *syscall.Stat_t) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c > 0 {
+		p.writers.Note(p.h.gate.Resolve(c))
+	}
+	p.flow(st)
+}
+
+func (p *Plain) flow(st *syscall.Stat_t) {
+	if ws := p.writers.Now(p.h.reg); len(ws) > 0 {
+		p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: ws, To: flow.Dest{Path: p.rel, Stat: st}})
+	}
+}
+
+// Release is called when the handle goes: the label is recomputed once
+// more and bound to the content's new fingerprint.
+func (p *Plain) Release(st *syscall.Stat_t) {
+	if st != nil {
+		p.mu.Lock()
+		p.flow(st)
+		p.mu.Unlock()
+		if l := p.h.labels.Get(p.key); l != nil && !l.Matches(st) {
+			l.Bind(st)
+			p.h.labels.Set(p.key, l)
+		}
+	}
+	p.h.opens.WriteClosed(p.w)
+}
+
+// Fill is called when a guarded reader's page fill is answered with a
+// version (stat st) other than the one the handle opened: the process
+// that asked for the page reads that version now, and its label's taint
+// reaches it as an open of it would (R6).
+func (d *Door) Fill(c Caller, rel string, st *syscall.Stat_t) syscall.Errno {
+	t, l := d.h.gate.Target(rel, st)
+	if t.LabelTaint == 0 {
+		return 0
+	}
+	return d.read(d.h.gate.Resolve(c), policy.OpRead, rel, t, l)
+}

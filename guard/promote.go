@@ -1,0 +1,126 @@
+package guard
+
+import (
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/txn"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// promote moves the item at rel (under sessions/<id>/) into the shared
+// namespace on behalf of res, if the policy and the act gate allow it,
+// through the transaction: the record is durable before the item moves.
+// The item keeps its label (it follows the inode). It returns the new
+// path.
+func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verdict, error) {
+	h := d.h
+	pol := h.gate.Policy()
+	st, err := h.dir.Lstat(rel)
+	if err != nil {
+		return "", policy.Verdict{}, err
+	}
+	t, l := h.gate.Target(rel, st)
+	v, r, err := h.gate.Promote(res, rel, t, l)
+	if !v.Allow || err != nil {
+		return "", v, err
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A directory is promoted with everything in it: each file is
+		// decided as its own promotion would be, and one refusal keeps
+		// the whole directory where it is.
+		var fv policy.Verdict
+		var ferr error
+		h.dir.Walk(rel, func(sub string, fst *syscall.Stat_t) {
+			if ferr != nil || !fv.Allow && fv.Rule != policy.RuleUnset || fst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				return
+			}
+			p := backing.Join(rel, sub)
+			ft, fl := h.gate.Target(p, fst)
+			var w policy.Verdict
+			if w, _, ferr = h.gate.Promote(res, p, ft, fl); !w.Allow {
+				fv = w
+			}
+		})
+		if ferr != nil {
+			return "", v, ferr
+		}
+		if !fv.Allow && fv.Rule != policy.RuleUnset {
+			return "", fv, nil
+		}
+	}
+	sessions, shared := pol.Namespaces()
+	rest := strings.TrimPrefix(rel, sessions+"/"+t.Session+"/")
+	if rest == rel || rest == "" {
+		return "", v, &os.PathError{Op: "promote", Path: rel, Err: syscall.EINVAL}
+	}
+	dst := backing.Join(shared, rest)
+	if _, err := h.dir.Lstat(dst); err == nil {
+		return "", v, &os.PathError{Op: "promote", Path: dst, Err: syscall.EEXIST}
+	}
+	dir := path.Dir(dst)
+	if err := h.dir.MkdirAll(dir); err != nil {
+		return "", v, err
+	}
+	pol = h.gate.Policy()
+	guarded := func(p string) bool { c, _, _ := pol.Classify(p); return c.Guarded() }
+	defer h.txn.Lock(rel, dst)()
+	var perr error
+	errno := h.txn.Apply(&txn.Change{
+		Keep: []string{rel, dst},
+		After: func(old map[string]string) map[string]string {
+			out := map[string]string{}
+			if guarded(rel) {
+				out[rel] = ""
+			}
+			if guarded(dst) {
+				out[dst] = old[rel]
+			}
+			return out
+		},
+		Prepare: func(map[string]string) ([]*evidence.Record, syscall.Errno) {
+			r.Type = evidence.TypePromote
+			r.Payload = &evidence.Payload{From: rel, To: dst}
+			return []*evidence.Record{r}, 0
+		},
+		Publish: func([]string) syscall.Errno {
+			sfd, err := h.dir.OpenDir(path.Dir(rel))
+			if err != nil {
+				perr = err
+				return backing.Errno(err)
+			}
+			defer unix.Close(sfd)
+			dfd, err := h.dir.OpenDir(dir)
+			if err != nil {
+				perr = err
+				return backing.Errno(err)
+			}
+			defer unix.Close(dfd)
+			if err := unix.Renameat2(sfd, path.Base(rel), dfd, path.Base(dst), unix.RENAME_NOREPLACE); err != nil {
+				perr = &os.PathError{Op: "promote", Path: rel, Err: err}
+				return backing.Errno(err)
+			}
+			return 0
+		},
+		Done: func(ids []string) syscall.Errno {
+			h.idx.SetLast("", rel)
+			h.idx.SetLast(ids[0], dst)
+			return 0
+		},
+	})
+	if errno != 0 {
+		if perr == nil {
+			perr = &os.PathError{Op: "promote", Path: rel, Err: errno}
+		}
+		return "", v, perr
+	}
+	h.led.Stats.Allowed.Add(1)
+	return dst, v, nil
+}

@@ -1,0 +1,209 @@
+package guard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// readsPendingMax is tracking's: more reads than this before a change are
+// listed in the background.
+const readsPendingMax = 4096
+
+func readsRecords(t *testing.T, h *house) []*evidence.Record {
+	var out []*evidence.Record
+	for _, r := range records(t, h) {
+		if r.Type == evidence.TypeReads {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func shaHex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func (h *house) testRead(t *testing.T, res *principal.Resolved, rel string) {
+	t.Helper()
+	st, err := h.dir.Lstat(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.readOpened(NoCaller, res, rel, st, nil, syscall.O_RDONLY)
+}
+
+// Every file a reader opens for reading is listed once, with the hash of
+// the version read, in a reads record that its next change names; the
+// next reads record names the previous one.
+func TestReadsListedAtTheNextChange(t *testing.T) {
+	h, ws, _ := testHouse(t, map[string]string{"notes/src.md": "poison\n", "notes/b.md": "b\n", "MEMORY.md": "m\n"})
+	me := h.reg.Resolve(os.Getpid())
+	if p := h.reads.Parents(me, ""); len(p) != 0 {
+		t.Fatalf("parents before any read: %v", p)
+	}
+	h.testRead(t, me, "notes/src.md")
+	h.testRead(t, me, "notes/src.md") // the same version again: listed once
+	// Write-only opens are not reads.
+	st, _ := h.dir.Lstat("notes/b.md")
+	h.readOpened(NoCaller, me, "notes/b.md", st, nil, syscall.O_WRONLY)
+	p1 := h.reads.Parents(me, "")
+	rs := readsRecords(t, h)
+	if len(rs) != 1 || len(p1) != 1 {
+		t.Fatalf("reads records %d, parents %v", len(rs), p1)
+	}
+	r := rs[0].Payload.Reads
+	if len(r) != 1 || r[0].Path != "notes/src.md" || r[0].Hash != shaHex("poison\n") || r[0].Fp != "" || len(rs[0].Parents) != 0 {
+		t.Fatalf("reads record %+v", rs[0])
+	}
+	// Nothing new read: the same parent, no new record.
+	if p := h.reads.Parents(me, ""); len(p) != 1 || p[0] != p1[0] || len(readsRecords(t, h)) != 1 {
+		t.Fatalf("second change: parents %v", p)
+	}
+	// A file changed between the read and the change: listed by its
+	// fingerprint only (the content read is gone). The new record names
+	// the previous one.
+	h.testRead(t, me, "notes/b.md")
+	time.Sleep(10 * time.Millisecond)
+	os.WriteFile(filepath.Join(ws, "notes/b.md"), []byte("changed\n"), 0o644)
+	p2 := h.reads.Parents(me, "")
+	rs = readsRecords(t, h)
+	if len(rs) != 2 || len(p2) != 1 || p2[0] == p1[0] || rs[1].Parents[0] != p1[0] {
+		t.Fatalf("reads records %d, parents %v", len(rs), p2)
+	}
+	if r := rs[1].Payload.Reads; len(r) != 1 || r[0].Path != "notes/b.md" || r[0].Hash != "" || r[0].Fp == "" {
+		t.Fatalf("changed file listed as %+v", r)
+	}
+	// The changed version, read again, is a new version: listed again.
+	h.testRead(t, me, "notes/b.md")
+	h.reads.Parents(me, "")
+	rs = readsRecords(t, h)
+	if r := rs[len(rs)-1].Payload.Reads; len(rs) != 3 || r[0].Hash != shaHex("changed\n") {
+		t.Fatalf("new version of b: %+v", rs[len(rs)-1])
+	}
+	// An unidentified caller's reads are not kept.
+	h.testRead(t, &principal.Resolved{Reason: "test"}, "notes/src.md")
+	if p := h.reads.Parents(&principal.Resolved{}, ""); len(p) != 0 {
+		t.Fatalf("unidentified reader tracked: %v", p)
+	}
+}
+
+// A reader that reads more than readsPendingMax files before changing
+// anything has them listed in the background, in records under the size
+// limit, chained.
+func TestReadsSpillAndChain(t *testing.T) {
+	files := map[string]string{}
+	for i := 0; i < readsPendingMax+10; i++ {
+		files[fmt.Sprintf("d/f%05d", i)] = "x"
+	}
+	h, _, _ := testHouse(t, files)
+	me := h.reg.Resolve(os.Getpid())
+	for i := 0; i < readsPendingMax+10; i++ {
+		h.testRead(t, me, fmt.Sprintf("d/f%05d", i))
+	}
+	p := h.reads.Parents(me, "")
+	rs := readsRecords(t, h)
+	total := 0
+	for i, r := range rs {
+		total += len(r.Payload.Reads)
+		if i > 0 && (len(r.Parents) != 1 || r.Parents[0] == "") {
+			t.Fatalf("record %d not chained: %v", i, r.Parents)
+		}
+	}
+	if total != readsPendingMax+10 || len(rs) < 2 || len(p) != 1 {
+		t.Fatalf("%d reads in %d records, parents %v", total, len(rs), p)
+	}
+}
+
+// BenchmarkReadOpened is the cost a read adds to an open: a file already
+// listed (the common case: the same files are read again and again), and
+// a new one.
+func BenchmarkReadOpened(b *testing.B) {
+	ws := b.TempDir()
+	os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644)
+	h, res := benchHouse(b, ws)
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Join(ws, "f"), &st)
+	b.Run("seen", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			h.readOpened(NoCaller, res, "f", &st, nil, syscall.O_RDONLY)
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			st.Mtim.Nsec = int64(i) // another version each time
+			h.readOpened(NoCaller, res, "f", &st, nil, syscall.O_RDONLY)
+		}
+	})
+}
+
+func benchHouse(b *testing.B, ws string) (*house, *principal.Resolved) {
+	h, _, _ := testHouseIn(b, ws)
+	return h, h.reg.Resolve(os.Getpid())
+}
+
+// A file too big to hash at a change is listed by its fingerprint.
+func TestReadsBigFileByFingerprint(t *testing.T) {
+	h, ws, _ := testHouse(t, map[string]string{"small": "s"})
+	if err := os.Truncate(filepath.Join(ws, "small"), 4<<20+1); err != nil {
+		t.Fatal(err)
+	}
+	me := h.reg.Resolve(os.Getpid())
+	h.testRead(t, me, "small")
+	h.reads.Parents(me, "")
+	rs := readsRecords(t, h)
+	if len(rs) != 1 || rs[0].Payload.Reads[0].Hash != "" || rs[0].Payload.Reads[0].Fp == "" {
+		t.Fatalf("big file listed as %+v", rs)
+	}
+}
+
+// BenchmarkPlainWriteOpen is what the guard adds to the open of a plain
+// file for writing by a trusted writer (the bench's open(O_WRONLY) row),
+// and to its close (flush and release: the writers resolved again).
+func BenchmarkPlainWriteOpen(b *testing.B) {
+	ws := b.TempDir()
+	os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644)
+	h, _ := benchHouse(b, ws)
+	d := &Door{h: h}
+	c := Caller(os.Getpid())
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Join(ws, "f"), &st)
+	nop := func() syscall.Errno { return 0 }
+	b.Run("open", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			o, errno := d.Open(c, "f", syscall.O_WRONLY, nop)
+			if errno != 0 {
+				b.Fatal(errno)
+			}
+			b.StopTimer()
+			if o.Plain != nil {
+				o.Plain.Release(&st)
+			}
+			b.StartTimer()
+		}
+	})
+	b.Run("close", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			o, _ := d.Open(c, "f", syscall.O_WRONLY, nop)
+			b.StartTimer()
+			if o.Plain != nil {
+				o.Plain.Flush(c, &st)
+				o.Plain.Release(&st)
+			}
+		}
+	})
+}

@@ -1,0 +1,296 @@
+package guard
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/backing"
+	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/flow"
+	"github.com/aerfs/aerfs/guard/gate"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/txn"
+	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Rename decides the source src leaving its name and the content arriving
+// at dst; for RENAME_EXCHANGE both ways; for a directory, every file below
+// it whose class changes or is guarded. rename is the node's own rename,
+// called inside the transaction when a guarded name is touched.
+func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() syscall.Errno) syscall.Errno {
+	h := d.h
+	sst, err := h.dir.Lstat(src)
+	if err != nil {
+		return backing.Errno(err)
+	}
+	dstSt, _ := h.dir.Lstat(dst)
+	checks := h.renameChecks(src, dst, sst, dstSt)
+	if flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil {
+		checks = append(checks, h.renameChecks(dst, src, dstSt, sst)...)
+	}
+	res, errno := h.gate.All(c, checks)
+	if errno != 0 {
+		h.keepRefusedArrival(res, checks, policy.OpRenameTo, src, sst)
+		return errno
+	}
+	if cl, _, _ := h.gate.Policy().Classify(dst); cl == policy.Control {
+		switch sst.Mode & syscall.S_IFMT {
+		case syscall.S_IFREG:
+			// A control-class destination asks the act gate with the
+			// source's stamp.
+			_, ls := h.gate.Target(src, sst)
+			if errno := h.gate.Control(c, res, "rename", dst, ls); errno != 0 {
+				return errno
+			}
+		case syscall.S_IFDIR:
+		default:
+			if res == nil {
+				res = h.gate.Resolve(c)
+			}
+			if errno := h.gate.Link(res, policy.OpRenameTo, dst); errno != 0 {
+				return errno
+			}
+		}
+	}
+	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
+	forgetReplaced := func() {
+		if dstSt != nil && dstSt.Nlink <= 1 && !exchange && dstSt.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			// The file renamed over is gone; its inode number will be reused.
+			h.txn.Forget(label.KeyOf(dstSt))
+		}
+	}
+	mv := h.renameMoves(src, dst, sst, exchange)
+	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// Every file a directory rename brings under a control name asks
+		// the act gate, and every symlink or special object there the
+		// gate: all of them may arrive, or nothing moves.
+		if errno := h.arrive(c, res, mv); errno != 0 {
+			return errno
+		}
+	}
+	if res == nil || !mv.guarded() {
+		if errno := rename(); errno != 0 {
+			return errno
+		}
+		forgetReplaced()
+		return 0
+	}
+	defer h.txn.Lock(append(mv.keep(), mv.guardedPaths()...)...)()
+	subj := res.Subject()
+	verdict := func(to string) policy.Verdict {
+		for _, c := range checks {
+			if c.Op == policy.OpRenameTo && c.Rel == to {
+				return c.V
+			}
+		}
+		return policy.Verdict{}
+	}
+	return h.txn.Apply(&txn.Change{
+		Keep:  mv.keep(),
+		After: mv.after,
+		Prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
+			var recs []*evidence.Record
+			if mv.recordRename {
+				// A guarded name (or a directory that may hold some)
+				// leaves its place.
+				recs = append(recs, h.changeRecord(res, checks[0].V, evidence.TypeRename, src, &evidence.Payload{From: src, To: dst}))
+			}
+			for _, p := range mv.pairs {
+				if p.toGuarded && p.regular {
+					// The content under a guarded name changed: a write.
+					r := h.gate.WriteRecord(res, subj, p.to, verdict(p.to), label.ClassOf(p.label))
+					r.Meta.Op = "rename"
+					r.Payload = &evidence.Payload{OldHash: old[p.to], NewHash: old[p.from]}
+					recs = append(recs, r)
+				}
+			}
+			return recs, 0
+		},
+		Publish: func([]string) syscall.Errno { return rename() },
+		Done: func(ids []string) syscall.Errno {
+			forgetReplaced()
+			k := 0
+			if mv.recordRename {
+				h.idx.SetLast("", src)
+				k = 1
+			}
+			var errno syscall.Errno
+			for _, p := range mv.pairs {
+				if p.toGuarded && p.regular {
+					nst, _ := h.dir.Lstat(p.to)
+					hash, _ := h.changes.Expected(p.to)
+					l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{p.label},
+						To: flow.Dest{Path: p.to, Hash: hash, Guarded: true}})
+					if e := h.txn.Bind(p.to, hash, ids[k], nst, l); e != 0 {
+						errno = e
+					}
+					k++
+				}
+			}
+			return errno
+		},
+	})
+}
+
+// arrive decides what a directory rename brings under control-class
+// names: each regular file through the act gate with its own stamp, each
+// symlink or special object through the gate. The first refusal refuses
+// the whole rename.
+func (h *house) arrive(c Caller, res *principal.Resolved, mv *moves) syscall.Errno {
+	pol := h.gate.Policy()
+	for _, p := range mv.pairs {
+		if cl, _, _ := pol.Classify(p.to); cl != policy.Control || p.kind == syscall.S_IFDIR {
+			continue
+		}
+		if res == nil {
+			res = h.gate.Resolve(c)
+		}
+		var errno syscall.Errno
+		if p.regular {
+			errno = h.gate.Control(c, res, "rename", p.to, p.label)
+		} else {
+			errno = h.gate.Link(res, policy.OpRenameTo, p.to)
+		}
+		if errno != 0 {
+			return errno
+		}
+	}
+	return 0
+}
+
+// move is one name a rename moves: from, to, and what is guarded.
+type move struct {
+	from, to               string
+	fromGuarded, toGuarded bool
+	regular                bool
+	kind                   uint32       // the file type (S_IFMT)
+	label                  *label.Label // the moved content's (nil: unlabelled)
+}
+
+// moves is every name a rename moves (a directory's files below it too;
+// both ways for an exchange).
+type moves struct {
+	pairs        []move
+	recordRename bool
+}
+
+func (h *house) renameMoves(src, dst string, sst *syscall.Stat_t, exchange bool) *moves {
+	pol := h.gate.Policy()
+	mv := &moves{}
+	add := func(from, to string, st *syscall.Stat_t) {
+		cf, _, _ := pol.Classify(from)
+		ct, _, _ := pol.Classify(to)
+		m := move{from: from, to: to, fromGuarded: cf.Guarded(), toGuarded: ct.Guarded(),
+			regular: st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG}
+		if st != nil {
+			m.kind = st.Mode & syscall.S_IFMT
+		}
+		if m.toGuarded && m.regular {
+			_, m.label = h.gate.Target(from, st)
+		}
+		mv.pairs = append(mv.pairs, m)
+	}
+	isDir := sst.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	add(src, dst, sst)
+	if exchange {
+		dstSt, _ := h.dir.Lstat(dst)
+		add(dst, src, dstSt)
+	}
+	if isDir && !exchange && (pol.MayContainGuarded(src) || pol.MayContainGuarded(dst)) {
+		h.dir.Walk(src, func(sub string, st *syscall.Stat_t) {
+			add(backing.Join(src, sub), backing.Join(dst, sub), st)
+		})
+	}
+	cs, _, _ := pol.Classify(src)
+	mv.recordRename = cs.Guarded() || isDir && (pol.MayContainGuarded(src) || pol.MayContainGuarded(dst))
+	return mv
+}
+
+// guarded reports whether the rename touches a guarded name.
+func (mv *moves) guarded() bool {
+	if mv.recordRename {
+		return true
+	}
+	for _, p := range mv.pairs {
+		if p.fromGuarded || p.toGuarded {
+			return true
+		}
+	}
+	return false
+}
+
+// keep is every path whose content the rename needs: each guarded name's
+// previous version and each source of content arriving at a guarded name.
+func (mv *moves) keep() []string {
+	var out []string
+	for _, p := range mv.pairs {
+		if p.fromGuarded || p.toGuarded && p.regular {
+			out = append(out, p.from)
+		}
+		if p.toGuarded {
+			out = append(out, p.to)
+		}
+	}
+	return out
+}
+
+func (mv *moves) guardedPaths() []string {
+	var out []string
+	for _, p := range mv.pairs {
+		if p.fromGuarded {
+			out = append(out, p.from)
+		}
+		if p.toGuarded {
+			out = append(out, p.to)
+		}
+	}
+	return out
+}
+
+// after is what every guarded name holds once the rename is published.
+func (mv *moves) after(old map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, p := range mv.pairs {
+		if p.fromGuarded {
+			if _, set := out[p.from]; !set {
+				out[p.from] = ""
+			}
+		}
+	}
+	for _, p := range mv.pairs {
+		if p.toGuarded {
+			out[p.to] = old[p.from]
+		}
+	}
+	return out
+}
+
+// renameChecks lists what moving src (stat sst) to dst needs.
+func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate.Check {
+	ts, ls := h.gate.Target(src, sst)
+	td, ld := h.gate.Target(dst, dstSt)
+	td.Absent = td.Absent && sst.Mode&syscall.S_IFMT == syscall.S_IFREG
+	if ts.Class != policy.Plain && sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		// A guarded inode under a plain name keeps its class.
+		if c, _, _ := h.gate.Policy().Classify(dst); c == policy.Plain {
+			td.Class = ts.Class
+		}
+	}
+	withSource(&td, ls)
+	checks := []gate.Check{{Op: policy.OpRenameFrom, Rel: src, T: ts, L: ls}, {Op: policy.OpRenameTo, Rel: dst, T: td, L: ld}}
+	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		pol := h.gate.Policy()
+		if pol.MayContainGuarded(src) || pol.MayContainGuarded(dst) {
+			h.dir.Walk(src, func(sub string, st *syscall.Stat_t) {
+				from, to := backing.Join(src, sub), backing.Join(dst, sub)
+				tf, lf := h.gate.Target(from, st)
+				tt, _ := h.gate.Target(to, nil)
+				withSource(&tt, lf)
+				checks = append(checks, gate.Check{Op: policy.OpRenameFrom, Rel: from, T: tf, L: lf}, gate.Check{Op: policy.OpRenameTo, Rel: to, T: tt})
+			})
+		}
+	}
+	return checks
+}

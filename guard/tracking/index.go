@@ -1,0 +1,78 @@
+package tracking
+
+import (
+	"sync"
+
+	"github.com/aerfs/aerfs/guard/label"
+)
+
+// Index knows the inodes of guarded files (so that a hard link made under
+// a plain name, or before the mount, is still guarded) and the record of
+// each guarded path's current version (a change names it as a parent).
+type Index struct {
+	mu      sync.Mutex
+	guarded map[label.Key]string
+	last    map[string]string
+}
+
+// NewIndex is an empty index.
+func NewIndex() *Index {
+	return &Index{guarded: map[label.Key]string{}, last: map[string]string{}}
+}
+
+// Guarded returns the guarded path the inode k was last known under.
+func (x *Index) Guarded(k label.Key) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rel, ok := x.guarded[k]
+	return rel, ok
+}
+
+// SetGuarded notes that the inode k holds the guarded file rel.
+func (x *Index) SetGuarded(k label.Key, rel string) {
+	x.mu.Lock()
+	x.guarded[k] = rel
+	x.mu.Unlock()
+}
+
+// Forget forgets the inode k (its last name is gone).
+func (x *Index) Forget(k label.Key) {
+	x.mu.Lock()
+	delete(x.guarded, k)
+	x.mu.Unlock()
+}
+
+// Last is the id of the record of rel's current version ("" if unknown).
+func (x *Index) Last(rel string) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.last[rel]
+}
+
+// Set notes, for a change recorded as id, that rel's current version is
+// the content of the inode k (nil: rel is gone): the inode is guarded
+// under rel, and id is the record of rel's version.
+func (x *Index) Set(k *label.Key, rel, id string) {
+	x.mu.Lock()
+	if k != nil {
+		x.guarded[*k] = rel
+	}
+	if id != "" {
+		x.last[rel] = id
+	}
+	x.mu.Unlock()
+}
+
+// SetLast names the record of the current version of each path; an empty
+// id forgets them.
+func (x *Index) SetLast(id string, paths ...string) {
+	x.mu.Lock()
+	for _, p := range paths {
+		if id == "" {
+			delete(x.last, p)
+		} else {
+			x.last[p] = id
+		}
+	}
+	x.mu.Unlock()
+}

@@ -1,0 +1,206 @@
+package tracking
+
+import (
+	"sync"
+
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// # Who has a file open
+//
+// Plain files are read and written through kernel passthrough: once a
+// descriptor is open, the daemon never sees what passes through it. So a
+// process that opened a file to read it before an untrusted writer opened
+// it to write reads the writer's bytes unseen. Opens keeps, for every
+// inode, the handles open for writing and the readers that may read what
+// they write: each reader whose handle is open, and each one that opened
+// the file while a writer had it open (it may have read and closed
+// before the writer's close). When content of a lower label is written
+// under them, the label flow taints them all (Readers).
+
+// maxExposed bounds the readers remembered for one inode while it is
+// being written; past it the oldest are forgotten (they were tainted at
+// the writer's closes so far).
+const maxExposed = 1024
+
+// Opens counts, per inode, the handles open for writing through the mount
+// (a file being written has a fingerprint that moves under its label,
+// which must not be read as drift) and knows its readers.
+type Opens struct {
+	mu    sync.Mutex
+	files map[label.Key]*inode
+}
+
+type inode struct {
+	writers int
+	readers map[*Reader]struct{} // open read handles
+	exposed []*principal.Resolved
+	settle  []*Writer // the handles whose label can be brought up to date with their writers as they are now
+}
+
+// Writer is one handle open for writing.
+type Writer struct {
+	key    label.Key
+	settle func()
+}
+
+// Reader is one read handle of a plain file.
+type Reader struct {
+	key label.Key
+	res *principal.Resolved
+}
+
+func (o *Opens) file(k label.Key) *inode {
+	if o.files == nil {
+		o.files = map[label.Key]*inode{}
+	}
+	f := o.files[k]
+	if f == nil {
+		f = &inode{}
+		o.files[k] = f
+	}
+	return f
+}
+
+func (o *Opens) drop(k label.Key, f *inode) {
+	if f.writers == 0 && len(f.readers) == 0 {
+		delete(o.files, k)
+	}
+}
+
+// WriteOpened notes a handle open for writing on k: every reader that has
+// k open may read what it writes. settle, when not nil, brings k's label
+// up to date with the handle's writers as they are now (Settle calls it).
+func (o *Opens) WriteOpened(k label.Key, settle func()) *Writer {
+	w := &Writer{key: k, settle: settle}
+	o.mu.Lock()
+	f := o.file(k)
+	f.writers++
+	for r := range f.readers {
+		f.expose(r.res)
+	}
+	if settle != nil {
+		f.settle = append(f.settle, w)
+	}
+	o.mu.Unlock()
+	return w
+}
+
+// WriteClosed notes that the handle w was released.
+func (o *Opens) WriteClosed(w *Writer) {
+	o.mu.Lock()
+	if f := o.files[w.key]; f != nil {
+		for i, x := range f.settle {
+			if x == w {
+				f.settle = append(f.settle[:i], f.settle[i+1:]...)
+				break
+			}
+		}
+		if f.writers > 0 {
+			f.writers--
+		}
+		if f.writers == 0 {
+			f.exposed = nil
+		}
+		o.drop(w.key, f)
+	}
+	o.mu.Unlock()
+}
+
+// Settle brings up to date the labels of the files res may have read
+// while they were being written — open to read, or opened while a writer
+// had them open — from their writers as they are now, before a decision
+// about res: a writer that was clean when it opened the file may have
+// been tainted since, and its bytes reached res unseen (passthrough).
+func (o *Opens) Settle(res *principal.Resolved) {
+	me := readerOf(res)
+	var todo []func()
+	o.mu.Lock()
+	for _, f := range o.files {
+		if len(f.settle) == 0 {
+			continue
+		}
+		hit := false
+		for r := range f.readers {
+			hit = hit || readerOf(r.res) == me
+		}
+		for _, x := range f.exposed {
+			hit = hit || readerOf(x) == me
+		}
+		if hit {
+			for _, w := range f.settle {
+				todo = append(todo, w.settle)
+			}
+		}
+	}
+	o.mu.Unlock()
+	for _, s := range todo {
+		s()
+	}
+}
+
+// Writing reports whether k is open for writing through the mount.
+func (o *Opens) Writing(k label.Key) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f := o.files[k]
+	return f != nil && f.writers > 0
+}
+
+// ReadOpened notes that res opened k to read it; Closed says when the
+// handle goes.
+func (o *Opens) ReadOpened(k label.Key, res *principal.Resolved) *Reader {
+	r := &Reader{key: k, res: res}
+	o.mu.Lock()
+	f := o.file(k)
+	if f.readers == nil {
+		f.readers = map[*Reader]struct{}{}
+	}
+	f.readers[r] = struct{}{}
+	if f.writers > 0 {
+		f.expose(res)
+	}
+	o.mu.Unlock()
+	return r
+}
+
+// Closed notes that the read handle r was released.
+func (o *Opens) Closed(r *Reader) {
+	o.mu.Lock()
+	if f := o.files[r.key]; f != nil {
+		delete(f.readers, r)
+		o.drop(r.key, f)
+	}
+	o.mu.Unlock()
+}
+
+// Readers is every reader that may have read what is written to k now:
+// its open readers and those that opened it while it was being written.
+func (o *Opens) Readers(k label.Key) []*principal.Resolved {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f := o.files[k]
+	if f == nil {
+		return nil
+	}
+	out := append([]*principal.Resolved(nil), f.exposed...)
+	for r := range f.readers {
+		out = append(out, r.res)
+	}
+	return out
+}
+
+// expose remembers res as a reader of what is being written. Called with
+// the lock held.
+func (f *inode) expose(res *principal.Resolved) {
+	for _, x := range f.exposed {
+		if x == res {
+			return
+		}
+	}
+	if len(f.exposed) >= maxExposed {
+		f.exposed = f.exposed[1:]
+	}
+	f.exposed = append(f.exposed, res)
+}
