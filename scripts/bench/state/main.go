@@ -32,6 +32,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aerfs/aerfs/internal/procstat"
 )
 
 type row struct {
@@ -176,7 +178,7 @@ func measure(n int) (row, error) {
 		return r, err
 	}
 	time.Sleep(time.Second) // what the daemon keeps, not what the mount touched on its way
-	r.RSSMountKiB = rss(pid)
+	r.RSSMountKiB = procstat.RSS(pid)
 
 	var hist []float64
 	for i := 0; i < 5; i++ {
@@ -211,7 +213,7 @@ print(lat[len(lat)//2] * 1000)
 	}
 	r.CommitP50MS, _ = strconv.ParseFloat(strings.TrimSpace(string(o)), 64)
 	time.Sleep(time.Second)
-	r.RSSCommitsKiB = rss(pid)
+	r.RSSCommitsKiB = procstat.RSS(pid)
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		r.DaemonFDsAfter = len(fds)
 	}
@@ -237,17 +239,6 @@ func daemonPid(state string) (int, error) {
 		return 0, fmt.Errorf("status: %v %s", err, o)
 	}
 	return s.PID, nil
-}
-
-func rss(pid int) int64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 func size(p string) int64 {
