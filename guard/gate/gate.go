@@ -186,7 +186,7 @@ func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *
 	if extends && !cv.Placeholder {
 		sources = []*label.Label{l}
 	}
-	cv.Label = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
+	cv.Label, _ = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
 	if st := cv.Label.Stamp; t.Class == policy.Control && st != nil && st.Class != authority.Act {
 		// Configuration acts: an agent's note (inform) or anything an
 		// untrusted source shaped (none) does not become configuration

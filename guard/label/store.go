@@ -19,6 +19,9 @@ type Store struct {
 	f     *os.File
 	path  string
 	dirty int
+	// behind: a change is in memory that the journal could not take (a
+	// full disk); the next change, or Close, rewrites the journal whole.
+	behind bool
 }
 
 type entry struct {
@@ -140,6 +143,15 @@ func (s *Store) Set(k Key, l *Label) error {
 		c := *l
 		s.m[k] = &c
 	}
+	if s.behind {
+		// The journal lacks a change it could not take: written whole
+		// from memory (this one included) once there is room again.
+		if err := s.compact(); err != nil {
+			return err
+		}
+		s.behind = false
+		return nil
+	}
 	// A write cut short (a full disk) must not leave a torn line in the
 	// middle of the journal, where the next entry would be glued to it
 	// and the next mount refuse the file: cut it back to where it was.
@@ -148,6 +160,7 @@ func (s *Store) Set(k Key, l *Label) error {
 		return err
 	}
 	if _, err := s.f.Write(b); err != nil {
+		s.behind = true
 		if terr := s.f.Truncate(end); terr != nil {
 			return fmt.Errorf("%w (and the torn entry could not be cut: %v)", err, terr)
 		}
@@ -164,7 +177,11 @@ func (s *Store) Set(k Key, l *Label) error {
 	if l.Clean() && prev.Clean() {
 		return nil
 	}
-	return s.f.Sync()
+	if err := s.f.Sync(); err != nil {
+		s.behind = true
+		return err
+	}
+	return nil
 }
 
 // Close flushes and closes the journal.
@@ -173,6 +190,12 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	if s.f == nil {
 		return nil
+	}
+	if s.behind {
+		if err := s.compact(); err != nil {
+			return fmt.Errorf("%s: labels kept in memory could not be written: %w", s.path, err)
+		}
+		s.behind = false
 	}
 	err := s.f.Sync()
 	s.f.Close()

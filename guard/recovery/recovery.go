@@ -199,7 +199,7 @@ func (r *Recovery) Set(rel, h string, base, from *string, mk func(old string) *e
 			if err != nil {
 				return backing.Errno(err)
 			}
-			l := r.c.Flow.Next(flow.Move{Op: flow.Restore, To: flow.Dest{Path: rel, Hash: h, Guarded: true}})
+			l, _ := r.c.Flow.Next(flow.Move{Op: flow.Restore, To: flow.Dest{Path: rel, Hash: h, Guarded: true}})
 			r.c.Index.SetGuarded(label.KeyOf(nst), rel)
 			l.Record = id
 			l.Bind(nst)
@@ -255,7 +255,7 @@ func (r *Recovery) Check(rel string) (*Drift, error) {
 		return nil, nil
 	}
 	if st, err := r.c.Dir.Lstat(rel); err == nil {
-		l := r.c.Flow.Next(flow.Move{Op: flow.Drift, To: flow.Dest{Path: rel, Hash: found}})
+		l, _ := r.c.Flow.Next(flow.Move{Op: flow.Drift, To: flow.Dest{Path: rel, Hash: found}})
 		l.Bind(st)
 		r.c.Labels.Set(label.KeyOf(st), l)
 	}
@@ -301,7 +301,7 @@ func (r *Recovery) Adopt(rel string, mk func(old *label.Label, h string) *eviden
 		return nil, "", "", err
 	}
 	c, _, _ := r.c.Policy().Classify(rel)
-	nl := r.c.Flow.Next(flow.Move{Op: flow.Adopt, To: flow.Dest{Path: rel, Hash: h, Guarded: c.Guarded()}})
+	nl, _ := r.c.Flow.Next(flow.Move{Op: flow.Adopt, To: flow.Dest{Path: rel, Hash: h, Guarded: c.Guarded()}})
 	if nl != nil {
 		nl.Record = id
 		nl.Bind(nst)
