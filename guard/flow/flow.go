@@ -152,7 +152,28 @@ func (f *Flow) next(m Move) *label.Label {
 		return l
 	case Rename:
 		return f.rename(m)
-	case Restore, Adopt:
+	case Restore:
+		if !m.To.Guarded {
+			return nil
+		}
+		// Content put back gets the label its version had (Sources: the
+		// labels it was published with): an EXTERNAL drift, a WEB
+		// writer's or an agent's inform content restored stays what it
+		// was. Content the owner wrote or reviewed (an edit, an approval)
+		// comes with no source and is the owner's.
+		var l *label.Label
+		for _, src := range m.Sources {
+			if src != nil {
+				l = lower(l, src)
+			}
+		}
+		if l == nil {
+			return &label.Label{Origin: policy.User, Hash: m.To.Hash}
+		}
+		l.Record = ""
+		l.Hash = m.To.Hash
+		return l
+	case Adopt:
 		if !m.To.Guarded {
 			return nil
 		}
