@@ -156,6 +156,13 @@ func (x *Index) ScopeAt(source, version string) (*Scope, error) {
 					}
 				}
 			}
+			// A reads record that lists a file a downstream record wrote
+			// (a plain file, which has no versions) is downstream of it.
+			for _, rd := range x.reads[r.rFirst : r.rFirst+r.rCount] {
+				if q, ok := lastDown[rd.path]; ok {
+					pick(q)
+				}
+			}
 		}
 		if parent == -2 {
 			continue
@@ -174,6 +181,9 @@ func (x *Index) ScopeAt(source, version string) (*Scope, error) {
 			sc.Roots = append(sc.Roots, n)
 		} else {
 			nodes[parent].Children = append(nodes[parent].Children, n)
+		}
+		if r.typ == evidence.TypeWrite && r.vCount == 0 && r.path != "" {
+			lastDown[r.path] = p // a plain file written downstream
 		}
 		for vi := r.vFirst; vi < r.vFirst+r.vCount; vi++ {
 			v := x.vers[vi]

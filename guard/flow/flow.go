@@ -301,6 +301,9 @@ func (f *Flow) open(m Move) (*label.Label, error) {
 					Class: label.ClassOf(nl)}})
 		}
 	}
+	if nl == nil || nl.Record == "" {
+		f.provenance(res, m.To.Path, "open")
+	}
 	if nl != nil || old != nil {
 		// A label removed (a clean writer truncated the file) that stays
 		// in the journal is stricter than the content: only a label that
@@ -329,6 +332,9 @@ func (f *Flow) flush(m Move) (*label.Label, error) {
 		nl = lower(nl, f.wrote(w))
 	}
 	if label.Same(nl, cur) {
+		for _, w := range m.Subjects {
+			f.provenance(w, m.To.Path, "close")
+		}
 		return cur, nil
 	}
 	res := m.Subjects[0]
@@ -504,6 +510,24 @@ func (f *Flow) object(res *principal.Resolved, to Dest, nl *label.Label, why str
 		Meta: evidence.Meta{Path: to.Path, Op: "label", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: why}})
 	return f.store(to, nl)
+}
+
+// provenance records a write of the plain file rel by res that no label
+// records (a clean writer's), when res read something through the mount
+// since it last wrote rel: the file carries no label, so this record,
+// naming what res read as parents, is what puts whoever reads the file
+// later downstream of those reads (aerfs scope, restore --contaminated-by).
+func (f *Flow) provenance(res *principal.Resolved, rel, op string) {
+	ps := f.c.Reads.Wrote(res, rel, f.c.Index.Last(rel))
+	if ps == nil {
+		return
+	}
+	subj := res.Subject()
+	f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+		Taint: ledger.TaintNames(subj.Taint), Parents: ps,
+		Meta: evidence.Meta{Path: rel, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(),
+			Reason: "written by a writer that read files through the mount (provenance)"}})
 }
 
 // parents is the parents of a record of a change of rel by res.
