@@ -16,16 +16,16 @@ import (
 // append-only journal in the state directory, fsynced before a label change
 // is acted on, so labels survive a crash and a remount.
 type Store struct {
-	mu    sync.RWMutex
-	m     map[Key]*Label
+	mu sync.RWMutex
+	m  map[Key]*Label
 	// versions keeps, by content hash, the labels guarded content had
 	// when it was published (those that are not the owner's clean act):
 	// content put back by a restore or a rollback gets its version's
 	// label, not the owner's.
 	versions map[string][]*Label
-	f     *os.File
-	path  string
-	dirty int
+	f        *os.File
+	path     string
+	dirty    int
 	// behind: a change is in memory that the journal could not take (a
 	// full disk); the next change, or Close, rewrites the journal whole.
 	behind bool
