@@ -47,6 +47,7 @@ type Gate struct {
 	armed map[string]string // rel + "\x00" + action → owner token the next such action presents
 
 	execd execd // interp.go
+	fold  folder
 }
 
 // New is the gate of a root.
