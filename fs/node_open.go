@@ -23,6 +23,10 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return errno
 	})
 	if errno != 0 {
+		if fh != nil {
+			// Opened, then refused (the writer's label could not be kept).
+			fh.(gofs.FileReleaser).Release(ctx)
+		}
 		return nil, 0, errno
 	}
 	switch {
@@ -151,7 +155,9 @@ func (p *plainFile) Flush(ctx context.Context) syscall.Errno {
 	errno := p.LoopbackFile.Flush(ctx)
 	if p.p != nil {
 		if st := p.stat(); st != nil {
-			p.p.Flush(caller(ctx), st)
+			if e := p.p.Flush(caller(ctx), st); errno == 0 {
+				errno = e
+			}
 		}
 	}
 	return errno

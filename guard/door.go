@@ -82,8 +82,10 @@ func (d *Door) Object(c Caller, rel string) syscall.Errno {
 			return errno
 		}
 	}
-	d.h.flow.Next(flow.Move{Op: flow.Lookup, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
-		To: flow.Dest{Path: rel, Stat: st}})
+	if _, err := d.h.flow.Next(flow.Move{Op: flow.Lookup, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
+		To: flow.Dest{Path: rel, Stat: st}}); err != nil {
+		return syscall.EIO
+	}
 	return 0
 }
 

@@ -49,7 +49,13 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Er
 	if kind != syscall.S_IFLNK && !IsObject(kind) {
 		return false, 0
 	}
-	nl := h.flow.Next(flow.Move{Op: flow.Make, Subjects: []*principal.Resolved{h.gate.Resolve(c)}, To: flow.Dest{Path: rel, Stat: st}})
+	nl, err := h.flow.Next(flow.Move{Op: flow.Make, Subjects: []*principal.Resolved{h.gate.Resolve(c)}, To: flow.Dest{Path: rel, Stat: st}})
+	if err != nil {
+		// An untrusted maker's object whose label cannot be kept would be
+		// unlabelled at the next mount: it is taken back (it holds no data).
+		h.dir.Unlink(rel, 0)
+		return false, syscall.EIO
+	}
 	return IsObject(kind) || nl != nil, 0
 }
 
@@ -133,7 +139,7 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 			// met with the linker's.
 			h.idx.SetLast(ids[0], dst)
 			nst, _ := h.dir.Lstat(dst)
-			l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{ls},
+			l, _ := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{ls},
 				To: flow.Dest{Path: dst, Hash: hash, Guarded: true}})
 			return h.txn.Label(nst, hash, ids[0], l)
 		},

@@ -128,7 +128,11 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 	}
 	o.Reading = reading
 	if op == policy.OpWrite {
-		o.Plain = d.plainWriter(res, rel, st, l, flags&syscall.O_TRUNC != 0)
+		var errno syscall.Errno
+		if o.Plain, errno = d.plainWriter(res, rel, st, l, flags&syscall.O_TRUNC != 0); errno != 0 {
+			reading.Close()
+			return nil, errno
+		}
 	}
 	return o, 0
 }
@@ -172,7 +176,11 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.
 		dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
 		return &Opened{Draft: dr}, 0
 	}
-	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st, Plain: d.plainWriter(res, rel, nst, l, true)}
+	pw, errno := d.plainWriter(res, rel, nst, l, true)
+	if errno != 0 {
+		return nil, errno
+	}
+	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st, Plain: pw}
 	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
 		o.Reading = h.readOpened(c, res, rel, nst, nil, flags)
 	}
@@ -231,18 +239,23 @@ type Plain struct {
 
 // plainWriter labels a plain file written by res (the label flow) and
 // returns the writer to follow to its close: nil when an unidentified
-// caller writes an unlabelled file.
-func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat_t, old *label.Label, truncated bool) *Plain {
+// caller writes an unlabelled file. A label that cannot be stored (a full
+// state disk) refuses the open with EIO: what the writer wrote would be
+// unlabelled, clean, at the next mount.
+func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat_t, old *label.Label, truncated bool) (*Plain, syscall.Errno) {
 	identified := res != nil && res.Identified
-	nl := d.h.flow.Next(flow.Move{Op: flow.Open, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{old},
+	nl, err := d.h.flow.Next(flow.Move{Op: flow.Open, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{old},
 		To: flow.Dest{Path: rel, Stat: st, Truncated: truncated}})
+	if err != nil {
+		return nil, syscall.EIO
+	}
 	if nl == nil && !identified {
-		return nil
+		return nil, 0
 	}
 	p := &Plain{h: d.h, key: label.KeyOf(st), rel: rel}
 	p.writers.Note(res)
 	p.w = d.h.opens.WriteOpened(p.key, p.settle)
-	return p
+	return p, 0
 }
 
 // settle recomputes the label from the writers as they are now, without a
@@ -261,20 +274,24 @@ func (p *Plain) settle() {
 // Flush is called at each close of a descriptor of the handle, by c, with
 // the file's stat: c counts as a writer (with passthrough aerfs cannot
 // tell whether it wrote), and the file's label is recomputed from every
-// writer as it is now.
-func (p *Plain) Flush(c Caller, st *syscall.Stat_t) {
+// writer as it is now. EIO: the lower label could not be stored (it holds
+// in memory until the journal takes it); the close says so.
+func (p *Plain) Flush(c Caller, st *syscall.Stat_t) syscall.Errno {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c > 0 {
 		p.writers.Note(p.h.gate.Resolve(c))
 	}
-	p.flow(st)
+	return p.flow(st)
 }
 
-func (p *Plain) flow(st *syscall.Stat_t) {
+func (p *Plain) flow(st *syscall.Stat_t) syscall.Errno {
 	if ws := p.writers.Now(p.h.reg); len(ws) > 0 {
-		p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: ws, To: flow.Dest{Path: p.rel, Stat: st}})
+		if _, err := p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: ws, To: flow.Dest{Path: p.rel, Stat: st}}); err != nil {
+			return syscall.EIO
+		}
 	}
+	return 0
 }
 
 // Release is called when the handle goes: the label is recomputed once

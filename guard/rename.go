@@ -121,7 +121,7 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 				if p.toGuarded && p.regular {
 					nst, _ := h.dir.Lstat(p.to)
 					hash, _ := h.changes.Expected(p.to)
-					l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{p.label},
+					l, _ := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{p.label},
 						To: flow.Dest{Path: p.to, Hash: hash, Guarded: true}})
 					if e := h.txn.Bind(p.to, hash, ids[k], nst, l); e != 0 {
 						errno = e

@@ -35,12 +35,18 @@ func (g *Gate) Ask(res *principal.Resolved, op policy.Op, rel string, t policy.T
 	} else {
 		g.c.Ledger.Stats.Denied.Add(1)
 	}
-	g.c.Ledger.Record(ledger.Verdict(res, subj, op, rel, v))
+	r := ledger.Verdict(res, subj, op, rel, v)
+	recorded := v.Allow || g.fold.admit(r, time.Now())
+	if recorded {
+		g.c.Ledger.Record(r)
+	}
 	if v.Allow {
 		return v, 0
 	}
-	g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("principal", subj.Principal.String()).
-		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
+	if recorded {
+		g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("principal", subj.Principal.String()).
+			Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
+	}
 	if op.Mutates() {
 		// Only refused changes count: a lookup, listing or read answered
 		// ENOENT by namespace invisibility is not an attack.

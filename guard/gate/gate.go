@@ -47,6 +47,7 @@ type Gate struct {
 	armed map[string]string // rel + "\x00" + action → owner token the next such action presents
 
 	execd execd // interp.go
+	fold  folder
 }
 
 // New is the gate of a root.
@@ -186,7 +187,7 @@ func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *
 	if extends && !cv.Placeholder {
 		sources = []*label.Label{l}
 	}
-	cv.Label = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
+	cv.Label, _ = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
 	if st := cv.Label.Stamp; t.Class == policy.Control && st != nil && st.Class != authority.Act {
 		// Configuration acts: an agent's note (inform) or anything an
 		// untrusted source shaped (none) does not become configuration
