@@ -277,10 +277,18 @@ func (p *Plain) settle() {
 // writer as it is now. EIO: the lower label could not be stored (it holds
 // in memory until the journal takes it); the close says so.
 func (p *Plain) Flush(c Caller, st *syscall.Stat_t) syscall.Errno {
+	var res *principal.Resolved
+	if c > 0 {
+		// Resolved before the handle's lock: reading /proc may wait
+		// (principal/procwait.go).
+		res = p.h.gate.Resolve(c)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c > 0 {
-		p.writers.Note(p.h.gate.Resolve(c))
+	if res != nil && !res.Stalled {
+		// A stalled caller is on its way out: what it wrote counts as
+		// it was when it opened.
+		p.writers.Note(res)
 	}
 	return p.flow(st)
 }
