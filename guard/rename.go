@@ -278,7 +278,7 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate
 			td.Class = ts.Class
 		}
 	}
-	withSource(&td, ls)
+	h.withSource(&td, ls, sst)
 	checks := []gate.Check{{Op: policy.OpRenameFrom, Rel: src, T: ts, L: ls}, {Op: policy.OpRenameTo, Rel: dst, T: td, L: ld}}
 	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		pol := h.gate.Policy()
@@ -287,7 +287,7 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate
 				from, to := backing.Join(src, sub), backing.Join(dst, sub)
 				tf, lf := h.gate.Target(from, st)
 				tt, _ := h.gate.Target(to, nil)
-				withSource(&tt, lf)
+				h.withSource(&tt, lf, st)
 				checks = append(checks, gate.Check{Op: policy.OpRenameFrom, Rel: from, T: tf, L: lf}, gate.Check{Op: policy.OpRenameTo, Rel: to, T: tt})
 			})
 		}
