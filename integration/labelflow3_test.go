@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,3 +51,58 @@ ctypes.CDLL(None).renameat2(-100, b"MEMORY.md", -100, b"draft3.md", 2)'; x=$(cat
 		t.Errorf("CLAUDE.md holds %q after the move of a closed file", got)
 	}
 }
+
+// exchangePy swaps two names with renameat2(RENAME_EXCHANGE).
+const exchangePy = `import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2) != 0:
+    sys.exit("exchange failed: " + os.strerror(ctypes.get_errno()))
+`
+
+// An agent's own content (inform) reaches a control name only through the
+// owner's review: a plain rename of it onto Makefile is quarantined. An
+// exchange (renameat2 RENAME_EXCHANGE) of Makefile with the agent's file,
+// or of skills/ with the agent's directory, landed it as configuration.
+// An exchange is two renames: every file it brings under a control name
+// asks the act gate, both ways, all or nothing.
+func TestLabelFlowExchangeActGate(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent, "Makefile": "all:\n\t@echo clean\n",
+		"skills/notes/SKILL.md": "owner skill\n"}).Mount()
+	py := filepath.Join(t.TempDir(), "xchg.py")
+	if err := os.WriteFile(py, []byte(exchangePy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := func(script string) Result {
+		return runCmd(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--agent", "claude-code", "--principal", "USER",
+			"--session", "ag", "--", "sh", "-c", script)
+	}
+	expectOK(t, "the agent writes a makefile", agent("printf 'all:\\n\\t@echo AGENT\\n' > mk.txt"))
+	r := agent("python3 " + py + " Makefile mk.txt")
+	if strings.Contains(e.Read("Makefile"), "AGENT") {
+		bugErrorf(t, "an agent's file became Makefile by an exchange: %s", r)
+	}
+	if !strings.Contains(e.Read("mk.txt"), "AGENT") {
+		t.Errorf("the refused exchange moved mk.txt: %s", r)
+	}
+	if d := deniedWith(e.Log(), "Makefile", "AU3-control-quarantine"); len(d) == 0 {
+		bugErrorf(t, "no AU3-control-quarantine refusal of Makefile:%s", describe(recordsFor(e.Log(), "", "", "Makefile")))
+	}
+	expectOK(t, "the agent stages a skill", agent("mkdir -p stage/notes && echo AGENT-SKILL > stage/notes/SKILL.md"))
+	r = agent("python3 " + py + " skills stage")
+	if strings.Contains(e.Read("skills/notes/SKILL.md"), "AGENT") {
+		bugErrorf(t, "an agent's skill became skills/notes/SKILL.md by an exchange of directories: %s", r)
+	}
+	if !strings.Contains(e.Read("stage/notes/SKILL.md"), "AGENT") {
+		t.Errorf("the refused exchange moved stage/: %s", r)
+	}
+	if d := deniedWith(e.Log(), "skills/notes/SKILL.md", "AU3-control-quarantine"); len(d) == 0 {
+		bugErrorf(t, "no AU3-control-quarantine refusal of skills/notes/SKILL.md:%s", describe(recordsFor(e.Log(), "", "", "skills/notes/SKILL.md")))
+	}
+	// The owner's own exchange of its content goes through.
+	expectOK(t, "the owner writes a makefile", e.Owner("printf 'all:\\n\\t@echo OWNER\\n' > own.mk"))
+	expectOK(t, "the owner exchanges Makefile", e.Owner("python3 "+py+" Makefile own.mk"))
+	if !strings.Contains(e.Read("Makefile"), "OWNER") {
+		t.Errorf("the owner's exchange did not land: %q", e.Read("Makefile"))
+	}
+}
+
