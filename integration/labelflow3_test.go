@@ -106,3 +106,33 @@ func TestLabelFlowExchangeActGate(t *testing.T) {
 	}
 }
 
+// A WEB session cannot make proj/Makefile (control at any depth), but it
+// could make node_modules/p/Makefile (excluded) and a symlink proj ->
+// node_modules/p at a plain name: the owner's make -C proj ran it. Nor
+// may it leave run.sh -> a script it wrote outside the mount, which the
+// owner's ./run.sh ran with no gate seeing the exec. A symlink an
+// untrusted or tainted session made is not followed out of the policy's
+// sight: RX-symlink-escape.
+func TestLabelFlowSymlinkEscape(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	out := t.TempDir()
+	marker := filepath.Join(out, "marker")
+	e.Sh("WEB", "w1", "mkdir -p node_modules/p && printf 'all:\\n\\t@touch "+marker+"-make\\n' > node_modules/p/Makefile && ln -s node_modules/p proj")
+	e.Sh("WEB", "w1", "printf '#!/bin/sh\\ntouch "+marker+"-exec\\n' > "+out+"/x.sh && chmod +x "+out+"/x.sh && ln -s "+out+"/x.sh run.sh")
+	r := e.Owner("make -s -C proj; ./run.sh; sh run.sh")
+	if fileExists(marker + "-make") {
+		bugErrorf(t, "the owner's make ran a WEB Makefile through the symlink proj -> node_modules/p: %s", r)
+	}
+	if fileExists(marker + "-exec") {
+		bugErrorf(t, "the owner ran a WEB script outside the mount through the symlink run.sh: %s", r)
+	}
+	for _, p := range []string{"proj", "run.sh"} {
+		if d := deniedWith(e.Log(), p, "RX-symlink-escape"); len(d) == 0 {
+			bugErrorf(t, "no RX-symlink-escape refusal of %s:%s", p, describe(recordsFor(e.Log(), "", "", p)))
+		}
+	}
+	// A clean session's links, and links that stay in sight, are followed.
+	expectOK(t, "a WEB session links within node_modules", e.Sh("WEB", "w1",
+		"mkdir -p node_modules/q/bin && echo x > node_modules/q/bin/t && ln -s q/bin/t node_modules/t && cat node_modules/t"))
+	expectOK(t, "a clean session links outside", e.Sh("USER", "u1", "ln -s "+out+" outlink && ls outlink/"))
+}
