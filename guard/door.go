@@ -106,6 +106,11 @@ func IsObject(mode uint32) bool {
 // file the follower reaches there is not one the gate sees.
 func (d *Door) Readlink(c Caller, rel string) syscall.Errno { return d.labelledRead(c, rel) }
 
+// XattrRead is decided at every read of rel's extended attributes (a
+// user attribute's value, the list of names): what a labelled writer put
+// there (Xattr) flows into the reader as reading the file would.
+func (d *Door) XattrRead(c Caller, rel string) syscall.Errno { return d.labelledRead(c, rel) }
+
 // labelledRead lets the label of rel, when it has one, flow into the
 // caller; a labelled symlink that escapes is refused.
 func (d *Door) labelledRead(c Caller, rel string) syscall.Errno {

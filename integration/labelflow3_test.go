@@ -136,3 +136,28 @@ func TestLabelFlowSymlinkEscape(t *testing.T) {
 		"mkdir -p node_modules/q/bin && echo x > node_modules/q/bin/t && ln -s q/bin/t node_modules/t && cat node_modules/t"))
 	expectOK(t, "a clean session links outside", e.Sh("USER", "u1", "ln -s "+out+" outlink && ls outlink/"))
 }
+
+// A WEB session stored text in a user attribute of a plain file; a clean
+// session read it with getfattr, untainted, and wrote it into MEMORY.md.
+// Reading extended attributes (a value, the list of names) lets the
+// file's label flow into the reader as reading the file does.
+func TestLabelFlowXattrRead(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent, "notes.txt": "clean\n"}).Mount()
+	if r := e.Sh("WEB", "w1", "setfattr -n user.note -v INJECTED-VIA-XATTR notes.txt"); r.Code != 0 {
+		t.Fatalf("setfattr (the backing file system must keep user attributes): %s", r)
+	}
+	r := e.Sh("USER", "u1", `v=$(getfattr --only-values -n user.note notes.txt); echo "- $v" >> MEMORY.md`)
+	if strings.Contains(e.Read("MEMORY.md"), "INJECTED") {
+		bugErrorf(t, "a user attribute written by WEB reached MEMORY.md through a clean session: %s", r)
+	}
+	if d := deniedWith(e.Log(), "MEMORY.md", "R2-taint"); len(d) == 0 {
+		bugErrorf(t, "no R2-taint refusal of MEMORY.md after the attribute was read:%s", describe(recordsFor(e.Log(), "", "", "MEMORY.md")))
+	}
+	r = e.Sh("USER", "u2", `getfattr -d notes.txt > /dev/null; echo "- listed" >> MEMORY.md`)
+	if strings.Contains(e.Read("MEMORY.md"), "listed") {
+		bugErrorf(t, "a session that listed a WEB file's attributes changed MEMORY.md: %s", r)
+	}
+	// The owner's own attributes stay readable to clean sessions.
+	expectOK(t, "the owner sets an attribute", e.Owner("echo x > own.txt && setfattr -n user.k -v v own.txt"))
+	expectOK(t, "a clean session reads it and writes memory", e.Sh("USER", "u3", `getfattr -n user.k own.txt >/dev/null && echo "- ok" >> MEMORY.md`))
+}
