@@ -161,3 +161,32 @@ func TestLabelFlowXattrRead(t *testing.T) {
 	expectOK(t, "the owner sets an attribute", e.Owner("echo x > own.txt && setfattr -n user.k -v v own.txt"))
 	expectOK(t, "a clean session reads it and writes memory", e.Sh("USER", "u3", `getfattr -n user.k own.txt >/dev/null && echo "- ok" >> MEMORY.md`))
 }
+
+// WEB-written code ran as the owner when an interpreter loaded it by
+// import or source from a clean program: python3 main.py importing
+// helper.py, python3 -m helper, sh main.sh sourcing lib.sh. An
+// interpreter's read of a file with its own language's source extension
+// runs it: the act gate decides it as an exec (AU3-exec-none).
+func TestLabelFlowInterpreterImport(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	out := t.TempDir()
+	expectOK(t, "a WEB session writes a module and a shell library", e.Sh("WEB", "w1",
+		"echo 'open(\""+out+"/py\",\"w\").write(\"x\")' > helper.py && echo 'touch "+out+"/sh' > lib.sh"))
+	expectOK(t, "the owner writes its programs", e.Owner("echo 'import helper' > main.py && echo '. ./lib.sh' > main.sh"))
+	r := e.Owner("python3 main.py; python3 -m helper; sh main.sh")
+	if fileExists(filepath.Join(out, "py")) {
+		bugErrorf(t, "the owner's python3 ran a WEB module by import: %s", r)
+	}
+	if fileExists(filepath.Join(out, "sh")) {
+		bugErrorf(t, "the owner's sh ran a WEB shell library by source: %s", r)
+	}
+	for _, p := range []string{"helper.py", "lib.sh"} {
+		if d := deniedWith(e.Log(), p, "AU3-exec-none"); len(d) == 0 {
+			bugErrorf(t, "no AU3-exec-none refusal of %s:%s", p, describe(recordsFor(e.Log(), "", "", p)))
+		}
+	}
+	// The owner's own modules import, and a WEB data file is read as data.
+	expectOK(t, "the owner imports its own module", e.Owner("echo 'X = 1' > own.py && python3 -c 'import own'"))
+	expectOK(t, "a WEB session writes data", e.Sh("WEB", "w1", "echo 1 > data.txt"))
+	expectOK(t, "the owner's python reads WEB data", e.Owner("python3 -c 'open(\"data.txt\").read()'"))
+}
