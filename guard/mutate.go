@@ -2,6 +2,7 @@ package guard
 
 import (
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -80,16 +81,27 @@ func strictest(a, b policy.Class) policy.Class {
 	return a
 }
 
-// withSource marks t as receiving the content labelled l: a rename or link
-// onto a name is a write of that content.
-func withSource(t *policy.Target, l *label.Label) {
+// withSource marks t as receiving the content labelled l of the file st:
+// a rename or link onto a name is a write of that content. Onto a guarded
+// name, a file open for writing through a plain handle says so: the
+// kernel would serve that handle's later writes to the guarded file
+// (policy.RuleOpenWriter).
+func (h *house) withSource(t *policy.Target, l *label.Label, st *syscall.Stat_t) {
 	t.HasSource = true
 	t.SourceOrigin = policy.User
 	if l != nil {
 		t.SourceOrigin = l.Origin
 		t.SourceTaint = l.Taint
 	}
+	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && (t.Class.Guarded() || t.Namespace == policy.NSShared) {
+		t.SourceWriting = h.opens.Passthrough(label.KeyOf(st), releaseWait)
+	}
 }
+
+// releaseWait is how long a rename or link onto a guarded name waits for
+// the release of a plain handle already closed (the kernel sends it after
+// close returns) before deciding that the file is still open for writing.
+const releaseWait = 250 * time.Millisecond
 
 // Link gives the file src a second name dst: decided as a mutation of the
 // file when it is guarded, and as a write of its content under the new
@@ -106,7 +118,7 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	if ts.Class != policy.Plain {
 		td.Class = strictest(td.Class, ts.Class)
 	}
-	withSource(&td, ls)
+	h.withSource(&td, ls, sst)
 	checks := []gate.Check{{Op: policy.OpLink, Rel: src, T: ts, L: ls}, {Op: policy.OpLink, Rel: dst, T: td}}
 	res, errno := h.gate.All(c, checks)
 	if errno != 0 {

@@ -30,6 +30,8 @@ const (
 	RuleNetWeb                    // RN-web: a connection to a web host, whose bytes taint the session
 	RuleNetDeny                   // RN-deny: the policy denies the host
 	RuleNetSecret                 // RN-secret: a session that read a secret reaches only model and trusted hosts
+	RuleOpenWriter                // RW-open-writer: content open for writing through a plain descriptor takes no guarded name
+	RuleSymlinkEscape             // RX-symlink-escape: a labelled symlink that leads out of the policy's sight is not followed
 	numRules
 )
 
@@ -60,6 +62,8 @@ var ruleIDs = [numRules]string{
 	RuleNetWeb:        "RN-web",
 	RuleNetDeny:       "RN-deny",
 	RuleNetSecret:     "RN-secret",
+	RuleOpenWriter:    "RW-open-writer",
+	RuleSymlinkEscape: "RX-symlink-escape",
 }
 
 var ruleReasons = [numRules]string{
@@ -89,6 +93,8 @@ var ruleReasons = [numRules]string{
 	RuleNetWeb:        "a web host: what it sends taints the session UNTRUSTED|WEB_DERIVED",
 	RuleNetDeny:       "the policy denies this host to every session",
 	RuleNetSecret:     "a session that read a secret reaches only model and trusted hosts (network.secret_egress: restrict)",
+	RuleOpenWriter:    "a file open for writing through a plain descriptor cannot take a guarded name: its later writes would reach the guarded file with no commit decision",
+	RuleSymlinkEscape: "a symlink an untrusted or tainted session made is not followed out of the mount or into a directory where the names the policy guards are not guarded: what it reaches is not content the gate sees",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

@@ -22,8 +22,49 @@ import (
 // act gate like an exec open when the reader is an interpreter of the
 // policy (policy.Interpreter) and its command line names the file as the
 // program to run — the first argument that is not an option, the file of
-// a shell's `. FILE` or `source FILE` — or when the file is a shared
-// library (name *.so, *.so.N). Other reads by interpreters are data reads.
+// a shell's `. FILE` or `source FILE` —, when the file has a source
+// extension of the interpreter's own language (an import: helper.py read
+// by python, lib.sh by a shell), or when the file is a shared library
+// (name *.so, *.so.N). Other reads by interpreters are data reads.
+
+// sourceExts are, by the name of an interpreter's program, the
+// extensions of the files it runs when it reads them: a module imported
+// (python's import, python -m, a .pth file, a cached .pyc; node's
+// require), a library a shell sources (. lib.sh). Such a read runs the
+// file whatever the command line says.
+var sourceExts = []struct {
+	prog string
+	exts []string
+}{
+	{"python", []string{".py", ".pyc", ".pyw", ".pth"}},
+	{"node", []string{".js", ".mjs", ".cjs"}},
+	{"bash", []string{".sh", ".bash"}},
+	{"dash", []string{".sh"}},
+	{"zsh", []string{".sh", ".zsh"}},
+	{"ksh", []string{".sh", ".ksh"}},
+	{"sh", []string{".sh"}},
+	{"perl", []string{".pl", ".pm"}},
+	{"ruby", []string{".rb"}},
+	{"php", []string{".php"}},
+}
+
+// ownSource reports whether base has a source extension of the
+// interpreter exe's own language.
+func ownSource(exe, base string) bool {
+	prog := path.Base(exe)
+	for _, s := range sourceExts {
+		if !strings.HasPrefix(prog, s.prog) {
+			continue
+		}
+		for _, e := range s.exts {
+			if strings.HasSuffix(base, e) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
 
 // interpOpts are the options of the common interpreters that take a
 // value, which is not the program to run.
@@ -74,7 +115,7 @@ func (g *Gate) Interpret(res *principal.Resolved, rel string, l *label.Label) sy
 	}
 	base := path.Base(rel)
 	lib := strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
-	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && runs(res.Proc.ID.Tgid, rel)) {
+	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || runs(res.Proc.ID.Tgid, rel))) {
 		return 0
 	}
 	if g.execd.take(res.Proc.ID, rel) {
