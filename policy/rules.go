@@ -30,6 +30,7 @@ const (
 	RuleNetWeb                    // RN-web: a connection to a web host, whose bytes taint the session
 	RuleNetDeny                   // RN-deny: the policy denies the host
 	RuleNetSecret                 // RN-secret: a session that read a secret reaches only model and trusted hosts
+	RuleOwnerTaint                // RO-tainted: a tainted process is never the owner's channel
 	numRules
 )
 
@@ -60,6 +61,7 @@ var ruleIDs = [numRules]string{
 	RuleNetWeb:        "RN-web",
 	RuleNetDeny:       "RN-deny",
 	RuleNetSecret:     "RN-secret",
+	RuleOwnerTaint:    "RO-tainted",
 }
 
 var ruleReasons = [numRules]string{
@@ -89,6 +91,7 @@ var ruleReasons = [numRules]string{
 	RuleNetWeb:        "a web host: what it sends taints the session UNTRUSTED|WEB_DERIVED",
 	RuleNetDeny:       "the policy denies this host to every session",
 	RuleNetSecret:     "a session that read a secret reaches only model and trusted hosts (network.secret_egress: restrict)",
+	RuleOwnerTaint:    "a tainted process is never the owner's channel, whatever it read it from",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.
