@@ -46,7 +46,8 @@ type Gate struct {
 	tokMu sync.Mutex
 	armed map[string]string // rel + "\x00" + action → owner token the next such action presents
 
-	execd execd // interp.go
+	execd   execd   // interp.go
+	renames renames // renamed.go
 }
 
 // New is the gate of a root.
