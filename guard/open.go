@@ -59,8 +59,11 @@ type Opened struct {
 // Open decides an open of rel (flags as the kernel sent them) and binds
 // the decision to the handle. open is the node's own open of the backing
 // file, called once the open is allowed (not for a guarded file opened
-// for writing, whose handle stages).
-func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errno) (*Opened, syscall.Errno) {
+// for writing, whose handle stages) with the file the decision was made
+// on: when the name holds another file by then (renamed over meanwhile)
+// it opens nothing and returns ESTALE, on which the kernel looks the name
+// up again and opens anew, decided anew.
+func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *syscall.Stat_t) syscall.Errno) (*Opened, syscall.Errno) {
 	h := d.h
 	st, err := h.dir.Lstat(rel)
 	if err != nil {
@@ -73,7 +76,7 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 		// Unlabelled plain file read by anyone: nothing to decide, nothing
 		// to propagate. Kernel passthrough serves it at native speed.
 		o.Reading = h.readOpened(c, nil, rel, st, l, flags)
-		if errno := open(); errno != 0 {
+		if errno := open(st); errno != 0 {
 			o.Reading.Close()
 			return nil, errno
 		}
@@ -96,13 +99,13 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 	}
 	switch op {
 	case policy.OpExec:
-		if errno := h.gate.Exec(res, "exec", rel, l); errno != 0 {
+		if errno := h.gate.Exec(res, "exec", rel, st, l); errno != 0 {
 			return nil, errno
 		}
 	case policy.OpRead:
 		// An interpreter reading the program it runs, the loader a
 		// library: the act gate decides as for an exec.
-		if errno := h.gate.Interpret(res, rel, l); errno != 0 {
+		if errno := h.gate.Interpret(res, rel, st, l); errno != 0 {
 			return nil, errno
 		}
 	}
@@ -117,12 +120,12 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 			dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
 			return &Opened{Draft: dr}, 0
 		}
-		if errno := open(); errno != 0 {
+		if errno := open(st); errno != 0 {
 			return nil, errno
 		}
 		return &Opened{Reader: true, Key: label.KeyOf(st)}, 0
 	}
-	if errno := open(); errno != 0 {
+	if errno := open(st); errno != 0 {
 		reading.Close()
 		return nil, errno
 	}

@@ -52,7 +52,7 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 		if res == nil {
 			res = h.gate.Resolve(c)
 		}
-		if errno := h.gate.Exec(res, "chmod", rel, l); errno != 0 {
+		if errno := h.gate.Exec(res, "chmod", rel, st, l); errno != 0 {
 			return errno
 		}
 	}

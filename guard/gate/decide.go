@@ -77,6 +77,7 @@ func (c Check) trivial() bool {
 // about a plain, unlabelled path outside the namespaces, the caller is not
 // even resolved (nil).
 func (g *Gate) All(c Caller, checks []Check) (*principal.Resolved, syscall.Errno) {
+	g.renames.note(checks)
 	all := true
 	for _, ch := range checks {
 		all = all && ch.trivial()

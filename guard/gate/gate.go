@@ -46,8 +46,9 @@ type Gate struct {
 	tokMu sync.Mutex
 	armed map[string]string // rel + "\x00" + action → owner token the next such action presents
 
-	execd execd // interp.go
-	fold  folder
+	execd   execd   // interp.go
+	renames renames // renamed.go
+	fold    folder
 }
 
 // New is the gate of a root.
