@@ -116,6 +116,9 @@ type Resolved struct {
 	Principal  policy.Principal
 	Identified bool
 	Reason     string // why the caller is unidentified
+	// Stalled: its /proc entries did not answer (procwait.go), as those
+	// of a process on its way out do.
+	Stalled bool
 
 	own atomic.Uint32 // taint of a process outside every session
 	reg *Registry     // where an implicit session is made
@@ -312,6 +315,15 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
 	}
+	var res *Resolved
+	if !WithinProcWait(tid, func() { res = r.resolveTid(tid) }) {
+		return &Resolved{Stalled: true, Reason: fmt.Sprintf("pid %d: its /proc entries did not answer within %v (a process on its way out)", tid, ProcWait)}
+	}
+	return res
+}
+
+// resolveTid is Resolve, reading /proc without a bound.
+func (r *Registry) resolveTid(tid int) *Resolved {
 	// Fast path: a thread seen before, still alive, same program, and no
 	// daemon on the host has moved a process since.
 	hg := hostGen()
