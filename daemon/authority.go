@@ -124,6 +124,9 @@ func (s *controlServer) authorize(pid int, rel string, req Request) *Response {
 		s.m.Record(rec)
 		r := refused(v, "authorization of "+rel+" refused")
 		r.Hint = "only the owner, at a terminal outside every aerfs session, authorizes an action"
+		if v.Rule == policy.RuleOwnerTaint {
+			r.Hint = "authorize from a fresh terminal that has read nothing an agent or the web wrote"
+		}
 		return r
 	}
 	_, st, err := s.m.Authority().Of(rel)

@@ -88,8 +88,18 @@ func (s *Session) Taint() policy.Taint {
 	return policy.Taint(s.taint.Load()) | s.parent.Taint()
 }
 
-// AddTaint raises the session's taint and reports whether it grew.
+// AddTaint raises the session's taint and reports whether it grew. The
+// sessions it was started from are raised too: a nested session shares
+// their pipes, files and proxy (its output is what the outer session
+// reads, `x=$(aerfs run -- cat page.txt)`), so what it learns, they hold.
 func (s *Session) AddTaint(t policy.Taint) bool {
+	for p := s.parent; p != nil; p = p.parent {
+		p.addOwnTaint(t)
+	}
+	return s.addOwnTaint(t)
+}
+
+func (s *Session) addOwnTaint(t policy.Taint) bool {
 	for {
 		old := s.taint.Load()
 		nw := old | uint32(t)
