@@ -350,6 +350,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	<-served.done
+	// Refusals counted and not yet recorded are recorded now.
+	mon.FlushFolds()
 	// Flush what this mount published, within a bound: a flush that
 	// does not finish leaves the unmount unrecorded (not clean), and the
 	// next mount completes what this one recorded.

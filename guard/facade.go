@@ -293,6 +293,15 @@ func (g *Guard) Release(ids ...string) {
 	}
 }
 
+// FlushFolds records the counts of the refusals folded so far, of this
+// root and of its further roots (the mount is ending).
+func (g *Guard) FlushFolds() {
+	g.h.gate.FlushFolds()
+	for _, r := range g.h.roots {
+		r.FlushFolds()
+	}
+}
+
 // route returns the guard of the further root a record path names, and
 // the path relative to it.
 func (g *Guard) route(p string) (*Guard, string, bool) {

@@ -302,7 +302,7 @@ func (f *Flow) open(m Move) (*label.Label, error) {
 		}
 	}
 	if nl == nil || nl.Record == "" {
-		f.provenance(res, m.To.Path, "open")
+		f.provenance(res, m.To.Path, "open", nl)
 	}
 	if nl != nil || old != nil {
 		// A label removed (a clean writer truncated the file) that stays
@@ -333,7 +333,7 @@ func (f *Flow) flush(m Move) (*label.Label, error) {
 	}
 	if label.Same(nl, cur) {
 		for _, w := range m.Subjects {
-			f.provenance(w, m.To.Path, "close")
+			f.provenance(w, m.To.Path, "close", cur)
 		}
 		return cur, nil
 	}
@@ -517,7 +517,9 @@ func (f *Flow) object(res *principal.Resolved, to Dest, nl *label.Label, why str
 // since it last wrote rel: the file carries no label, so this record,
 // naming what res read as parents, is what puts whoever reads the file
 // later downstream of those reads (aerfs scope, restore --contaminated-by).
-func (f *Flow) provenance(res *principal.Resolved, rel, op string) {
+// The record names the class of the file's label l as it stands (act for
+// none), as every write record does.
+func (f *Flow) provenance(res *principal.Resolved, rel, op string, l *label.Label) {
 	ps := f.c.Reads.Wrote(res, rel, f.c.Index.Last(rel))
 	if ps == nil {
 		return
@@ -527,7 +529,7 @@ func (f *Flow) provenance(res *principal.Resolved, rel, op string) {
 		Taint: ledger.TaintNames(subj.Taint), Parents: ps,
 		Meta: evidence.Meta{Path: rel, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(),
-			Reason: "written by a writer that read files through the mount (provenance)"}})
+			Reason: "written by a writer that read files through the mount (provenance)", Class: label.ClassOf(l)}})
 }
 
 // parents is the parents of a record of a change of rel by res.

@@ -36,7 +36,14 @@ func (g *Gate) Ask(res *principal.Resolved, op policy.Op, rel string, t policy.T
 		g.c.Ledger.Stats.Denied.Add(1)
 	}
 	r := ledger.Verdict(res, subj, op, rel, v)
-	recorded := v.Allow || g.fold.admit(r, time.Now())
+	recorded := v.Allow
+	if !recorded {
+		var counts []*evidence.Record
+		recorded, counts = g.fold.admit(r, time.Now())
+		for _, s := range counts {
+			g.c.Ledger.Record(s)
+		}
+	}
 	if recorded {
 		g.c.Ledger.Record(r)
 	}

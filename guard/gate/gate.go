@@ -54,9 +54,14 @@ type Gate struct {
 // New is the gate of a root.
 func New(c Config) *Gate {
 	g := &Gate{c: c, burst: map[string][]time.Time{}, armed: map[string]string{}}
+	g.fold.emit = func(r *evidence.Record) { g.c.Ledger.Record(r) }
 	g.pol.Store(c.Policy)
 	return g
 }
+
+// FlushFolds records the counts of the refusals folded so far (the mount
+// is ending: each is then in the log, one by one or in a count).
+func (g *Gate) FlushFolds() { g.fold.flush() }
 
 // Policy is the policy in force.
 func (g *Gate) Policy() *policy.Policy { return g.pol.Load() }
