@@ -350,8 +350,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	<-served.done
-	// Refusals counted and not yet recorded are recorded now.
-	mon.FlushFolds()
+	// What the guard holds for the log (refusals counted and not yet
+	// recorded) is recorded now.
+	mon.Close()
 	// Flush what this mount published, within a bound: a flush that
 	// does not finish leaves the unmount unrecorded (not clean), and the
 	// next mount completes what this one recorded.

@@ -293,12 +293,13 @@ func (g *Guard) Release(ids ...string) {
 	}
 }
 
-// FlushFolds records the counts of the refusals folded so far, of this
-// root and of its further roots (the mount is ending).
-func (g *Guard) FlushFolds() {
+// Close is called when the mount has ended: what the guard holds for the
+// log (the counts of the refusals folded so far, of this root and of its
+// further roots) is recorded.
+func (g *Guard) Close() {
 	g.h.gate.FlushFolds()
 	for _, r := range g.h.roots {
-		r.FlushFolds()
+		r.Close()
 	}
 }
 
