@@ -189,7 +189,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer roots.close()
-	gc := guard.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
+	gc := guard.Config{RootFd: rootFd, Path: ws, StateDir: o.StateDir, Policy: pol,
 		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log, Roots: roots.guards(),
 		Authority: authority.New(authorityConfig(pol), nil), Namespaces: true, OnCommit: onCommit, OnBurst: onBurst}
 	fromIndex(&gc)
