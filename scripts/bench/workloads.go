@@ -523,12 +523,12 @@ func (b *bench) wlCommit8(t *target, rep int) error {
 	// Evidence per guarded commit: the stored content over every guarded
 	// commit made on this target so far, then the same after gc.
 	commits := float64(b.guardedCommits)
-	before := dirBytes(filepath.Join(t.State, "evidence", "blobs"))
+	before := dirBytes(filepath.Join(t.State, "evidence", "blobs")) + dirBytes(filepath.Join(t.State, "evidence", "packs"))
 	b.res.add("evidence-commit", t.Name, float64(before)/commits)
 	if out, _, err := b.run("/", b.aerfsBin, "gc", "--keep-last", "10", "--keep-within", "0", "--workspace", t.Root); err != nil {
 		return fmt.Errorf("aerfs gc: %v %s", err, out)
 	}
-	after := dirBytes(filepath.Join(t.State, "evidence", "blobs"))
+	after := dirBytes(filepath.Join(t.State, "evidence", "blobs")) + dirBytes(filepath.Join(t.State, "evidence", "packs"))
 	b.res.add("evidence-commit-gc", t.Name, float64(after)/commits)
 	return nil
 }
