@@ -593,9 +593,14 @@ func (l *Log) committer() {
 // records themselves are durable when acknowledged (the log is flushed);
 // recovery rebuilds what the checkpoint does not cover yet. Deferring it
 // keeps a stream of guarded commits to one round of flushes each instead
-// of three (log; index and hashes; checkpoint).
+// of three (log; index and hashes; checkpoint). The pause is long enough
+// that the think time of a writer committing one change after another
+// (a few milliseconds) does not end it: a checkpoint costs six flushes
+// (log, index, hashes, packs, the checkpoint and its directory), which
+// paid after every commit of such a stream doubled its flushes and
+// delayed the next commit behind them.
 var (
-	checkpointDelay = 5 * time.Millisecond
+	checkpointDelay = 50 * time.Millisecond
 	checkpointEvery = 200 * time.Millisecond
 )
 
