@@ -172,7 +172,7 @@ func (p *packSet) resetLocked() {
 	p.idx = map[string]packLoc{}
 	p.packs = map[int]*packFile{}
 	p.cur, p.curEnd = 0, 0
-	p.dirty = map[int]bool{}
+	// dirty and newDir stay: what was written is still to be flushed.
 }
 
 // refresh indexes the packs created and the entries appended since the
@@ -412,10 +412,13 @@ func (p *packSet) startPack() error {
 func (p *packSet) sync() error {
 	p.mu.Lock()
 	var files []*os.File
+	var reopen []string
 	dirty := p.dirty
 	for n := range dirty {
 		if pf := p.packs[n]; pf != nil {
 			files = append(files, pf.f)
+		} else {
+			reopen = append(reopen, filepath.Join(p.root(), packName(n)))
 		}
 	}
 	newDir := p.newDir
@@ -424,6 +427,16 @@ func (p *packSet) sync() error {
 	var errs []error
 	for _, f := range files {
 		if err := fdatasync(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, path := range reopen {
+		// Forgotten by a reset since it was written: flushed all the same
+		// (gone: a repack removed it after flushing what it kept).
+		if f, err := os.Open(path); err == nil {
+			errs = append(errs, fdatasync(f))
+			f.Close()
+		} else if !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // packedAt finds content h in the packs of the evidence directory ev by
@@ -221,5 +224,52 @@ func TestPackTornTailIsReplayedIntoANewPack(t *testing.T) {
 	l.Close()
 	if _, err := VerifyState(img, ""); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The index read afresh while the log is open (a reader whose read of a
+// pack failed does that) does not make the writer forget a pack it has
+// still to flush: the checkpoint that ends the journal's copy flushes it.
+func TestPackResetKeepsTheFlushOwed(t *testing.T) {
+	noCheckpoint(t)
+	d := newState(t)
+	l := openLog(t, d)
+	defer l.Close()
+	h, _ := l.PutBlob([]byte("a version on its way to a pack\n"))
+	r := sampleRecord(1)
+	r.Type, r.Payload = TypeWrite, &Payload{NewHash: h}
+	if _, err := l.Append(r); err != nil {
+		t.Fatal(err)
+	}
+	// Packed by the committer once the frame is durable, just after the
+	// append returns.
+	var p string
+	ok := false
+	for i := 0; i < 500 && !ok; i++ {
+		if p, _, _, ok = packedAt(t, evDir(d), h); !ok {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if !ok {
+		t.Fatal("not packed")
+	}
+	packsOf(evDir(d)).reset()
+	old := fdatasync
+	defer func() { fdatasync = old }()
+	var mu sync.Mutex
+	var flushed []string
+	fdatasync = func(f *os.File) error {
+		mu.Lock()
+		flushed = append(flushed, f.Name())
+		mu.Unlock()
+		return old(f)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(flushed, p) {
+		t.Fatalf("the checkpoint flushed %v, not the pack %s", flushed, p)
 	}
 }
