@@ -414,6 +414,15 @@ func (n *sessionNets) describe(id string) (string, []NetHost) {
 	return mode, hs
 }
 
+// forget drops the plan and the hosts of the retired session id (its
+// proxies went with its last process: reap).
+func (n *sessionNets) forget(id string) {
+	n.mu.Lock()
+	delete(n.plans, id)
+	delete(n.hosts, id)
+	n.mu.Unlock()
+}
+
 // reap closes the proxies whose namespace no process is in any more (every
 // process of that aerfs run has ended): their descriptors would keep the
 // namespace alive for nothing.

@@ -284,7 +284,7 @@ func (s *controlServer) ownerIndex(pid int, what string) (peer *principal.Resolv
 		recoveryMu.Unlock()
 		return nil, nil, nil, &Response{Error: "cannot read the log: " + err.Error()}
 	}
-	return peer, x, recoveryMu.Unlock, nil
+	return peer, x, func() { x.Close(); recoveryMu.Unlock() }, nil
 }
 
 // restore serves aerfs restore: the plan first, then (unless a dry run, or
