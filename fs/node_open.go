@@ -41,7 +41,22 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if guard.WriteIntent(flags) {
 		killSUIDGID(ctx, n.door, rel, o.Stat)
 	}
-	return plainHandle(fh, o), fl | keepCache(o), 0
+	return plainHandle(fh, o), fl | keepCache(o) | noFlush(o), 0
+}
+
+// noFlush spares the kernel a FLUSH at every close of a plain handle
+// whose flush has nothing to do: one whose writers the guard does not
+// follow (a read-only open, an unidentified writer of an unlabelled file).
+// The loopback's own flush only closes a duplicate of the backing
+// descriptor, which matters for locks held in the server, and this mount
+// leaves locks to the kernel. A followed writer keeps its FLUSH: it is
+// how the guard learns which process closed (and so wrote through) a
+// handle that passthrough writes never show it.
+func noFlush(o *guard.Opened) uint32 {
+	if o.Plain == nil {
+		return fuse.FOPEN_NOFLUSH
+	}
+	return 0
 }
 
 // sameFile reports whether the handle fh opened the file decided
@@ -98,7 +113,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return ch, &stagedFile{node: ch.Operations().(*Node), d: o.Draft}, fuse.FOPEN_DIRECT_IO, 0
 	}
 	killSUIDGID(ctx, n.door, rel, o.Stat)
-	return ch, plainHandle(fh, o), fl | keepCache(o), 0
+	return ch, plainHandle(fh, o), fl | keepCache(o) | noFlush(o), 0
 }
 
 // plainHandle is the handle of a plain file: the bare loopback handle, or
