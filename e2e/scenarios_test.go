@@ -40,6 +40,7 @@ func TestScenarios(t *testing.T) {
 			t.Run("web", func(t *testing.T) { scenarioWeb(t, c) })
 			t.Run("git", func(t *testing.T) { scenarioGit(t, c) })
 			t.Run("home", func(t *testing.T) { scenarioHome(t, c) })
+			t.Run("daily", func(t *testing.T) { scenarioDaily(t, c) })
 			if c == openclaw {
 				t.Run("first-run", func(t *testing.T) { scenarioFirstRun(t, c) })
 			}
