@@ -417,6 +417,7 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Labels = gs.Labels
 		st.Allowed, st.Denied = gs.Allowed, gs.Denied
 		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
+		st.Drift, st.DriftCount = s.m.driftFound()
 		addRootStatus(s.m, &st)
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
