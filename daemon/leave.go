@@ -141,9 +141,12 @@ func (m *servedMount) leave(detach bool, log zerolog.Logger) error {
 	// Other mount namespaces hold copies of the mount.
 	log.Info().Str("path", m.dir).Uint32("connection", m.conn).
 		Msg("unmounted here; copies in other mount namespaces keep the FUSE connection open: aborting it")
-	if err := abortConnection(m.conn); err != nil {
+	if err := abortConnection(m.conn); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s is unmounted, but copies of its mount in other mount namespaces (sessions of other workspaces, containers) keep its FUSE connection open and it cannot be aborted: %w; as root: mount -t fusectl none /sys/fs/fuse/connections; echo 1 > /sys/fs/fuse/connections/%d/abort", m.dir, err, m.conn)
 	}
+	// A connection missing from the control file system has ended between
+	// the wait above and the abort (the last copy went away): its loops end
+	// as an aborted one's do.
 	select {
 	case <-m.done:
 		return nil
