@@ -28,9 +28,9 @@ func Agents() []string {
 // AgentPolicy is the policy file aerfs init --agent name writes: the
 // profile's leading comment, the default policy (whose classes already
 // cover every known client's files in the workspace) with the profile's
-// network block, when it has one, in place of the default's, and the
-// profile's roots, the client's directories in the owner's home, at the
-// end.
+// network and sandbox blocks, when it has them, in place of the default's,
+// and the profile's roots, the client's directories in the owner's home,
+// at the end.
 func AgentPolicy(name string) ([]byte, error) {
 	prof, err := profile(name)
 	if err != nil {
@@ -46,20 +46,22 @@ func AgentPolicy(name string) ([]byte, error) {
 	b.Write(DefaultPolicy)
 	b.WriteString("\n")
 	b.WriteString(roots)
-	return withNetwork(b.Bytes(), prof), nil
+	// The network block replaces the default's with its comments (the
+	// client's model and update hosts); the sandbox block keeps the
+	// default's explanation above it (the client's caches and state).
+	return withBlock(withBlock(b.Bytes(), prof, "network:", blockWithComments), prof, "sandbox:", topBlock), nil
 }
 
-// withNetwork puts the profile's network block (with the comments just
-// above it), when it has one, in place of the default's: the client's
-// model and update hosts.
-func withNetwork(pol, prof []byte) []byte {
+// withBlock puts the profile's top-level block key (with the comments just
+// above it), when it has one, in place of the default's, found by find.
+func withBlock(pol, prof []byte, key string, find func([]string, string) (int, int)) []byte {
 	plines := strings.SplitAfter(string(prof), "\n")
-	ps, pe := blockWithComments(plines, "network:")
+	ps, pe := blockWithComments(plines, key)
 	if ps < 0 {
 		return pol
 	}
 	lines := strings.SplitAfter(string(pol), "\n")
-	ds, de := blockWithComments(lines, "network:")
+	ds, de := find(lines, key)
 	if ds < 0 {
 		return pol
 	}

@@ -51,15 +51,20 @@ func repairDrift(m *guarded, log zerolog.Logger, d *guard.Drift, when string) {
 	}
 	m.Expect(guard.Expectation{Record: id, Paths: []string{d.Path}})
 	log.Warn().Str("path", d.Path).Str("expected", d.Expected).Str("found", d.Found).Msg("drift")
+	note := DriftStatus{Path: d.Path, When: strings.TrimPrefix(when, "while "), At: time.Now().UTC()}
 	if !restore {
+		m.noteDrift(note)
 		return
 	}
+	defer func() { m.noteDrift(note) }()
+	note.Restored = true
 	_, _, err = m.setContent(d.Path, d.Expected, func(old string) *evidence.Record {
 		return &evidence.Record{Type: evidence.TypeRestore, Principal: policy.Sys.String(), Parents: []string{id},
 			Meta:    evidence.Meta{Path: d.Path, Op: "restore", Verdict: "allow", Reason: "on_drift: restore put back the last version aerfs committed"},
 			Payload: &evidence.Payload{Detail: "drift repaired", Files: []evidence.FileState{{Path: d.Path, OldHash: old, Hash: d.Expected}}}}
 	})
 	if err != nil {
+		note.Restored = false
 		log.Error().Err(err).Str("path", d.Path).Msg("drift not repaired")
 	}
 }

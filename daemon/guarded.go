@@ -25,6 +25,29 @@ type guarded struct {
 
 	mu        sync.Mutex
 	unflushed map[string]struct{} // guarded paths changed since the last SyncBacking
+	drift     []DriftStatus       // drift found since the daemon started (status, mount's output)
+	driftN    int                 // how many, past the ones kept
+}
+
+// maxDriftShown is how many drifted paths the status keeps (it counts the
+// rest): aerfs log --type drift has them all.
+const maxDriftShown = 100
+
+// noteDrift keeps a drifted path for the status.
+func (g *guarded) noteDrift(d DriftStatus) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.driftN++
+	if len(g.drift) < maxDriftShown {
+		g.drift = append(g.drift, d)
+	}
+}
+
+// driftFound returns the drift kept and how much was found.
+func (g *guarded) driftFound() ([]DriftStatus, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]DriftStatus(nil), g.drift...), g.driftN
 }
 
 // newGuarded holds the guard g of the root named root ("" for the

@@ -115,10 +115,25 @@ type Status struct {
 	Sessions    []SessionStatus `json:"sessions"`
 	// Roots are the further guarded roots: "@name" → directory.
 	Roots map[string]string `json:"roots,omitempty"`
+	// Drift: guarded files changed outside the mount, found since the
+	// daemon started (at mount: while unmounted); the first ones, and
+	// how many in all (aerfs log --type drift lists every one).
+	Drift      []DriftStatus `json:"drift,omitempty"`
+	DriftCount int           `json:"drift_count,omitempty"`
 	// StateMode is "daemon" (root-owned 0700, Socket outside it) or
 	// "owner" (rootless: sessions kept out by confinement).
 	StateMode string `json:"state_mode,omitempty"`
 	Socket    string `json:"socket,omitempty"`
+}
+
+// DriftStatus is a guarded file found changed outside the mount: when
+// ("unmounted": found at mount; "mounted": by the watcher), and whether
+// the policy's on_drift: restore put the committed version back.
+type DriftStatus struct {
+	Path     string    `json:"path"`
+	When     string    `json:"when"`
+	At       time.Time `json:"at"`
+	Restored bool      `json:"restored,omitempty"`
 }
 
 // SessionStatus describes one session.

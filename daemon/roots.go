@@ -316,6 +316,14 @@ func addRootStatus(m *guarded, st *Status) {
 		}
 		st.Roots[policy.RootPrefix+g.root.Name] = g.root.Dir
 		gs := g.mon.Status()
+		drift, n := g.mon.driftFound()
+		for _, d := range drift {
+			if len(st.Drift) < maxDriftShown {
+				d.Path = policy.RootPrefix + g.root.Name + "/" + d.Path
+				st.Drift = append(st.Drift, d)
+			}
+		}
+		st.DriftCount += n
 		st.Labels += gs.Labels
 		st.Allowed += gs.Allowed
 		st.Denied += gs.Denied

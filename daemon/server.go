@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/guard/ledger"
 	"github.com/aerfs/aerfs/logindex"
 	"github.com/aerfs/aerfs/policy"
@@ -427,6 +428,7 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Labels = gs.Labels
 		st.Allowed, st.Denied = gs.Allowed, gs.Denied
 		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
+		st.Drift, st.DriftCount = s.m.driftFound()
 		addRootStatus(s.m, &st)
 		// The sessions the registry holds: those live, and those ended
 		// and not yet retired (principal/archive.go); aerfs session list
@@ -507,6 +509,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 		return &Response{Error: "cannot record the session start: " + err.Error()}
 	}
 	s.shared.conf.registered(sess.ID, peer.Proc.ID, req.Sandbox)
+	s.makeSessionDir(sess.ID)
 	s.shared.nets.planned(sess.ID, peer.Proc.ID, plan)
 	data := map[string]any{"session": sess.ID, "principal": p.String()}
 	if req.Sandbox != "off" {
@@ -517,6 +520,71 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	}
 	b, _ := json.Marshal(data)
 	return &Response{OK: true, Data: b}
+}
+
+// promoteRefusal says why rule R5 refused the promotion of rel, of the
+// four things it requires: the owner asks, from outside every session,
+// untainted; the item is in a session's namespace; the item is not
+// tainted — naming the taint, the session that wrote the item and what
+// tainted that session.
+func (s *controlServer) promoteRefusal(peer *principal.Resolved, rel string) (msg, hint string) {
+	pol := s.m.Policy()
+	subj := peer.Subject()
+	sessions, _ := pol.Namespaces()
+	base := "promotion of " + rel + " refused: "
+	switch {
+	case !subj.Identified || !subj.Principal.Trusted() || peer.Session != nil && !peer.Session.Implicit:
+		who := subj.Principal.String()
+		if peer.Session != nil {
+			who = "session " + peer.Session.ID + " (" + who + ")"
+		}
+		return base + "only the owner promotes, from outside every session; the caller is " + who,
+			"run aerfs promote at your own terminal, not from within aerfs run"
+	case subj.Taint&pol.Blocking() != 0:
+		return base + "the caller carries taint " + (subj.Taint & pol.Blocking()).String(), "run aerfs promote from a shell that read nothing tainted"
+	case sessions == "" || !strings.HasPrefix(rel, sessions+"/") || strings.Count(strings.TrimPrefix(rel, sessions+"/"), "/") == 0:
+		return base + "only an item inside " + sessions + "/<session>/ can be promoted", "give a path like " + sessions + "/<session>/notes.md"
+	}
+	e := s.m.Explain(guard.Question{Path: rel})
+	label, _, _ := strings.Cut(e.Label, ":")
+	msg = base + rel + " is tainted (" + label + ")"
+	// Only the session the directory is named after (and the owner)
+	// writes in it.
+	id, _, _ := strings.Cut(strings.TrimPrefix(rel, sessions+"/"), "/")
+	msg += "; written by session " + id
+	if x := s.reg.Session(id); x != nil {
+		msg += " (" + x.Principal.String() + ", taint " + x.Taint().String() + ")"
+	}
+	if c := s.taintCauses(id); c != "" {
+		msg += ", tainted by: " + c
+	}
+	return msg, "aerfs why " + rel + " shows where the taint came from; after reviewing the content, aerfs adopt " + rel + " accepts it as yours, and it can then be promoted"
+}
+
+// makeSessionDir makes the session's own namespace, sessions/<id>/, owned
+// like the workspace: a session may not make it itself (the sessions root
+// is the owner's), and aerfs promote takes items from it.
+func (s *controlServer) makeSessionDir(id string) {
+	sessions, _ := s.m.Policy().Namespaces()
+	if sessions == "" || !principal.ValidSessionID(id) || strings.ContainsAny(id, "/") || id == "." || id == ".." {
+		return
+	}
+	rel := sessions + "/" + id
+	if _, err := s.m.dir.Lstat(rel); err == nil {
+		return
+	}
+	if err := s.m.dir.MkdirAll(rel); err != nil {
+		s.log.Warn().Err(err).Str("path", rel).Msg("cannot make the session's directory")
+		return
+	}
+	if root, err := s.m.dir.Lstat("."); err == nil {
+		for _, p := range []string{sessions, rel} {
+			if fd, err := s.m.dir.OpenDir(p); err == nil {
+				unix.Fchown(fd, int(root.Uid), int(root.Gid))
+				unix.Close(fd)
+			}
+		}
+	}
 }
 
 // taint declares taint for a session. A session may declare it for
@@ -570,12 +638,17 @@ func (s *controlServer) promote(pid int, req Request) *Response {
 	if rel == "." || strings.HasPrefix(rel, "../") || rel == ".." || filepath.IsAbs(rel) {
 		return &Response{Error: fmt.Sprintf("%s is not inside the workspace", req.Path)}
 	}
-	dst, v, err := s.m.Promote(s.resolveCaller(pid), rel)
+	peer := s.resolveCaller(pid)
+	dst, v, err := s.m.Promote(peer, rel)
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
 	if !v.Allow {
-		return refused(v, "promotion of "+rel+" refused")
+		r := refused(v, "promotion of "+rel+" refused")
+		if v.Rule == policy.RulePromotion {
+			r.Error, r.Hint = s.promoteRefusal(peer, rel)
+		}
+		return r
 	}
 	b, _ := json.Marshal(map[string]string{"from": rel, "to": dst})
 	return &Response{OK: true, Data: b}

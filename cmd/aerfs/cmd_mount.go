@@ -258,11 +258,17 @@ func startDaemon(ws, state string, o mountOptions) error {
 	}
 	r.Close()
 	if line == "ready" {
+		// Drift found at mount: guarded files changed while unmounted.
+		var st daemon.Status
+		if resp, err := daemon.Call(state, daemon.Request{Op: "status"}); err == nil && resp.OK {
+			json.Unmarshal(resp.Data, &st)
+		}
 		if o.asJSON {
-			b, _ := json.Marshal(map[string]any{"workspace": ws, "state": state, "pid": cmd.Process.Pid})
+			b, _ := json.Marshal(map[string]any{"workspace": ws, "state": state, "pid": cmd.Process.Pid, "drift": st.Drift, "drift_count": st.DriftCount})
 			fmt.Println(string(b))
 		} else {
 			fmt.Fprintf(os.Stderr, "aerfs: mounted %s (daemon pid %d, state %s)\n", ws, cmd.Process.Pid, state)
+			printDrift(os.Stderr, "aerfs: drift: ", &st, " --workspace "+ws+" --state "+state)
 		}
 		cmd.Process.Release()
 		return nil

@@ -56,6 +56,7 @@ func runStatus(out io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintf(out, "since mount: %d allowed, %d denied; %d guarded commits, %d quarantined; %d labelled files\n",
 		st.Allowed, st.Denied, st.Committed, st.Quarantined, st.Labels)
+	printDrift(out, "drift:       ", &st, t.flags())
 	fmt.Fprintf(out, "sessions:    %d\n", len(st.Sessions))
 	for _, s := range st.Sessions {
 		taint := strings.Join(s.Taint, "|")
@@ -73,4 +74,50 @@ func runStatus(out io.Writer, asJSON bool) error {
 		printSessionNet(out, s)
 	}
 	return nil
+}
+
+// maxDriftLines is how many drifted paths mount and status name, one a
+// line; past it they give the count and the command that lists them all.
+const maxDriftLines = 10
+
+// printDrift says which guarded files changed outside the mount since the
+// daemon started (at mount: while it was unmounted), a line each, and how
+// to see and settle them. lead starts the first line; flags are the
+// workspace and state flags of the commands it names.
+func printDrift(out io.Writer, lead string, st *daemon.Status, flags string) {
+	if st.DriftCount == 0 {
+		return
+	}
+	unmounted := 0
+	for _, d := range st.Drift {
+		if d.When == "unmounted" {
+			unmounted++
+		}
+	}
+	when := "outside the mount"
+	if unmounted == len(st.Drift) && st.DriftCount == len(st.Drift) {
+		when = "while unmounted"
+	}
+	fmt.Fprintf(out, "%s%d guarded %s changed %s (drift, labelled EXTERNAL):\n", lead, st.DriftCount, plural(st.DriftCount, "file", "files"), when)
+	for i, d := range st.Drift {
+		if i == maxDriftLines {
+			break
+		}
+		what := "kept, labelled EXTERNAL"
+		if d.Restored {
+			what = "put back to the version aerfs committed (on_drift: restore)"
+		}
+		fmt.Fprintf(out, "  %s  (found %s, %s; %s)\n", line(d.Path), d.At.Format("2006-01-02 15:04:05Z"), d.When, what)
+	}
+	if more := st.DriftCount - min(len(st.Drift), maxDriftLines); more > 0 {
+		fmt.Fprintf(out, "  … and %d more\n", more)
+	}
+	fmt.Fprintf(out, "  all of them: aerfs log --type drift%s; accept a change: aerfs adopt%s PATH; undo it: aerfs restore%s PATH --to VERSION (aerfs history PATH)\n", flags, flags, flags)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -177,12 +177,33 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 		return nil, fail(exitError, resp.Hint, "%s", resp.Error)
 	}
 	env := append([]string{"AERFS_SANDBOX=" + rep.String()}, sc.net.env()...)
+	env = append(env, quietClients()...)
 	if len(rep.Warnings) > 0 && !sc.inNS {
 		// With a namespace the state directory is covered whatever
 		// Landlock could not keep out of it.
 		env = append(env, "AERFS_SANDBOX_WARNINGS="+strings.Join(rep.Warnings, "; "))
 	}
 	return env, nil
+}
+
+// confinedClientEnv is what confined sessions tell their clients not to
+// try, because the confinement refuses it and the client would print the
+// refusal into every tool result the model reads: OpenClaw wraps each
+// command it runs in a shell that raises the command's oom_score_adj, a
+// write to /proc that Landlock refuses ("cannot create
+// /proc/self/oom_score_adj: Permission denied"); its documented opt-out
+// turns the wrapper off. The write stays refused. A value the owner set
+// is kept.
+var confinedClientEnv = []string{"OPENCLAW_CHILD_OOM_SCORE_ADJ=0"}
+
+func quietClients() []string {
+	var out []string
+	for _, kv := range confinedClientEnv {
+		if _, set := os.LookupEnv(kv[:strings.IndexByte(kv, '=')]); !set {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // requestSupervision connects to the daemon (before the filter that

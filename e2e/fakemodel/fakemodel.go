@@ -176,6 +176,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.chat(w, body)
 	case strings.HasSuffix(p, "/responses"):
 		s.responses(w, body)
+	case strings.HasSuffix(p, ":countTokens"):
+		writeJSON(w, map[string]any{"totalTokens": 100})
+	case strings.HasSuffix(p, ":streamGenerateContent"), strings.HasSuffix(p, ":generateContent"):
+		s.gemini(w, body, strings.HasSuffix(p, ":streamGenerateContent"))
 	case strings.HasSuffix(p, "/models"):
 		writeJSON(w, map[string]any{"object": "list", "data": []any{
 			map[string]any{"id": "fake-model", "object": "model", "created": 0, "owned_by": "aerfs", "type": "model", "display_name": "fake-model"},
@@ -245,6 +249,9 @@ func (s *Server) render(st Step, tools map[string]bool, custom map[string]bool) 
 		if tools["apply_patch"] {
 			return s.patch(custom["apply_patch"], addPatch(st.Path, st.Content)), nil
 		}
+		if n := has(tools, "write_file"); n != "" {
+			return call{name: n, args: map[string]any{"file_path": s.abs(st.Path), "content": st.Content}}, nil
+		}
 	case Edit:
 		if n := has(tools, "Edit"); n != "" {
 			return call{name: n, args: map[string]any{"file_path": s.abs(st.Path), "old_string": st.Old, "new_string": st.New}}, nil
@@ -255,9 +262,17 @@ func (s *Server) render(st Step, tools map[string]bool, custom map[string]bool) 
 		if tools["apply_patch"] {
 			return s.patch(custom["apply_patch"], updatePatch(st.Path, st.Old, st.New)), nil
 		}
+		if n := has(tools, "replace"); n != "" {
+			return call{name: n, args: map[string]any{"file_path": s.abs(st.Path), "old_string": st.Old, "new_string": st.New,
+				"instruction": "apply the edit"}}, nil
+		}
 	case Fetch:
 		if n := has(tools, "WebFetch"); n != "" {
 			return call{name: n, args: map[string]any{"url": st.URL, "prompt": "Return the page's text."}}, nil
+		}
+		if n := has(tools, "web_fetch"); n != "" && tools["run_shell_command"] {
+			// Gemini CLI's web_fetch takes a prompt naming the URLs.
+			return call{name: n, args: map[string]any{"prompt": "Return the text of " + st.URL}}, nil
 		}
 		if n := has(tools, "web_fetch"); n != "" {
 			return call{name: n, args: map[string]any{"url": st.URL}}, nil
@@ -273,6 +288,9 @@ func (s *Server) render(st Step, tools map[string]bool, custom map[string]bool) 
 		if n := has(tools, "read"); n != "" {
 			return call{name: n, args: map[string]any{"path": st.Path}}, nil
 		}
+		if n := has(tools, "read_file"); n != "" {
+			return call{name: n, args: map[string]any{"file_path": s.abs(st.Path)}}, nil
+		}
 		st = Step{Kind: Shell, Command: "cat " + shellQuote(st.Path)}
 		fallthrough
 	case Shell:
@@ -284,6 +302,9 @@ func (s *Server) render(st Step, tools map[string]bool, custom map[string]bool) 
 		}
 		if n := has(tools, "exec_command"); n != "" {
 			return call{name: n, args: map[string]any{"cmd": st.Command}}, nil
+		}
+		if n := has(tools, "run_shell_command"); n != "" {
+			return call{name: n, args: map[string]any{"command": st.Command, "description": "run a command"}}, nil
 		}
 		if n := has(tools, "shell_command"); n != "" {
 			return call{name: n, args: map[string]any{"command": st.Command}}, nil
@@ -506,6 +527,67 @@ func (s *Server) chat(w http.ResponseWriter, body []byte) {
 	}
 	chunk(map[string]any{}, finish, usage)
 	sse.raw("data: [DONE]\n\n")
+}
+
+// ---- Gemini generateContent ----
+
+// gemini answers the Gemini API (Gemini CLI with GOOGLE_GEMINI_BASE_URL):
+// models/M:generateContent and :streamGenerateContent (SSE with alt=sse).
+func (s *Server) gemini(w http.ResponseWriter, body []byte, stream bool) {
+	var req struct {
+		Contents []struct {
+			Role  string                       `json:"role"`
+			Parts []map[string]json.RawMessage `json:"parts"`
+		} `json:"contents"`
+		Tools []struct {
+			FunctionDeclarations []struct {
+				Name string `json:"name"`
+			} `json:"functionDeclarations"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	tools := map[string]bool{}
+	for _, t := range req.Tools {
+		for _, f := range t.FunctionDeclarations {
+			tools[f.Name] = true
+			s.tools[f.Name] = true
+		}
+	}
+	results := 0
+	for _, c := range req.Contents {
+		for _, p := range c.Parts {
+			if _, ok := p["functionResponse"]; ok {
+				results++
+			}
+		}
+	}
+	part := map[string]any{"text": "ok"}
+	if len(tools) > 0 {
+		s.turns++
+		st := s.step(results)
+		if st.Kind == Final {
+			part = map[string]any{"text": st.Text}
+		} else if c, err := s.render(st, tools, nil); err != nil {
+			s.fail("gemini: %v", err)
+			part = map[string]any{"text": "fakemodel: " + err.Error()}
+		} else {
+			part = map[string]any{"functionCall": map[string]any{"name": c.name, "args": c.args}}
+		}
+	}
+	resp := map[string]any{
+		"candidates":    []any{map[string]any{"index": 0, "finishReason": "STOP", "content": map[string]any{"role": "model", "parts": []any{part}}}},
+		"usageMetadata": map[string]any{"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+		"modelVersion":  "fake-model",
+	}
+	s.logf("< gemini results=%d %s", results, mustJSON(part))
+	if !stream {
+		writeJSON(w, resp)
+		return
+	}
+	newSSE(w).data(resp)
 }
 
 // ---- OpenAI Responses ----
