@@ -163,13 +163,18 @@ func Filter() ([]unix.SockFilter, error) {
 	a.jump(jeq, unix.SYS_SECCOMP, "seccomp", "")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	// A datagram Unix socket sends to any path without connect(), which
-	// is where path sockets are decided (unotify.go).
+	// is where path sockets are decided (unotify.go), and so does a
+	// socketpair of them: a session gets only the Unix sockets that reach
+	// a peer through connect(). SOCK_RAW is SOCK_DGRAM to the kernel, so
+	// the types are a list of what is allowed, and a type with a flag
+	// bit besides SOCK_NONBLOCK and SOCK_CLOEXEC is refused too.
 	a.label("socket")
 	a.stmt(ldAbs, offArg0)
 	a.jump(jeq, unix.AF_UNIX, "", "allow")
 	a.stmt(ldAbs, offArg1)
-	a.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf) // the type without SOCK_CLOEXEC, SOCK_NONBLOCK
-	a.jump(jeq, unix.SOCK_DGRAM, "eperm", "allow")
+	a.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, ^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC))
+	a.jump(jeq, unix.SOCK_STREAM, "allow", "")
+	a.jump(jeq, unix.SOCK_SEQPACKET, "allow", "eperm")
 	// A filter of the session's own with a listener would take connect()
 	// notifications before the daemon's, and could let them through.
 	a.label("seccomp")
