@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -133,6 +134,19 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 			os.Chdir(t.workspace)
 		}
 	}
+	// Build and package caches of the session's own (sandbox/cache.go):
+	// a session started from within another keeps its parent's.
+	cache := os.Getenv(sandbox.CacheEnvVar)
+	if !confined() || !filepath.IsAbs(cache) {
+		var err error
+		if cache, err = sandbox.SessionCache(sc.inNS); err != nil {
+			return nil, fail(exitError, "run it unconfined with --sandbox=off if this system cannot give it a directory in /tmp", "cannot make the caches of session %s: %v", session, err)
+		}
+		if sc.inNS {
+			private = append(private, cache)
+		}
+	}
+	sc.cfg.Writable = append(sc.cfg.Writable, cache)
 	// Every connect() of the session is the daemon's to decide (path
 	// sockets: sandbox/unotify.go), unless this session is started from
 	// within a confined one, whose filter and supervisor cover it already.
@@ -177,6 +191,7 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 		return nil, fail(exitError, resp.Hint, "%s", resp.Error)
 	}
 	env := append([]string{"AERFS_SANDBOX=" + rep.String()}, sc.net.env()...)
+	env = append(env, sandbox.CacheEnv(cache)...)
 	if len(rep.Warnings) > 0 && !sc.inNS {
 		// With a namespace the state directory is covered whatever
 		// Landlock could not keep out of it.
