@@ -508,13 +508,23 @@ try:
     fcntl.ioctl(0, termios.TIOCSTI, b"#")
     print("tiocsti ok")
 except OSError as e:
-    print("tiocsti", errno.errorcode[e.errno])`
+    print("tiocsti", errno.errorcode[e.errno])
+try:
+    fcntl.ioctl(0, 0x541C, b"\x0b")  # TIOCLINUX, TIOCL_GETKMSGREDIRECT
+    print("tioclinux ok")
+except OSError as e:
+    print("tioclinux", errno.errorcode[e.errno])`
 	for _, mode := range []string{"on", "off"} {
 		line := aerfsBin + " run --workspace " + s.WS + " --principal WEB --session tty-" + mode + " --sandbox=" + mode + " -- /usr/bin/python3 -c '" + py + "'"
 		r := s.asOwner("script", "-qec", line, "/dev/null")
 		t.Logf("--sandbox=%s: %s", mode, strings.TrimSpace(r.Stdout))
 		if mode == "on" && !strings.Contains(r.Stdout, "tiocsti EPERM") {
 			t.Errorf("TIOCSTI from a confined session: %s", r)
+		}
+		// The kernel refuses TIOCLINUX on a terminal that is not the
+		// caller's own with EPERM too: here it is the caller's.
+		if on := strings.Contains(r.Stdout, "tioclinux EPERM"); on != (mode == "on") {
+			t.Errorf("TIOCLINUX from a session with --sandbox=%s: %s", mode, r)
 		}
 		if mode == "off" && legacy && !strings.Contains(r.Stdout, "tiocsti ok") {
 			t.Errorf("TIOCSTI from an unconfined session: %s", r)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -296,6 +297,17 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 	}
 	cmd := exec.Command(self, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A terminal of the session's own in place of the owner's
+	// (run_tty.go); without one the owner's terminal is the session's.
+	tty, err := openSessionTTY()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aerfs: cannot give the session a terminal of its own: %v\nhint: start it with its standard input and output away from the terminal (< /dev/null > out 2>&1), or unconfined with --sandbox=off\n", err)
+		return exitError, true
+	}
+	ctty := -1
+	if tty != nil {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr, ctty = tty.stdio()
+	}
 	cmd.Env = append(os.Environ(), mountNSEnv+"="+mountNS())
 	flags, caps := uintptr(syscall.CLONE_NEWUSER|syscall.CLONE_NEWNS|syscall.CLONE_NEWIPC), []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
 	if withNet {
@@ -323,18 +335,28 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 		// capability clears it). The signal follows the thread that
 		// started the child: keep this goroutine on it.
 		Pdeathsig: syscall.SIGKILL,
+		// The session's terminal is its controlling terminal, in a
+		// session of its own: ^C on it signals the session's command.
+		Setsid:  tty != nil,
+		Setctty: tty != nil,
+		Ctty:    ctty,
 	}
 	runtime.LockOSThread()
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
+		if tty != nil {
+			tty.master.Close()
+			tty.slave.Close()
+		}
 		return 0, false
 	}
 	// A terminal sends SIGINT and SIGQUIT to the whole foreground group,
-	// the session included: forward them only when it cannot have.
+	// the session included: forward them only when it cannot have (with
+	// a terminal of its own the session is in no group of the owner's).
 	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
-	fromTTY := err == nil && pg == unix.Getpgrp()
+	fromTTY := err == nil && pg == unix.Getpgrp() && tty == nil
 	go func() {
 		for s := range sigs {
 			if fromTTY && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
@@ -343,15 +365,32 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 			cmd.Process.Signal(s)
 		}
 	}()
-	err = cmd.Wait()
+	if tty == nil {
+		return exitCode(cmd.Wait()), true
+	}
+	tty.start()
+	ws, err := waitStopping(cmd.Process.Pid, tty)
+	tty.stop()
+	cmd.Process.Release()
+	switch {
+	case err != nil:
+		return exitError, true
+	case ws.Signaled():
+		return 128 + int(ws.Signal()), true
+	}
+	return ws.ExitStatus(), true
+}
+
+// exitCode is aerfs run's status for the session command's err.
+func exitCode(err error) int {
 	if ee, isExit := err.(*exec.ExitError); isExit {
 		if ws, isWS := ee.Sys().(syscall.WaitStatus); isWS && ws.Signaled() {
-			return 128 + int(ws.Signal()), true
+			return 128 + int(ws.Signal())
 		}
-		return ee.ExitCode(), true
+		return ee.ExitCode()
 	}
 	if err != nil {
-		return exitError, true
+		return exitError
 	}
-	return 0, true
+	return 0
 }
