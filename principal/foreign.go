@@ -36,6 +36,8 @@ import (
 //     that read something tainted through that mount: it is still the
 //     owner here (what it read there is that mount's business, as any
 //     owner process's reads there are), and it is never moved out of it.
+//     Once it reads something tainted here, that cgroup is this mount's
+//     implicit session for it as well (implicit.go).
 //   - By its mount namespace. aerfs run covers the state directory of a
 //     confined session's own mount namespace with a tmpfs whose source is
 //     sandbox.SessionMarker. A caller in such a namespace that is not a
