@@ -32,6 +32,7 @@ const (
 	RuleNetSecret                 // RN-secret: a session that read a secret reaches only model and trusted hosts
 	RuleOwnerTaint                // RO-tainted: a tainted process is never the owner's channel
 	RuleNetLocal                  // RN-local: the proxy reaches the host's own addresses only for a host the policy names
+	RuleHostLock                  // RH-hostlock: no process is moved between cgroups without the host's lock
 	numRules
 )
 
@@ -64,6 +65,7 @@ var ruleIDs = [numRules]string{
 	RuleNetSecret:     "RN-secret",
 	RuleOwnerTaint:    "RO-tainted",
 	RuleNetLocal:      "RN-local",
+	RuleHostLock:      "RH-hostlock",
 }
 
 var ruleReasons = [numRules]string{
@@ -95,6 +97,7 @@ var ruleReasons = [numRules]string{
 	RuleNetSecret:     "a session that read a secret reaches only model and trusted hosts (network.secret_egress: restrict)",
 	RuleOwnerTaint:    "a tainted process is never the owner's channel, whatever it read it from",
 	RuleNetLocal:      "the proxy does not reach this host's own loopback, link-local or interface addresses unless the policy's network.hosts or the session's model endpoint names the host",
+	RuleHostLock:      "the host's cgroup lock was not taken in time: no process is moved between sessions without it",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

@@ -169,16 +169,22 @@ func (r *Registry) placeImplicit(cg *Cgroups, s *Session, res *Resolved) {
 	r.byCg[rel] = member{sess: s, principal: res.Principal}
 	r.mu.Unlock()
 	if err := cg.Make(rel); err != nil {
+		r.unplaced(s, res, err)
 		return
 	}
-	done := lockHost()
+	done, err := lockHost()
+	if err != nil {
+		r.unplaced(s, res, err)
+		return
+	}
 	if abs, err := cgroupOf(id.Tgid); err != nil || !movable(abs, cg) || placeCgroup(abs, cg) == cgOwn {
 		done()
 		return
 	}
-	err := cg.Move(id.Tgid, rel)
+	err = cg.Move(id.Tgid, rel)
 	done()
 	if err != nil {
+		r.unplaced(s, res, err)
 		return
 	}
 	if !Alive(id) {
@@ -186,6 +192,15 @@ func (r *Registry) placeImplicit(cg *Cgroups, s *Session, res *Resolved) {
 		if abs, err := cgroupOf(id.Tgid); err == nil && abs == cg.Root()+"/"+rel {
 			cg.Move(id.Tgid, "")
 		}
+	}
+}
+
+// unplaced tells the events that implicit session s could not be given its
+// cgroup, and why: its taint follows its process by identity and ancestry
+// only.
+func (r *Registry) unplaced(s *Session, res *Resolved, err error) {
+	if r.events != nil {
+		r.events.ImplicitUnplaced(s, res.Proc, err)
 	}
 }
 

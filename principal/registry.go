@@ -201,6 +201,10 @@ func (r *Resolved) addOwn(t policy.Taint) bool {
 type Events interface {
 	SessionTainted(s *Session, added policy.Taint, why string, p Proc)
 	SessionEnded(s *Session)
+	// ImplicitUnplaced: the implicit session s made for p could not be
+	// given its cgroup (err says why, a *HostLockError when the host lock
+	// was not taken); its taint follows p by identity and ancestry only.
+	ImplicitUnplaced(s *Session, p Proc, err error)
 }
 
 // Registry knows every session and resolves callers to subjects.
@@ -648,6 +652,20 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 	if !ValidSessionID(id) || strings.HasPrefix(id, "implicit-") {
 		return nil, peer, v, fmt.Errorf("invalid session name %q", id)
 	}
+	r.mu.RLock()
+	cgMode := r.cg != nil
+	r.mu.RUnlock()
+	if cgMode {
+		// Where the peer is when it is moved, under the host's move
+		// lock: another daemon may have made it a session of its own
+		// mount since it was resolved, and it must stay there. Taken
+		// before the registry's lock, which resolutions need.
+		done, err := lockHost()
+		if err != nil {
+			return nil, peer, policy.Verdict{Rule: policy.RuleHostLock}, err
+		}
+		defer done()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var parent *Session
@@ -695,25 +713,17 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 		if err := r.cg.Make(rel); err != nil {
 			return nil, peer, v, fmt.Errorf("cannot make the session's cgroup: %w", err)
 		}
-		// Where the peer is now, under the host's move lock: another
-		// daemon may have made it a session of its own mount since it
-		// was resolved, and it must stay there.
-		done := lockHost()
 		old, err := cgroupOf(peer.Proc.ID.Tgid)
 		if err != nil || placeCgroup(old, r.cg) == cgForeign {
-			done()
 			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
 		}
 		if err := r.cg.Move(peer.Proc.ID.Tgid, rel); err != nil {
-			done()
 			return nil, peer, v, fmt.Errorf("cannot move the process into the session's cgroup: %w", err)
 		}
 		if !Alive(peer.Proc.ID) {
 			r.cg.MoveTo(peer.Proc.ID.Tgid, old)
-			done()
 			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
 		}
-		done()
 		r.byCg[rel] = member{sess: s, principal: p}
 		reg.Cgroup = rel
 	}
