@@ -384,6 +384,16 @@ func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why st
 		Meta: evidence.Meta{Session: s.ID, Pid: p.ID.Tgid, Exe: p.Exe, UID: p.UID, Reason: why}})
 }
 
+func (e *events) ImplicitUnplaced(s *principal.Session, p principal.Proc, err error) {
+	rec := &evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: nonNil(s.Taint().Names()),
+		Meta: evidence.Meta{Pid: p.ID.Tgid, Exe: p.Exe, UID: p.UID,
+			Reason: "its implicit session has no cgroup of its own (" + err.Error() + "): its taint follows the process and what it starts by identity and ancestry"}}
+	if errors.As(err, new(*principal.HostLockError)) {
+		rec.Meta.Rule = policy.RuleHostLock.ID()
+	}
+	e.m.Record(rec)
+}
+
 func (e *events) SessionEnded(s *principal.Session) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeSessionEnd, Principal: s.Principal.String(), Taint: s.Taint().Names(),
 		Meta: evidence.Meta{Session: s.ID, Reason: "session root exited"}})

@@ -488,6 +488,13 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox + netDetail(plan, s.m.Policy()) + agentDetail(req.Agent)}}
+	if hl := new(*principal.HostLockError); errors.As(err, hl) {
+		// Fail closed: the process is not moved without the lock.
+		rec.Type, rec.Meta.Verdict, rec.Meta.Reason = evidence.TypeVerdict, "deny", (*hl).Error()
+		s.m.Record(rec)
+		return &Response{Refused: true, Rule: v.Rule.ID(), Error: "cannot start the session: " + (*hl).Error(),
+			Hint: "try again: an aerfs daemon holds the lock while it moves a process, or the root process named holds it"}
+	}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}

@@ -85,6 +85,9 @@ func runRun(o runOptions, args []string) error {
 	if o.sandbox != "on" && o.sandbox != "off" {
 		return fail(exitUsage, "write --sandbox=on (the default) or --sandbox=off", "unknown --sandbox value %q", o.sandbox)
 	}
+	if err := startPlace(); err != nil { // run_start.go
+		return err
+	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		code := exitRunNotFound
