@@ -601,3 +601,26 @@ q>=0 and l.msgctl(q,0,None)`, strconv.Itoa(key))
 		t.Errorf("a confined session's IPC namespace %q, the host's %q: %s", got, host, r)
 	}
 }
+
+// POSIX shared memory is the session's own: what a confined session leaves
+// in /dev/shm (shm_open's files) the owner's processes never see, and the
+// owner's segments are not the session's to read.
+func TestSandboxOwnDevShm(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	mine := "/dev/shm/aerfs-owner-" + strconv.Itoa(os.Getpid())
+	theirs := "/dev/shm/aerfs-session-" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(mine, []byte("OWNER-SHM-CONTENT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(mine); os.Remove(theirs) })
+	r := s.asOwner("sh", "-c", aerfsBin+" run --workspace "+s.WS+" --principal WEB --session shm -- sh -c 'echo poison > "+theirs+"; cat "+mine+" 2>&1; echo done'")
+	if !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("the session did not run: %s", r)
+	}
+	if strings.Contains(r.Stdout, "OWNER-SHM-CONTENT") {
+		t.Errorf("a confined session read the owner's /dev/shm: %s", r)
+	}
+	if _, err := os.Stat(theirs); err == nil {
+		t.Errorf("a confined session's /dev/shm file reached the owner's /dev/shm")
+	}
+}

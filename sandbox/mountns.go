@@ -85,6 +85,15 @@ func SetupMounts(m Mounts) (private, writable []string, err error) {
 		}
 		private = append(private, "/dev/mqueue")
 	}
+	// POSIX shared memory (shm_open, sem_open) by path: the session's own
+	// too, as its System V IPC is; a file a session leaves there is no
+	// message to the owner's processes.
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if err := tmpfs("/dev/shm", "1777"); err != nil {
+			return nil, nil, fmt.Errorf("private /dev/shm: %w", err)
+		}
+		private = append(private, "/dev/shm")
+	}
 	run := "/run/user/" + strconv.Itoa(m.UID)
 	if fi, err := os.Stat(run); err == nil && fi.IsDir() {
 		if err := tmpfs(run, "0700"); err != nil {
