@@ -122,3 +122,69 @@ echo OWNER-END
 		t.Errorf("the leftover process's write to its terminal: %q, want EIO", r)
 	}
 }
+
+// A confined session reaches no terminal of the owner's by another door:
+// not /dev/tty when it was started with none of its standard descriptors
+// a terminal (aerfs run … </dev/null >log 2>&1 from the owner's shell),
+// and not another of the owner's terminals by its path /dev/pts/N. The
+// terminals it makes itself work.
+func TestSandboxNoOwnerTerminalByPath(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Fatal("script (util-linux) is not installed")
+	}
+	e := newEnv(t, map[string]string{"README": "hi\n"}).Mount()
+	dir := sharedTempDir(t)
+	probe := filepath.Join(dir, "probe.py")
+	os.WriteFile(probe, []byte(`
+import errno, os, pty, sys
+out = []
+try:
+    fd = os.open("/dev/tty", os.O_RDWR); os.write(fd, b"FORGED-VIA-DEVTTY\r\n"); out.append("devtty open")
+except OSError as e:
+    out.append("devtty " + errno.errorcode[e.errno])
+victim = open(sys.argv[2]).read().strip()
+try:
+    fd = os.open(victim, os.O_RDWR); os.write(fd, b"FORGED-VIA-PTS\r\n"); out.append("pts open")
+except OSError as e:
+    out.append("pts " + errno.errorcode[e.errno])
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv("/bin/sh", ["sh", "-c", "echo own-pty-works"])
+b = b""
+while True:
+    try:
+        d = os.read(fd, 100)
+    except OSError:
+        break
+    if not d:
+        break
+    b += d
+out.append("own " + ("ok" if b"own-pty-works" in b else "failed"))
+open(sys.argv[1], "w").write(", ".join(out) + "\n")
+`), 0o644)
+	res, victim := filepath.Join(dir, "res"), filepath.Join(dir, "victim")
+	owner := filepath.Join(dir, "owner.sh")
+	os.WriteFile(owner, []byte(`cd `+e.WS+`
+tty > `+victim+`
+`+aerfsBin+` run --principal WEB --session web -- /usr/bin/python3 `+probe+` `+res+` `+victim+` </dev/null >`+dir+`/out 2>&1
+echo "exit $?"
+sleep 0.3
+`), 0o644)
+	typescript := filepath.Join(dir, "typescript")
+	cmd := exec.Command("script", "-qfec", "bash "+owner, typescript)
+	cmd.Dir = e.WS
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the owner's terminal session: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile(typescript)
+	r, _ := os.ReadFile(res)
+	o, _ := os.ReadFile(filepath.Join(dir, "out"))
+	t.Logf("the session: %s (output %q); the owner's terminal: %q", r, o, b)
+	if strings.Contains(string(b), "FORGED") {
+		t.Errorf("a confined session wrote into the owner's terminal: %q", b)
+	}
+	got := string(r)
+	if !strings.Contains(got, "devtty ENXIO") || !strings.Contains(got, "pts ENOENT") || !strings.Contains(got, "own ok") {
+		t.Errorf("the session's doors to terminals: %q, want devtty ENXIO, pts ENOENT, own ok", got)
+	}
+}

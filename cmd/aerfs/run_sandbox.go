@@ -356,9 +356,12 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 		// capability clears it). The signal follows the thread that
 		// started the child: keep this goroutine on it.
 		Pdeathsig: syscall.SIGKILL,
-		// The session's terminal is its controlling terminal, in a
-		// session of its own: ^C on it signals the session's command.
-		Setsid:  tty != nil,
+		// The session is a session of its own, always: with a terminal
+		// of its own, that terminal is its controlling terminal (^C on
+		// it signals the session's command); without one it has none,
+		// so /dev/tty is never the owner's terminal, even when none of
+		// its standard descriptors is.
+		Setsid:  true,
 		Setctty: tty != nil,
 		Ctty:    ctty,
 	}
@@ -373,16 +376,10 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 		}
 		return 0, false
 	}
-	// A terminal sends SIGINT and SIGQUIT to the whole foreground group,
-	// the session included: forward them only when it cannot have (with
-	// a terminal of its own the session is in no group of the owner's).
-	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
-	fromTTY := err == nil && pg == unix.Getpgrp() && tty == nil
+	// The session is in no process group of the owner's terminal: what
+	// the terminal sends aerfs run (^C, ^\) is forwarded to it.
 	go func() {
 		for s := range sigs {
-			if fromTTY && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
-				continue
-			}
 			cmd.Process.Signal(s)
 		}
 	}()
