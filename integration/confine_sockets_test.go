@@ -161,3 +161,22 @@ print("getaddrinfo", "ok" if socket.getaddrinfo("localhost", 80) else "empty")
 		}
 	}
 }
+
+// A socket the owner's shell leaves open is not the confined session's: a
+// UDP socket of the host's network namespace, re-aimed with connect(),
+// would reach the host's services around the proxy with no taint and no
+// record. aerfs run closes inherited sockets; a pipe is passed as it is.
+func TestConfineInheritedSocketsClosed(t *testing.T) {
+	e := newEnv(t, map[string]string{"README": "hi\n"}).Mount()
+	probe := "import os\nfor fd in (5, 6):\n    try:\n        os.fstat(fd); print(fd, 'open')\n    except OSError:\n        print(fd, 'closed')\n"
+	r := runCmd(e.WS, toolEnv(t), "/usr/bin/python3", "-c", `
+import os, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+os.dup2(s.fileno(), 5)
+os.dup2(os.open("/dev/null", os.O_RDONLY), 6)
+os.execv(sys.argv[1], [sys.argv[1], "run", "--workspace", sys.argv[2], "--principal", "WEB", "--session", "s", "--", "/usr/bin/python3", "-c", sys.argv[3]])
+`, aerfsBin, e.WS, probe)
+	if !strings.Contains(r.Stdout, "5 closed") || !strings.Contains(r.Stdout, "6 open") {
+		t.Errorf("inherited descriptors in the confined session: %s (want the socket 5 closed, the file 6 open)", r)
+	}
+}
