@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -240,10 +241,27 @@ func (p *packSet) scan(n int, pf *packFile) error {
 		return err
 	}
 	size := fi.Size()
-	var hdr [packHeader]byte
 	off := pf.scanned
+	// Headers are read through a window of the file, not one read each:
+	// a pack holds tens of thousands of small entries.
+	win := make([]byte, min(packScanWindow, max(size-off, 0)))
+	winOff, winLen := int64(-1), 0
+	header := func(off int64) ([]byte, error) {
+		if winOff < 0 || off < winOff || off+packHeader > winOff+int64(winLen) {
+			m, err := pf.f.ReadAt(win, off)
+			if m < packHeader {
+				if err == nil || errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return nil, err
+			}
+			winOff, winLen = off, m
+		}
+		return win[off-winOff : off-winOff+packHeader], nil
+	}
 	for off+packHeader <= size {
-		if _, err := pf.f.ReadAt(hdr[:], off); err != nil {
+		hdr, err := header(off)
+		if err != nil {
 			return err
 		}
 		ln := int64(binary.BigEndian.Uint64(hdr[40:]))
@@ -270,6 +288,10 @@ func (p *packSet) scan(n int, pf *packFile) error {
 	pf.scanned = off
 	return nil
 }
+
+// packScanWindow is how much of a pack one read brings when the headers of
+// its entries are indexed.
+const packScanWindow = 1 << 20
 
 // nextMagic finds the next entry magic in f at or past off (-1: none).
 func nextMagic(f *os.File, off, size int64) (int64, error) {
