@@ -85,8 +85,12 @@ func strictest(a, b policy.Class) policy.Class {
 // a rename or link onto a name is a write of that content. Onto a guarded
 // name, a file open for writing through a plain handle says so: the
 // kernel would serve that handle's later writes to the guarded file
-// (policy.RuleOpenWriter).
-func (h *house) withSource(t *policy.Target, l *label.Label, st *syscall.Stat_t) {
+// (policy.RuleOpenWriter). A handle the renaming process itself holds is
+// not counted (renamer, its tgid; 0 for a link, which leaves the old name
+// in place): writers that publish a temporary file by renaming it while
+// it is still open, and close it right after (OpenClaw's file library
+// does), commit as writers that close first.
+func (h *house) withSource(t *policy.Target, l *label.Label, st *syscall.Stat_t, renamer int) {
 	t.HasSource = true
 	t.SourceOrigin = policy.User
 	if l != nil {
@@ -94,7 +98,7 @@ func (h *house) withSource(t *policy.Target, l *label.Label, st *syscall.Stat_t)
 		t.SourceTaint = l.Taint
 	}
 	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && (t.Class.Guarded() || t.Namespace == policy.NSShared) {
-		t.SourceWriting = h.opens.Passthrough(label.KeyOf(st), releaseWait)
+		t.SourceWriting = h.opens.Passthrough(label.KeyOf(st), releaseWait, renamer)
 	}
 }
 
@@ -118,7 +122,7 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	if ts.Class != policy.Plain {
 		td.Class = strictest(td.Class, ts.Class)
 	}
-	h.withSource(&td, ls, sst)
+	h.withSource(&td, ls, sst, 0)
 	checks := []gate.Check{{Op: policy.OpLink, Rel: src, T: ts, L: ls}, {Op: policy.OpLink, Rel: dst, T: td}}
 	res, errno := h.gate.All(c, checks)
 	if errno != 0 {

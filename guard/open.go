@@ -117,7 +117,7 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 			if errno != 0 {
 				return nil, errno
 			}
-			dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
+			dr.Hold(h.opens.WriteOpened(dr.Key(), 0, nil))
 			return &Opened{Draft: dr}, 0
 		}
 		if errno := open(st); errno != 0 {
@@ -176,7 +176,7 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.
 		if errno != 0 {
 			return nil, errno
 		}
-		dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
+		dr.Hold(h.opens.WriteOpened(dr.Key(), 0, nil))
 		return &Opened{Draft: dr}, 0
 	}
 	pw, errno := d.plainWriter(res, rel, nst, l, true)
@@ -257,7 +257,7 @@ func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat
 	}
 	p := &Plain{h: d.h, key: label.KeyOf(st), rel: rel}
 	p.writers.Note(res)
-	p.w = d.h.opens.WriteOpened(p.key, p.settle)
+	p.w = d.h.opens.WriteOpened(p.key, res.Proc.ID.Tgid, p.settle)
 	return p, 0
 }
 

@@ -26,9 +26,10 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 		return backing.Errno(err)
 	}
 	dstSt, _ := h.dir.Lstat(dst)
-	checks := h.renameChecks(src, dst, sst, dstSt)
+	renamer := h.gate.Resolve(c).Proc.ID.Tgid
+	checks := h.renameChecks(src, dst, sst, dstSt, renamer)
 	if flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil {
-		checks = append(checks, h.renameChecks(dst, src, dstSt, sst)...)
+		checks = append(checks, h.renameChecks(dst, src, dstSt, sst, renamer)...)
 	}
 	res, errno := h.gate.All(c, checks)
 	if errno != 0 {
@@ -255,7 +256,7 @@ func (mv *moves) after(old map[string]string) map[string]string {
 }
 
 // renameChecks lists what moving src (stat sst) to dst needs.
-func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate.Check {
+func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t, renamer int) []gate.Check {
 	ts, ls := h.gate.Target(src, sst)
 	td, ld := h.gate.Target(dst, dstSt)
 	td.Absent = td.Absent && sst.Mode&syscall.S_IFMT == syscall.S_IFREG
@@ -265,7 +266,7 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate
 			td.Class = ts.Class
 		}
 	}
-	h.withSource(&td, ls, sst)
+	h.withSource(&td, ls, sst, renamer)
 	checks := []gate.Check{{Op: policy.OpRenameFrom, Rel: src, T: ts, L: ls}, {Op: policy.OpRenameTo, Rel: dst, T: td, L: ld}}
 	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		pol := h.gate.Policy()
@@ -274,7 +275,7 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate
 				from, to := backing.Join(src, sub), backing.Join(dst, sub)
 				tf, lf := h.gate.Target(from, st)
 				tt, _ := h.gate.Target(to, nil)
-				h.withSource(&tt, lf, st)
+				h.withSource(&tt, lf, st, renamer)
 				checks = append(checks, gate.Check{Op: policy.OpRenameFrom, Rel: from, T: tf, L: lf}, gate.Check{Op: policy.OpRenameTo, Rel: to, T: tt})
 			})
 		}

@@ -190,3 +190,24 @@ func TestLabelFlowInterpreterImport(t *testing.T) {
 	expectOK(t, "a WEB session writes data", e.Sh("WEB", "w1", "echo 1 > data.txt"))
 	expectOK(t, "the owner's python reads WEB data", e.Owner("python3 -c 'open(\"data.txt\").read()'"))
 }
+
+// A writer that publishes its temporary file by renaming it while it still
+// holds it open, and closes it right after (OpenClaw's file library does),
+// commits as one that closes first: the renaming process's own handle is
+// not another writer's.
+func TestLabelFlowRenameOwnOpenTempFile(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	expectOK(t, "a clean session publishes an open temporary file", e.Sh("USER", "u1", `python3 -c '
+import os
+fd = os.open(".MEMORY.md.tmp", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+os.write(fd, b"# memory\n- published while open\n")
+os.fsync(fd)
+os.rename(".MEMORY.md.tmp", "MEMORY.md")
+os.close(fd)'`))
+	if got := e.Read("MEMORY.md"); got != "# memory\n- published while open\n" {
+		bugErrorf(t, "MEMORY.md is %q after the publication", got)
+	}
+	if d := deniedWith(e.Log(), "MEMORY.md", "RW-open-writer"); len(d) != 0 {
+		bugErrorf(t, "the renaming process's own handle was refused RW-open-writer")
+	}
+}

@@ -43,6 +43,7 @@ type inode struct {
 // Writer is one handle open for writing.
 type Writer struct {
 	key    label.Key
+	opener int // the process that opened the handle (its tgid), 0 unknown
 	settle func()
 }
 
@@ -73,8 +74,8 @@ func (o *Opens) drop(k label.Key, f *inode) {
 // WriteOpened notes a handle open for writing on k: every reader that has
 // k open may read what it writes. settle, when not nil, brings k's label
 // up to date with the handle's writers as they are now (Settle calls it).
-func (o *Opens) WriteOpened(k label.Key, settle func()) *Writer {
-	w := &Writer{key: k, settle: settle}
+func (o *Opens) WriteOpened(k label.Key, opener int, settle func()) *Writer {
+	w := &Writer{key: k, opener: opener, settle: settle}
 	o.mu.Lock()
 	f := o.file(k)
 	f.writers++
@@ -152,13 +153,21 @@ func (o *Opens) Writing(k label.Key) bool {
 // Passthrough reports whether k is open for writing through a plain
 // handle, whose writes the kernel serves without the daemon. A close
 // returns before the kernel's release of its handle reaches the daemon:
-// a handle that goes within wait is not counted.
-func (o *Opens) Passthrough(k label.Key, wait time.Duration) bool {
+// a handle that goes within wait is not counted. Handles the process
+// except opened itself are not counted (0: every handle counts).
+func (o *Opens) Passthrough(k label.Key, wait time.Duration, except int) bool {
 	deadline := time.Now().Add(wait)
 	for {
 		o.mu.Lock()
-		f := o.files[k]
-		open := f != nil && len(f.settle) > 0
+		open := false
+		if f := o.files[k]; f != nil {
+			for _, w := range f.settle {
+				if except == 0 || w.opener != except {
+					open = true
+					break
+				}
+			}
+		}
 		o.mu.Unlock()
 		if !open || !time.Now().Before(deadline) {
 			return open
