@@ -67,7 +67,8 @@ mutation:
 posix:
 	bash scripts/posix.sh
 
-# fsx on a plain and on a guarded file, fsstress with 4 processes (root).
+# fsx on a plain and on a guarded file, fsstress with 4 processes, crash and gc
+# rounds, SOAK_MINUTES (30) of mixed load with bounded memory (root).
 soak:
 	bash scripts/soak.sh
 

@@ -124,6 +124,9 @@ func (s *controlServer) authorize(pid int, rel string, req Request) *Response {
 		s.m.Record(rec)
 		r := refused(v, "authorization of "+rel+" refused")
 		r.Hint = "only the owner, at a terminal outside every aerfs session, authorizes an action"
+		if v.Rule == policy.RuleOwnerTaint {
+			r.Hint = "authorize from a fresh terminal that has read nothing an agent or the web wrote"
+		}
 		return r
 	}
 	_, st, err := s.m.Authority().Of(rel)
@@ -244,25 +247,18 @@ func parseAttestDetail(d string) (authority.Hash, string, bool) {
 	return h, dom, err == nil
 }
 
-// replayAttestations restores the attestations the log records into the
-// mount's authority monitor, as they were decided (authority.Replay): an
-// elevation survives a remount. Tokens are not replayed: a remount voids
-// every unspent token, which fails closed.
-func replayAttestations(mon *guarded, stateDir string) (int, error) {
-	n := 0
-	am := mon.Authority().Monitor()
-	err := evidence.ReadAll(stateDir, func(_ int64, _ string, r *evidence.Record) error {
-		if r.Type != evidence.TypeVerdict || r.Meta.Op != "attest" || r.Payload == nil {
-			return nil
-		}
-		h, dom, ok := parseAttestDetail(r.Payload.Detail)
-		rule, rok := authority.RuleByID(r.Meta.Rule)
-		if !ok || !rok {
-			return nil
-		}
-		am.Replay(h, authority.Attestation{Name: r.Meta.Session, Domain: dom, Rule: rule, Counted: r.Meta.Verdict == "allow"})
-		n++
-		return nil
-	})
-	return n, err
+// replayAttestation replays one attestation record into the mount's
+// authority monitor (replayAttestations, state.go); a record whose detail
+// does not parse is skipped.
+func replayAttestation(mon *guarded, r *evidence.Record) bool {
+	if r.Type != evidence.TypeVerdict || r.Meta.Op != "attest" || r.Payload == nil {
+		return false
+	}
+	h, dom, ok := parseAttestDetail(r.Payload.Detail)
+	rule, rok := authority.RuleByID(r.Meta.Rule)
+	if !ok || !rok {
+		return false
+	}
+	mon.Authority().Monitor().Replay(h, authority.Attestation{Name: r.Meta.Session, Domain: dom, Rule: rule, Counted: r.Meta.Verdict == "allow"})
+	return true
 }

@@ -60,6 +60,13 @@ func (c *confinements) registered(id string, root principal.ProcID, planned stri
 	x.byRoot[root] = x.last
 }
 
+// forget drops the registrations of the retired session id.
+func (c *confinements) forget(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
+}
+
 // claimSupervision reports whether root, which registered session id
 // confined, may hand over its connect() listener now: once.
 func (c *confinements) claimSupervision(id string, root principal.ProcID) bool {

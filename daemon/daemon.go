@@ -129,6 +129,19 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer elog.Close()
+	mountStart := elog.Size()
+	// The log's index: what the mount reads instead of the whole log
+	// (state.go). Written once more after the unmount record.
+	keeper, err := openIndex(o.StateDir, elog, o.Log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		elog.Flush()
+		if err := keeper.Close(); err != nil {
+			o.Log.Warn().Err(err).Msg("the log's index is not written at unmount: the next mount reads the records since its last copy")
+		}
+	}()
 	labels, err := label.Open(filepath.Join(o.StateDir, "labels.jsonl"))
 	if err != nil {
 		return err
@@ -139,6 +152,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	var mon *guarded
 	reg := principal.NewRegistry(fi.Sys().(*syscall.Stat_t).Uid, func() *policy.Policy { return mon.Policy() }, ev)
 	reg.SetStateDir(o.StateDir)
+	reg.SetArchive(sessionArchive{x: keeper.Index(), mountStart: mountStart})
 	health := &logHealth{ok: true, log: o.Log}
 	rec := &countingRecorder{Recorder: elog, health: health}
 	elog.OnHealth(health.note) // a log that heals by itself, with nobody appending, says so
@@ -163,14 +177,23 @@ func Run(ctx context.Context, o Options) (err error) {
 			}
 		}
 	}
-	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), reg, rec, onCommit, onBurst)
+	// Every root's explanations read what came before the mount from the
+	// log's index (state.go), and a session back from retirement
+	// continues its provenance chain from it.
+	fromIndex := func(c *guard.Config) {
+		c.Explain, c.ExplainFrom = explainSource{k: keeper, l: elog}, mountStart
+		c.LastReads = func(id string) string { return lastReads(keeper.Index(), id) }
+	}
+	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), reg, rec, onCommit, onBurst, fromIndex)
 	if err != nil {
 		return err
 	}
 	defer roots.close()
-	g, err := guard.New(guard.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
+	gc := guard.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
 		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log, Roots: roots.guards(),
-		Authority: authority.New(authorityConfig(pol), nil), Namespaces: true, OnCommit: onCommit, OnBurst: onBurst})
+		Authority: authority.New(authorityConfig(pol), nil), Namespaces: true, OnCommit: onCommit, OnBurst: onBurst}
+	fromIndex(&gc)
+	g, err := guard.New(gc)
 	if err != nil {
 		return err
 	}
@@ -186,10 +209,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		reg.UseCgroups(cg, nil)
 		defer cg.RemoveEmpty()
 	}
-	if err := restoreSessions(reg, o.StateDir); err != nil {
+	if err := restoreSessions(reg, keeper.Index()); err != nil {
 		return fmt.Errorf("reading the session registrations from the log: %w", err)
 	}
-	if n, err := replayAttestations(mon, o.StateDir); err != nil {
+	if n, err := replayAttestations(mon, keeper.Index()); err != nil {
 		return fmt.Errorf("reading the attestations from the log: %w", err)
 	} else if n > 0 {
 		o.Log.Info().Int("attestations", n).Msg("attestations replayed from the log")
@@ -214,6 +237,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		Payload: &evidence.Payload{Detail: "aerfs " + o.Version}})
 	mon.Record(&evidence.Record{Type: evidence.TypePolicyLoad, Principal: "SYS",
 		Meta: evidence.Meta{Path: filepath.Join(o.StateDir, PolicyName), UID: uint32(os.Getuid()), Reason: "policy loaded at mount"}})
+	recordIndexRebuilt(mon, keeper.Index(), mountStart)
 	if err := resumeJournal(mon, o.StateDir, o.Log); err != nil {
 		return err
 	}
@@ -237,18 +261,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if !procEvents {
 		o.Log.Warn().Msg("process events connector unavailable: sessions are followed by ancestry at each request")
 	}
-	go func() {
-		t := time.NewTicker(30 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				reg.Prune()
-			}
-		}
-	}()
+	go keepIndex(ctx, keeper, elog, reg, o.Log)
 
 	if rec.m != nil {
 		addr, err := serveMetrics(ctx, o.MetricsAddr, rec.m, o.Log)
@@ -263,7 +276,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		server.Unmount()
 		return fmt.Errorf("control socket: %w", err)
 	}
-	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, rec: rec, status: func() Status {
+	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, rec: rec, index: keeper.Index(), status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			StateMode: stateMode, Socket: sockPath,
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
@@ -371,45 +384,11 @@ func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why st
 func (e *events) SessionEnded(s *principal.Session) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeSessionEnd, Principal: s.Principal.String(), Taint: s.Taint().Names(),
 		Meta: evidence.Meta{Session: s.ID, Reason: "session root exited"}})
-}
-
-// restoreSessions rebuilds the registry's session ids, principals,
-// parentage, cgroups and taint from the log: an id stays bound to the
-// registration that created it across remounts.
-func restoreSessions(reg *principal.Registry, stateDir string) error {
-	return evidence.ReadAll(stateDir, func(_ int64, _ string, r *evidence.Record) error {
-		m := r.Meta
-		if m.Session == "" {
-			return nil
-		}
-		switch {
-		case r.Type == evidence.TypeSessionStart && m.Verdict == "allow":
-			p, err := policy.ParsePrincipal(r.Principal)
-			if err != nil {
-				return nil
-			}
-			var parent, cg string
-			if r.Payload != nil {
-				parent, cg = r.Payload.From, r.Payload.To
-			}
-			t, _ := parseTaints(r.Taint)
-			started, _ := time.Parse(time.RFC3339Nano, m.Time)
-			reg.Restore(m.Session, p, parent, cg, t, started)
-			if r.Payload != nil {
-				if _, a, ok := strings.Cut(r.Payload.Detail, "; agent: "); ok {
-					if s := reg.Session(m.Session); s != nil {
-						s.SetAgent(strings.TrimSpace(a))
-					}
-				}
-			}
-		case r.Type == evidence.TypeTaint:
-			if s := reg.Session(m.Session); s != nil {
-				t, _ := parseTaints(r.Taint)
-				s.AddTaint(t)
-			}
-		}
-		return nil
-	})
+	// Ended once its end is on its way to the log: the session may be
+	// retired from then on (principal/archive.go).
+	if s.Ended().IsZero() {
+		s.MarkEnded(time.Now())
+	}
 }
 
 func parseTaints(names []string) (policy.Taint, error) {

@@ -33,6 +33,7 @@ func lastKnownState(stateDir string) (map[string]string, map[string]interrupted,
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
+	defer x.Close()
 	cur := x.Current()
 	st := map[string]string{}
 	for p, h := range cur { // includes files only a snapshot saw

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -294,6 +295,51 @@ func (sp *sessionProxy) Decide(t netproxy.Target) netproxy.Decision {
 	return d
 }
 
+// DecideAddr refuses an address of the daemon's own host (loopback,
+// link-local, its interfaces) for a host that neither the policy nor the
+// session's model endpoint names (RN-local), whatever name led to it
+// (netproxy.Session).
+func (sp *sessionProxy) DecideAddr(t netproxy.Target, d netproxy.Decision, a netip.Addr) netproxy.Decision {
+	_, _, named := sp.n.m.Policy().HostChannelNamed(t.Host, t.Port, sp.model)
+	if !policy.LocalDenied(named, a, hostAddrs()) {
+		return d
+	}
+	r := policy.RuleNetLocal
+	why := d.Why
+	if a.String() != t.Host {
+		why += "; " + t.Host + " resolved to " + a.String()
+	}
+	return netproxy.Decision{Channel: d.Channel, Rule: r.ID(), Reason: r.Reason(), Why: why + "; an address of the daemon's host",
+		Hint: "the owner can name " + net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) + " in the policy's network.hosts (channel web or trusted) to let sessions reach it"}
+}
+
+// hostAddrs are the addresses of the daemon's network interfaces, read
+// again at most once a second.
+func hostAddrs() []netip.Addr {
+	hostAddrCache.mu.Lock()
+	defer hostAddrCache.mu.Unlock()
+	if time.Since(hostAddrCache.at) < time.Second && hostAddrCache.addrs != nil {
+		return hostAddrCache.addrs
+	}
+	as, err := net.InterfaceAddrs()
+	out := []netip.Addr{}
+	if err == nil {
+		for _, a := range as {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				out = append(out, p.Addr().Unmap())
+			}
+		}
+	}
+	hostAddrCache.addrs, hostAddrCache.at = out, time.Now()
+	return out
+}
+
+var hostAddrCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	addrs []netip.Addr
+}
+
 // Taint taints the session by what a web host sends, before its first
 // byte is relayed (netproxy.Session).
 func (sp *sessionProxy) Taint(t netproxy.Target) {
@@ -412,6 +458,15 @@ func (n *sessionNets) describe(id string) (string, []NetHost) {
 		return hs[i].Host < hs[j].Host || hs[i].Host == hs[j].Host && hs[i].Port < hs[j].Port
 	})
 	return mode, hs
+}
+
+// forget drops the plan and the hosts of the retired session id (its
+// proxies went with its last process: reap).
+func (n *sessionNets) forget(id string) {
+	n.mu.Lock()
+	delete(n.plans, id)
+	delete(n.hosts, id)
+	n.mu.Unlock()
 }
 
 // reap closes the proxies whose namespace no process is in any more (every

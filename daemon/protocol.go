@@ -34,6 +34,7 @@ type Request struct {
 	Principal string `json:"principal,omitempty"`
 	Session   string `json:"session,omitempty"`
 	Resume    bool   `json:"resume,omitempty"`  // register: the owner rejoins an existing session
+	All       bool   `json:"all,omitempty"`     // session-list: the ended sessions too
 	Sandbox   string `json:"sandbox,omitempty"` // register: the confinement aerfs run applies ("off": none); confined: its JSON report
 	Agent     string `json:"agent,omitempty"`   // register: the agent client the session runs (aerfs run --agent)
 	// register: the session's network ("proxy": a namespace of its own,
@@ -71,6 +72,9 @@ type Request struct {
 	// read (ownerread.go): the command that reads the state directory
 	// and its arguments, as the owner typed them
 	Args []string `json:"args,omitempty"`
+	// pprof (pprof.go): the profile, and how many seconds a cpu profile runs
+	Profile string `json:"profile,omitempty"`
+	Seconds int    `json:"seconds,omitempty"`
 }
 
 // Response answers a Request.

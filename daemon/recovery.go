@@ -36,9 +36,13 @@ func (s *controlServer) ownerChannel(pid int, what string) (*principal.Resolved,
 			rec.Meta.Reason += " (" + peer.Reason + ")"
 			msg += ": " + peer.Reason
 		}
+		hint := "run it from your own terminal, not from an agent session"
+		if v.Rule == policy.RuleOwnerTaint {
+			msg = what + " refused: this process is tainted " + subj.Taint.String() + " (it or a process it came from read untrusted content), so it is not the owner's channel"
+			hint = "run it from a fresh terminal that has read nothing an agent or the web wrote"
+		}
 		s.m.Record(rec)
-		return peer, &Response{Refused: true, Rule: v.Rule.ID(), Error: msg,
-			Hint: "run it from your own terminal, not from an agent session"}
+		return peer, &Response{Refused: true, Rule: v.Rule.ID(), Error: msg, Hint: hint}
 	}
 	return peer, nil
 }
@@ -284,7 +288,7 @@ func (s *controlServer) ownerIndex(pid int, what string) (peer *principal.Resolv
 		recoveryMu.Unlock()
 		return nil, nil, nil, &Response{Error: "cannot read the log: " + err.Error()}
 	}
-	return peer, x, recoveryMu.Unlock, nil
+	return peer, x, func() { x.Close(); recoveryMu.Unlock() }, nil
 }
 
 // restore serves aerfs restore: the plan first, then (unless a dry run, or

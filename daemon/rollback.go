@@ -38,6 +38,7 @@ func rollbackSession(m *guarded, stateDir string, log zerolog.Logger, sess *prin
 		log.Error().Err(err).Msg("burst rollback: cannot read the log")
 		return
 	}
+	defer x.Close()
 	var steps []snapshot.Step
 	for _, p := range x.Paths() {
 		cur, err := m.hashOf(p)

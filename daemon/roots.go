@@ -67,7 +67,7 @@ func OwnerHome(ws string) string {
 
 // openRoots prepares a guard for each root of pol, to be attached to the
 // workspace's guard. Nothing is mounted yet.
-func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, reg *principal.Registry, rec ledger.Recorder, onCommit func(time.Duration), onBurst func(*principal.Session)) (*rootSet, error) {
+func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, reg *principal.Registry, rec ledger.Recorder, onCommit func(time.Duration), onBurst func(*principal.Session), fromIndex func(*guard.Config)) (*rootSet, error) {
 	set := &rootSet{log: o.Log}
 	if len(pol.Roots()) == 0 {
 		return set, nil
@@ -116,7 +116,7 @@ func openRoots(o Options, pol *policy.Policy, ws string, owner *syscall.Stat_t, 
 				o.Warn(p + " (root " + r.Name + ")")
 			}
 		}
-		g, err := openRoot(o, r, owner, reg, rec, onCommit, onBurst)
+		g, err := openRoot(o, r, owner, reg, rec, onCommit, onBurst, fromIndex)
 		if err != nil {
 			set.close()
 			return nil, fmt.Errorf("root %s (%s): %w", r.Name, r.Dir, err)
@@ -144,7 +144,7 @@ func (s *rootSet) attach(mon *guarded) {
 	mountedRoots.Store(mon, s)
 }
 
-func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, reg *principal.Registry, rec ledger.Recorder, onCommit func(time.Duration), onBurst func(*principal.Session)) (*guardedRoot, error) {
+func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, reg *principal.Registry, rec ledger.Recorder, onCommit func(time.Duration), onBurst func(*principal.Session), fromIndex func(*guard.Config)) (*guardedRoot, error) {
 	if err := clearStaleMount(r.Dir); err != nil {
 		return nil, err
 	}
@@ -178,9 +178,11 @@ func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, reg *principal.Re
 	}
 	// A burst in a root quarantines the session and rolls back all it
 	// changed, in every root: the workspace's guard routes the paths.
-	rg, err := guard.New(guard.Config{RootFd: fd, StateDir: o.StateDir, Policy: r.Policy,
+	gc := guard.Config{RootFd: fd, StateDir: o.StateDir, Policy: r.Policy,
 		Registry: reg, Labels: g.labels, Recorder: rec, Log: o.Log.With().Str("root", r.Name).Logger(), Root: r.Name,
-		OnCommit: onCommit, OnBurst: onBurst})
+		OnCommit: onCommit, OnBurst: onBurst}
+	fromIndex(&gc)
+	rg, err := guard.New(gc)
 	if err != nil {
 		g.labels.Close()
 		syscall.Close(fd)

@@ -21,6 +21,7 @@ import (
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/guard/ledger"
+	"github.com/aerfs/aerfs/logindex"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -32,6 +33,7 @@ type controlServer struct {
 	log      zerolog.Logger
 	status   func() Status
 	prune    Pruner          // the log's Prune
+	index    *logindex.Index // the log's index: sessions retired from the registry (state.go)
 	rec      ledger.Recorder // for records queued without waiting (net records)
 	ln       *net.UnixListener
 	shared   *serverShared
@@ -76,6 +78,12 @@ func (s *controlServer) listen(path string) error {
 		readers: make(chan struct{}, ownerReaders), done: make(chan struct{}), nets: newSessionNets(s.m, s.rec, s.log)}
 	l := s.shared.limits
 	s.log.Debug().Int("total", l.total).Int("per_uid", l.perUID).Int("per_session", l.perKey).Msg("control socket limits")
+	// A retired session (ended, no process left) leaves status: what the
+	// server keeps of it goes too.
+	s.reg.OnRetire(func(x *principal.Session) {
+		s.shared.conf.forget(x.ID)
+		s.shared.nets.forget(x.ID)
+	})
 	if g, err := newSocketGate(s, path); err != nil {
 		// Confined sessions cannot start then: aerfs run refuses to run
 		// one whose sockets nobody decides.
@@ -412,6 +420,8 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		return s.authorityOp(pid, req)
 	case "gc":
 		return s.gc(pid, req)
+	case "pprof":
+		return s.pprof(pid, req) // pprof.go
 	case "status":
 		st := s.status()
 		gs := s.m.Status()
@@ -420,6 +430,9 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
 		st.Drift, st.DriftCount = s.m.driftFound()
 		addRootStatus(s.m, &st)
+		// The sessions the registry holds: those live, and those ended
+		// and not yet retired (principal/archive.go); aerfs session list
+		// --all shows the retired ones from the log.
 		for _, x := range s.reg.Sessions() {
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
 				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined(),

@@ -12,6 +12,7 @@ import (
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/guard/explain"
+	"github.com/aerfs/aerfs/logindex"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -55,7 +56,7 @@ type EditFile struct {
 func (s *controlServer) ownerRequest(pid int, req Request) *Response {
 	switch req.Op {
 	case "session-list":
-		return s.sessionList(pid)
+		return s.sessionList(pid, req.All)
 	case "why":
 		return s.why(pid, req)
 	}
@@ -91,13 +92,15 @@ func visibleTo(peer *principal.Resolved, x *principal.Session) bool {
 	return x.Within(peer.Session)
 }
 
-func (s *controlServer) sessionList(pid int) *Response {
+func (s *controlServer) sessionList(pid int, all bool) *Response {
 	peer := s.resolveCaller(pid)
 	out := []SessionInfo{}
+	listed := map[string]bool{}
 	for _, x := range s.reg.Sessions() {
 		if !visibleTo(peer, x) {
 			continue
 		}
+		listed[x.ID] = true
 		e := s.m.Explain(guard.Question{Session: x})
 		// What aerfs run reported and the kernel shows (status's view),
 		// never only what the registration announced: a process that
@@ -117,9 +120,59 @@ func (s *controlServer) sessionList(pid int) *Response {
 		}
 		out = append(out, si)
 	}
+	if all {
+		out = append(out, s.retiredSessions(peer, listed)...)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
 	b, _ := json.Marshal(out)
 	return &Response{OK: true, Data: b}
+}
+
+// retiredSessions lists, from the log's index, the sessions the registry
+// does not hold (ended and retired, or registered by an earlier mount)
+// that the caller may see: the owner's channel every one, a session those
+// started from within it.
+func (s *controlServer) retiredSessions(peer *principal.Resolved, listed map[string]bool) []SessionInfo {
+	if s.index == nil {
+		return nil
+	}
+	var out []SessionInfo
+	s.index.EachSession(func(x *logindex.Session) error {
+		if listed[x.ID] || !visibleArchived(peer, s.index, x) {
+			return nil
+		}
+		si := SessionInfo{ID: x.ID, Principal: x.Principal, Parent: x.Parent, Taint: nonNil(x.Taint),
+			TaintCauses: []explain.TaintCause{}, Started: time.Unix(0, x.Started).UTC(),
+			Confinement: "announced " + strings.TrimPrefix(x.Detail, "sandbox: ") + " (ended: not verified)"}
+		if x.Ended != 0 {
+			si.Ended = time.Unix(0, x.Ended).UTC()
+		}
+		out = append(out, si)
+		return nil
+	})
+	return out
+}
+
+// visibleArchived is visibleTo for a session the registry does not hold.
+func visibleArchived(peer *principal.Resolved, x *logindex.Index, a *logindex.Session) bool {
+	subj := peer.Subject()
+	if !subj.Identified {
+		return false
+	}
+	if peer.Session == nil || peer.Session.Implicit {
+		return subj.Principal.Trusted()
+	}
+	for i, id := 0, a.ID; id != "" && i < 64; i++ {
+		if id == peer.Session.ID {
+			return true
+		}
+		p, ok := x.Session(id)
+		if !ok {
+			return false
+		}
+		id = p.Parent
+	}
+	return false
 }
 
 func (s *controlServer) lookupSession(id string) (*principal.Session, *Response) {
@@ -171,14 +224,15 @@ func (s *controlServer) sessionEnd(peer *principal.Resolved, req Request) *Respo
 	if err != nil {
 		return &Response{Error: fmt.Sprintf("cannot end session %s: %v", x.ID, err)}
 	}
-	x.MarkEnded(time.Now())
 	reason := "the owner ended the session: its processes and those of the sessions started from it were killed"
 	if left > 0 {
 		reason += fmt.Sprintf(" (%d still exiting)", left)
 	}
 	rec := ownerRecord(peer, evidence.TypeSessionEnd, "session-end", x.ID, "", reason)
 	rec.Taint = nonNil(x.Taint().Names())
-	if _, err := s.m.Record(rec); err != nil {
+	_, err = s.m.Record(rec)
+	x.MarkEnded(time.Now()) // after its record: retired only once its end is recorded
+	if err != nil {
 		return &Response{Error: "cannot record the end: " + err.Error()}
 	}
 	b, _ := json.Marshal(map[string]any{"session": x.ID, "left": left})

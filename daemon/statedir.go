@@ -91,6 +91,11 @@ func CheckStateEntries(stateDir string) error {
 // it writable by group or others (a hard link made elsewhere earlier
 // reaches the file without the directory). Symbolic links are not
 // followed.
+//
+// A directory a root daemon claimed before (root's, mode 0700) is nobody
+// else's to enter since: only its own entries are checked again, not the
+// blobs and index files beneath, whose number grows with the log and
+// which only root can have made.
 func claimStateDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
@@ -98,6 +103,9 @@ func claimStateDir(dir string) error {
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("state directory %s is not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && st.Gid == 0 && fi.Mode().Perm() == 0o700 {
+		return claimEntries(dir)
 	}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -122,6 +130,34 @@ func claimStateDir(dir string) error {
 		return fmt.Errorf("making the state directory %s root's: %w", dir, err)
 	}
 	return os.Chmod(dir, 0o700)
+}
+
+// claimEntries is claimStateDir for a directory already root's and 0700:
+// its own entries only.
+func claimEntries(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if err := os.Lchown(p, 0, 0); err != nil {
+			return fmt.Errorf("making the state directory %s root's: %w", dir, err)
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if m := info.Mode().Perm(); m&0o022 != 0 {
+			if err := os.Chmod(p, m&^0o022); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // listenPath prepares where the control socket of a daemon serving

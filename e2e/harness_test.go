@@ -212,6 +212,19 @@ func makeEnv(t *testing.T, files map[string]string, prepare func(ws string), ini
 	return e
 }
 
+// nameHost returns a policy edit adding a network.hosts entry: the tests'
+// page servers listen on the host's 127.0.0.1, which the proxy reaches only
+// for a host the policy names (RN-local).
+func nameHost(match, channel string) func([]byte) []byte {
+	return func(pol []byte) []byte {
+		s := strings.Replace(string(pol), "network:\n  hosts:\n", "network:\n  hosts:\n    - {match: '"+match+"', channel: "+channel+"}\n", 1)
+		if s == string(pol) {
+			panic("the policy has no network.hosts list to add " + match + " to")
+		}
+		return []byte(s)
+	}
+}
+
 func (e *env) must(args ...string) string {
 	e.t.Helper()
 	out, err := e.aerfs(args...)

@@ -49,7 +49,7 @@ type Log struct {
 	acked  int64
 	logEnd int64
 	hashes hashFile
-	ids    map[[32]byte]int64
+	idt    *idTable // ids.go: every record's id → its position
 	cp     []byte
 	broken error // set when a write failed: the files need recovery (heal)
 	// uncp: records are acknowledged that no checkpoint covers yet (the
@@ -761,7 +761,7 @@ func (l *Log) commit(batch []*appendReq) {
 		i := l.n
 		for _, r := range accepted {
 			for _, q := range append([]*appendReq{r}, r.group...) {
-				l.ids[q.id] = i
+				l.idt.add(q.id, i)
 				i++
 			}
 		}
@@ -791,6 +791,7 @@ func (l *Log) commit(batch []*appendReq) {
 		// run before the blob files are written.
 		runtime.Gosched()
 		l.materialize(pending)
+		l.idt.maybeFlush(l.n)
 		l.uncp = true
 		l.checkpointIfDue(len(barriers) > 0)
 		return
@@ -806,7 +807,7 @@ func (l *Log) commit(batch []*appendReq) {
 // ids, and parents that are already recorded (earlier in this batch
 // counts), so the provenance DAG only ever points backwards.
 func (l *Log) admit(r *appendReq, local map[[32]byte]bool) error {
-	if _, dup := l.ids[r.id]; dup || local[r.id] {
+	if _, dup := l.idt.lookup(r.id); dup || local[r.id] {
 		return fmt.Errorf("evidence: append: record %x is already in the log", r.id)
 	}
 	if h := l.prunedUnder(r.rec); h != "" {
@@ -815,8 +816,13 @@ func (l *Log) admit(r *appendReq, local map[[32]byte]bool) error {
 	for _, p := range r.rec.Parents {
 		var pid [32]byte
 		hex.Decode(pid[:], []byte(p))
-		if _, ok := l.ids[pid]; !ok && !local[pid] {
-			return fmt.Errorf("evidence: append: parent %s is not in the log", p)
+		if local[pid] {
+			continue
+		}
+		if _, ok := l.idt.lookup(pid); !ok {
+			if _, ok := l.idt.scan(pid, l.n); !ok {
+				return fmt.Errorf("evidence: append: parent %s is not in the log", p)
+			}
 		}
 	}
 	return nil
@@ -946,6 +952,9 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) closeFiles() error {
+	if l.idt != nil {
+		l.idt.close()
+	}
 	var first error
 	for _, f := range []*os.File{l.logf, l.idxf, l.hashf, l.jf, l.lock} {
 		if f != nil {

@@ -59,22 +59,14 @@ func ProveID(stateDir, id string) (*InclusionProof, error) {
 	if !IsHash(id) {
 		return nil, fmt.Errorf("evidence: %q is not a record id", id)
 	}
-	found := int64(-1)
-	errStop := fmt.Errorf("stop")
-	err := ReadAll(stateDir, func(idx int64, rid string, _ *Record) error {
-		if rid == id {
-			found = idx
-			return errStop
-		}
-		return nil
-	})
-	if err != nil && err != errStop {
+	found, err := LookupID(stateDir, id)
+	if err != nil {
 		return nil, err
 	}
-	if found < 0 {
+	if len(found) == 0 {
 		return nil, fmt.Errorf("evidence: record %s is not in the log", id)
 	}
-	return Prove(stateDir, found)
+	return Prove(stateDir, found[0])
 }
 
 // Verify checks the checkpoint's signature against pubkey and the proof

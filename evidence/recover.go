@@ -74,32 +74,32 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 		return nil, damaged("stored hashes give root %x, checkpoint says %x", root, cp.Root)
 	}
 
-	// Load the index: ids for duplicate/parent checks, ends for spans.
-	raw := make([]byte, ni*indexEntrySize)
-	if _, err := l.idxf.ReadAt(raw, 0); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("evidence: open: read index: %w", err)
-	}
-	l.ids = make(map[[32]byte]int64, ni)
+	// The index below the checkpoint is trusted as far as Open goes (the
+	// root covers its ids, and aerfs verify checks every entry): only the
+	// newest committed record is read back and checked against its leaf,
+	// so that opening a log costs the same at any size.
 	var prevEnd int64
-	for i := int64(0); i < N; i++ {
-		e := raw[i*indexEntrySize:]
-		end := int64(binary.BigEndian.Uint64(e[:8]))
-		if end <= prevEnd {
-			return nil, damaged("index entry %d: bad offset %d", i, end)
-		}
-		var id [32]byte
-		copy(id[:], e[8:indexEntrySize])
-		l.ids[id] = i
-		prevEnd = end
-	}
-	if prevEnd > logSize {
-		return nil, damaged("log is %d bytes, record %d ends at byte %d", logSize, N-1, prevEnd)
-	}
 	if N > 0 {
-		// Spot-check the newest committed record against its leaf.
-		if err := l.checkLine(raw, N-1, hr); err != nil {
+		_, end, _, err := readEntry(l.idxf, N-1)
+		if err != nil {
+			return nil, damaged("index entry %d: %v", N-1, err)
+		}
+		prevEnd = end
+		if prevEnd > logSize {
+			return nil, damaged("log is %d bytes, record %d ends at byte %d", logSize, N-1, prevEnd)
+		}
+		if err := l.checkLine(N-1, hr); err != nil {
 			return nil, damaged("record %d: %v", N-1, err)
 		}
+	}
+	// The id table (ids.go) for the records the checkpoint covers; the
+	// tail's are added as they are kept.
+	if l.idt == nil {
+		if l.idt, err = openIDTable(l.dir, l.idxf, N); err != nil {
+			return nil, err
+		}
+	} else if err := l.idt.truncate(N); err != nil {
+		return nil, err
 	}
 
 	// Past the checkpoint the log is the record: a commit flushes the log
@@ -124,10 +124,10 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 			break
 		}
 		id := sha256.Sum256(body)
-		if _, dup := l.ids[id]; dup {
+		if pos, dup := l.idt.lookup(id); dup && pos != good {
 			break
 		}
-		l.ids[id] = good
+		l.idt.add(id, good)
 		end += int64(len(line))
 		tailIDs = append(tailIDs, id)
 		tailEnds = append(tailEnds, end)
@@ -146,7 +146,11 @@ func (l *Log) recover(cp Checkpoint) (*tailCut, error) {
 	case good > N:
 		cut.LastID = hex.EncodeToString(tailIDs[len(tailIDs)-1][:])
 	case good > 0:
-		cut.LastID = hex.EncodeToString(raw[(good-1)*indexEntrySize+8 : good*indexEntrySize])
+		_, _, id, err := readEntry(l.idxf, good-1)
+		if err != nil {
+			return nil, fmt.Errorf("evidence: open: %w", err)
+		}
+		cut.LastID = hex.EncodeToString(id[:])
 	}
 	// Rebuild the index entries and stored hashes past the checkpoint.
 	var idxBuf []byte
@@ -236,14 +240,10 @@ func (l *Log) blobsStored(r *Record) bool {
 
 // checkLine reads record i's line and checks it against the index entry
 // and the stored leaf hash.
-func (l *Log) checkLine(rawIndex []byte, i int64, hr *hashFile) error {
-	var start int64
-	if i > 0 {
-		start = int64(binary.BigEndian.Uint64(rawIndex[(i-1)*indexEntrySize:]))
-	}
-	end := int64(binary.BigEndian.Uint64(rawIndex[i*indexEntrySize:]))
-	if end <= start || end-start > MaxRecordSize+1 {
-		return fmt.Errorf("bad span [%d, %d)", start, end)
+func (l *Log) checkLine(i int64, hr *hashFile) error {
+	start, end, want, err := readEntry(l.idxf, i)
+	if err != nil {
+		return err
 	}
 	line := make([]byte, end-start)
 	if _, err := l.logf.ReadAt(line, start); err != nil {
@@ -257,7 +257,7 @@ func (l *Log) checkLine(rawIndex []byte, i int64, hr *hashFile) error {
 		return err
 	}
 	id := sha256.Sum256(body)
-	if string(id[:]) != string(rawIndex[i*indexEntrySize+8:(i+1)*indexEntrySize]) {
+	if id != want {
 		return fmt.Errorf("id does not match the index")
 	}
 	leaf, err := hr.ReadHashes([]int64{tlog.StoredHashIndex(0, i)})

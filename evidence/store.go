@@ -63,6 +63,13 @@ func Init(stateDir, origin string) error {
 	return initWithKey(dir, skey, vkey)
 }
 
+// InitWithKey is Init with a given note key pair (skey, vkey as
+// note.GenerateKey writes them): for golden fixtures, which must be
+// reproducible, and never for a workspace.
+func InitWithKey(stateDir, skey, vkey string) error {
+	return initWithKey(evDir(stateDir), strings.TrimSpace(skey), strings.TrimSpace(vkey))
+}
+
 // initWithKey lays out dir with a given key pair; the test vectors use it
 // with their committed test key.
 func initWithKey(dir, skey, vkey string) error {

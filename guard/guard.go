@@ -54,6 +54,15 @@ type Config struct {
 	// OnBurst is called (once, in its own goroutine) when a session is
 	// quarantined after a burst of refusals.
 	OnBurst func(s *principal.Session)
+	// Explain, when set, is where the explanations read what the log said
+	// before the mount (the log's index): the guard then follows the log
+	// from record ExplainFrom (the mount's first) on, not from record 0.
+	Explain     explain.Source
+	ExplainFrom int64
+	// LastReads, when set, finds a session's newest reads record: a
+	// session back from retirement or a remount continues its provenance
+	// chain from it.
+	LastReads func(session string) string
 }
 
 // house is the rooms of one root, shared by its two doors.
@@ -103,6 +112,17 @@ func New(c Config) (*Guard, error) {
 		Txn: h.txn, Flow: h.flow, StagingDir: h.staging, Policy: h.gate.Policy, Reserved: isReserved,
 		Label: func(rel string, st *syscall.Stat_t) *label.Label { _, l := h.gate.Target(rel, st); return l }})
 	h.status = explain.New(c.StateDir, h.led.Flush)
+	if c.Explain != nil {
+		h.status.UseSource(c.Explain, c.ExplainFrom)
+	}
+	if c.LastReads != nil {
+		h.reads.SetLastReads(c.LastReads)
+	}
+	// A session the registry retires (ended, no process left) is
+	// forgotten here too: memory follows the sessions that are live.
+	if c.Registry != nil {
+		c.Registry.OnRetire(h.forget)
+	}
 	for _, r := range c.Roots {
 		h.roots[r.h.root] = r
 	}
@@ -115,6 +135,15 @@ func New(c Config) (*Guard, error) {
 		}
 	}
 	return &Guard{h: h}, nil
+}
+
+// forget drops what the house holds about the retired session s: what it
+// read (listed first), its refusals counted for a burst, what the
+// explanations followed of it.
+func (h *house) forget(s *principal.Session) {
+	h.reads.Forget(s)
+	h.gate.Reset(s.ID)
+	h.status.Forget(s.ID)
 }
 
 // index walks the backing directory once at mount and remembers the inode

@@ -263,10 +263,18 @@ func (p *Plain) settle() {
 // tell whether it wrote), and the file's label is recomputed from every
 // writer as it is now.
 func (p *Plain) Flush(c Caller, st *syscall.Stat_t) {
+	var res *principal.Resolved
+	if c > 0 {
+		// Resolved before the handle's lock: reading /proc may wait
+		// (principal/procwait.go).
+		res = p.h.gate.Resolve(c)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c > 0 {
-		p.writers.Note(p.h.gate.Resolve(c))
+	if res != nil && !res.Stalled {
+		// A stalled caller is on its way out: what it wrote counts as
+		// it was when it opened.
+		p.writers.Note(res)
 	}
 	p.flow(st)
 }

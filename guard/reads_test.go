@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
 
@@ -206,4 +207,76 @@ func BenchmarkPlainWriteOpen(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A session the registry retires is forgotten by the guard: what it read
+// since its last change is listed first (nothing it read is missing from
+// the log), and back from retirement its chain continues from its newest
+// reads record (Config.LastReads).
+func TestRetiredSessionReadsListedThenForgotten(t *testing.T) {
+	h, _, _ := testHouse(t, map[string]string{"notes/src.md": "poison\n", "notes/b.md": "b\n"})
+	arch := retiredArchive{}
+	h.reg.SetArchive(arch)
+	h.reg.Restore("agent", policy.User, "", "", 0, time.Now())
+	s := h.reg.Session("agent")
+	me := h.reg.Resolve(os.Getpid())
+	res := &principal.Resolved{Proc: me.Proc, Session: s, Principal: policy.User, Identified: true}
+	h.testRead(t, res, "notes/src.md")
+	s.MarkEnded(time.Now())
+	if got := h.reg.Retire(h.reg.Retirees()); len(got) != 1 {
+		t.Fatalf("retired %d sessions, want 1", len(got))
+	}
+	rs, ids := readsWithIDs(t, h)
+	if len(rs) != 1 || rs[0].Meta.Session != "agent" || rs[0].Payload.Reads[0].Path != "notes/src.md" {
+		t.Fatalf("the retired session's reads were not listed: %d records", len(rs))
+	}
+	last := ids[0]
+	h.reads.SetLastReads(func(id string) string {
+		if id == "agent" {
+			return last
+		}
+		return ""
+	})
+	// Back (resumed): a new read's record names the one listed at
+	// retirement, and its next change names the new one.
+	arch["agent"] = principal.ArchivedSession{ID: "agent", Principal: policy.User, Started: time.Now()}
+	back := &principal.Resolved{Proc: me.Proc, Session: h.reg.Session("agent"), Principal: policy.User, Identified: true}
+	if back.Session == nil || back.Session == s {
+		t.Fatal("the retired session was not forgotten by the registry, or not found again")
+	}
+	h.testRead(t, back, "notes/b.md")
+	p := h.reads.Parents(back, "")
+	rs, ids = readsWithIDs(t, h)
+	if len(rs) != 2 || len(rs[1].Parents) != 1 || rs[1].Parents[0] != last || len(p) != 1 || p[0] != ids[1] {
+		t.Fatalf("the chain does not continue: %d records, parents %v", len(rs), p)
+	}
+}
+
+type retiredArchive map[string]principal.ArchivedSession
+
+func (a retiredArchive) ArchivedSession(id string) (principal.ArchivedSession, bool) {
+	s, ok := a[id]
+	return s, ok
+}
+
+func (a retiredArchive) ArchivedCgroup(string) (principal.ArchivedSession, bool) {
+	return principal.ArchivedSession{}, false
+}
+
+// readsWithIDs is readsRecords with the records' ids.
+func readsWithIDs(t *testing.T, h *house) ([]*evidence.Record, []string) {
+	if err := h.led.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var rs []*evidence.Record
+	var ids []string
+	if err := evidence.ReadAll(h.stateDir, func(_ int64, id string, r *evidence.Record) error {
+		if r.Type == evidence.TypeReads {
+			rs, ids = append(rs, r), append(ids, id)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rs, ids
 }

@@ -159,7 +159,7 @@ http.get({host: p.hostname, port: p.port, path: u.href, headers: {Host: u.host}}
 // pending. On a session with the host's network (before the proxy) the
 // fetches reached the page directly and nothing was tainted.
 func TestNetFetchersTaint(t *testing.T) {
-	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).Mount()
+	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).nameHost("127.0.0.1", "web").Mount()
 	ps := newPageServer(t)
 	dir := t.TempDir()
 	fetchers := []struct{ name, cmd string }{
@@ -354,7 +354,7 @@ for u in sys.argv[1:]:
 // HTTPS goes through CONNECT: curl and Python verify a local TLS server's
 // certificate (a test CA) through the tunnel, and the bytes taint.
 func TestNetHTTPSConnect(t *testing.T) {
-	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).Mount()
+	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).nameHost("127.0.0.1", "web").Mount()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, poisonPage) }))
 	srv.TLS = &tls.Config{}
 	srv.StartTLS()
@@ -411,7 +411,7 @@ func TestNetManySessionsAttribution(t *testing.T) {
 	if os.Getenv("AERFS_NET_SCALE") != "" {
 		sessions = 200
 	}
-	e := newEnv(t, nil).Mount()
+	e := newEnv(t, nil).nameHost("127.0.0.1", "web").Mount()
 	// One port per session: a connection's port says which session made it.
 	ports := make([]int, sessions)
 	for i := range ports {
@@ -529,6 +529,7 @@ func TestNetRootless(t *testing.T) {
 		t.Cleanup(func() { os.Chmod("/dev/fuse", fi.Mode().Perm()) })
 	}
 	expectOK(t, "init", asUser(u, home, fmt.Sprintf("mkdir ws && echo '# m' > ws/MEMORY.md && %s init --state %s %s", bin, state, ws)))
+	(&Env{t: t, State: state}).nameHost("127.0.0.1", "web")
 	expectOK(t, "rootless mount", asUser(u, home, fmt.Sprintf("%s mount --state %s %s", bin, state, ws)))
 	t.Cleanup(func() {
 		if (&Env{WS: ws}).Mounted() {
@@ -551,7 +552,7 @@ func TestNetRootless(t *testing.T) {
 // taint, and a model endpoint it names is not the model channel (from
 // inside a session, a program could name any host its model).
 func TestNetNestedSession(t *testing.T) {
-	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).Mount()
+	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).nameHost("127.0.0.1", "web").Mount()
 	ps := newPageServer(t)
 	inner := filepath.Join(t.TempDir(), "inner.sh")
 	os.WriteFile(inner, []byte("python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "+

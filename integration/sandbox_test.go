@@ -558,3 +558,35 @@ func TestSandboxKillRun(t *testing.T) {
 	exec.Command("kill", "-9", strconv.Itoa(pid)).Run()
 	t.Errorf("the session's command %d outlived its aerfs run", pid)
 }
+
+// A confined session has an IPC namespace of its own: the owner's System V
+// message queues, semaphores and shared memory, which neither Landlock nor
+// the daemon decides, are out of its reach (a service of the owner that
+// takes commands from a queue would otherwise run them as the owner).
+func TestSandboxOwnIPCNamespace(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	key := 0x5a5a0000 + os.Getpid()%0xffff
+	mk := `import ctypes,sys
+libc=ctypes.CDLL(None,use_errno=True)
+print(libc.msgget(int(sys.argv[1]),int(sys.argv[2],8)), ctypes.get_errno())`
+	r := s.asOwner("/usr/bin/python3", "-c", mk, strconv.Itoa(key), "1600")
+	if f := strings.Fields(r.Stdout); len(f) < 1 || f[0] == "-1" {
+		t.Fatalf("the owner's queue was not made: %s", r)
+	}
+	t.Cleanup(func() {
+		s.asOwner("/usr/bin/python3", "-c", `import ctypes,sys
+l=ctypes.CDLL(None); q=l.msgget(int(sys.argv[1]),0)
+q>=0 and l.msgctl(q,0,None)`, strconv.Itoa(key))
+	})
+	host, _ := os.Readlink("/proc/self/ns/ipc")
+	line := aerfsBin + " run --workspace " + s.WS + " --principal WEB --session ipc -- /usr/bin/python3 -c '" + mk + "' " + strconv.Itoa(key) + " 0; readlink /proc/self/ns/ipc"
+	r = s.asOwner("sh", "-c", line)
+	out := strings.Fields(r.Stdout)
+	if len(out) < 2 || out[0] != "-1" {
+		t.Errorf("a confined session reached the owner's message queue: %s", r)
+	}
+	r = s.asOwner("sh", "-c", aerfsBin+" run --workspace "+s.WS+" --principal WEB --session ipc2 -- readlink /proc/self/ns/ipc")
+	if got := strings.TrimSpace(r.Stdout); got == "" || got == host {
+		t.Errorf("a confined session's IPC namespace %q, the host's %q: %s", got, host, r)
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -57,6 +59,11 @@ type Conn struct {
 type Session interface {
 	// Decide decides a connection before anything is dialled.
 	Decide(Target) Decision
+	// DecideAddr decides an allowed connection again with each address
+	// the host resolved to, just before that address is dialled: a name
+	// may resolve to an address the host itself answers on. It returns d
+	// to let the dial go on, or a refusal.
+	DecideAddr(t Target, d Decision, addr netip.Addr) Decision
 	// Taint is called, for a Decision that Taints, before the first byte
 	// the host sent is relayed; the proxy waits for it to return.
 	Taint(Target)
@@ -66,9 +73,10 @@ type Session interface {
 
 // Options tune a Proxy; the zero value is usable.
 type Options struct {
-	// Dial connects to the host (default: TCP with a 30 s timeout, from
-	// the daemon's network namespace).
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTimeout bounds one connection to a host (default 30 s). The
+	// proxy dials from the daemon's network namespace, each address
+	// decided by Session.DecideAddr before the connection is attempted.
+	DialTimeout time.Duration
 	// MaxConns bounds the connections served at once per listener
 	// (default 1024); further ones wait in the listener's backlog.
 	MaxConns int
@@ -93,9 +101,8 @@ type Proxy struct {
 
 // New makes a proxy for one session.
 func New(s Session, o Options) *Proxy {
-	if o.Dial == nil {
-		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-		o.Dial = d.DialContext
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 30 * time.Second
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 1024
@@ -216,10 +223,36 @@ func (p *Proxy) connect(t Target) (*Conn, net.Conn) {
 	if !d.Allow {
 		return cr, nil
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
-	up, err := p.o.Dial(ctx, "tcp", t.Addr())
+	// The address is decided in the dialler's control hook, after the
+	// name is resolved and before the connection is attempted: a name
+	// that resolves to the host's loopback is refused without a packet
+	// reaching it, and nothing tells the session whether a port is open.
+	var refusal *Decision
+	var mu sync.Mutex
+	dialer := &net.Dialer{Timeout: p.o.DialTimeout, KeepAlive: 30 * time.Second,
+		ControlContext: func(_ context.Context, _, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("unexpected address %q", address)
+			}
+			if nd := p.s.DecideAddr(t, d, ap.Addr().Unmap()); !nd.Allow {
+				mu.Lock()
+				refusal = &nd
+				mu.Unlock()
+				return errRefusedAddr
+			}
+			return nil
+		}}
+	ctx, cancel := context.WithTimeout(p.ctx, p.o.DialTimeout)
+	up, err := dialer.DialContext(ctx, "tcp", t.Addr())
 	cancel()
 	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusal != nil {
+			cr.Decision = *refusal
+			return cr, nil
+		}
 		cr.Err = "cannot reach " + t.Addr() + ": " + dialError(err)
 		return cr, nil
 	}
@@ -238,6 +271,9 @@ func (p *Proxy) finish(cr *Conn, up net.Conn) {
 	cr.End = time.Now()
 	p.s.Done(cr)
 }
+
+// errRefusedAddr fails a dial whose address Session.DecideAddr refused.
+var errRefusedAddr = errors.New("address refused")
 
 // dialError is err without the dialler's own prefixes.
 func dialError(err error) string {

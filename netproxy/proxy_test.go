@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -33,6 +34,16 @@ func (s *session) Decide(t Target) Decision {
 		return Decision{Channel: "deny", Rule: "RN-deny", Reason: "the policy denies this host", Hint: "ask the owner"}
 	}
 	return Decision{Allow: true, Channel: "web", Rule: "RN-web", Taints: s.taints}
+}
+
+// DecideAddr refuses the loopback addresses the name localhost resolves
+// to, as the daemon refuses the host's own addresses for a host the
+// policy does not name.
+func (s *session) DecideAddr(t Target, d Decision, a netip.Addr) Decision {
+	if t.Host == "localhost" && a.IsLoopback() {
+		return Decision{Channel: d.Channel, Rule: "RN-local", Reason: "the host's own address"}
+	}
+	return d
 }
 
 func (s *session) Taint(Target) { s.tainted.Add(1) }
@@ -463,5 +474,53 @@ func TestSilentHostDoesNotTaint(t *testing.T) {
 	}
 	if cr := s.next(t); cr.Received != 0 || s.tainted.Load() != 0 {
 		t.Fatalf("received %d, tainted %d", cr.Received, s.tainted.Load())
+	}
+}
+
+// An address DecideAddr refuses is never dialled: the host sees no
+// connection, the client gets the refusal, and Done records it, for a
+// CONNECT and a plain request alike.
+func TestAddressRefusedBeforeDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	s := newSession(true)
+	_, proxy := start(t, s)
+	c := client(proxy)
+	for _, u := range []string{"http://localhost:" + port + "/x", "https://localhost:" + port + "/x"} {
+		resp, err := c.Get(u)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 403 || !strings.Contains(string(b), "RN-local") {
+				t.Fatalf("%s: %d %q, want 403 naming RN-local", u, resp.StatusCode, b)
+			}
+		} else if !strings.Contains(err.Error(), "Refused by aerfs (RN-local)") {
+			t.Fatalf("%s: %v, want the RN-local refusal", u, err)
+		}
+		cr := s.next(t)
+		if cr.Decision.Allow || cr.Decision.Rule != "RN-local" || cr.Sent != 0 || cr.Received != 0 {
+			t.Fatalf("%s: record %+v, want the RN-local refusal", u, cr)
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the refused address was dialled %d times", n)
+	}
+	if s.tainted.Load() != 0 {
+		t.Fatal("a refused connection tainted the session")
 	}
 }

@@ -36,6 +36,13 @@ func DecideOwner(s Subject) Verdict {
 	if s.Session != "" || !s.Principal.Trusted() {
 		return deny(RuleOwner)
 	}
+	if s.Taint != 0 {
+		// An owner process outside every session that read what a
+		// session or the web wrote (its implicit session) may be
+		// following that text: it approves, restores and authorizes
+		// nothing. The owner runs the request from a clean shell.
+		return deny(RuleOwnerTaint)
+	}
 	return Verdict{Allow: true, Rule: RuleOwner}
 }
 

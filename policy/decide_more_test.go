@@ -66,11 +66,14 @@ func TestDecideAroundExhaustive(t *testing.T) {
 				for taint := Taint(0); taint <= AllTaint; taint++ {
 					s := Subject{Principal: pr, Taint: taint, Session: sess, Identified: ident}
 					v := DecideOwner(s)
-					want := ident && pr.Valid() && pr.Trusted() && sess == ""
+					want := ident && pr.Valid() && pr.Trusted() && sess == "" && taint == 0
 					if v.Allow != want {
 						t.Fatalf("DecideOwner(%+v) = %v, want allow=%v", s, v, want)
 					}
-					if !v.Allow && v.Rule != RuleOwner && v.Rule != RuleUnidentified {
+					if ident && pr.Valid() && pr.Trusted() && sess == "" && taint != 0 && v.Rule != RuleOwnerTaint {
+						t.Fatalf("DecideOwner(%+v) refused with %v, want RO-tainted", s, v.Rule)
+					}
+					if !v.Allow && v.Rule != RuleOwner && v.Rule != RuleUnidentified && v.Rule != RuleOwnerTaint {
 						t.Fatalf("DecideOwner(%+v) refused with %v", s, v.Rule)
 					}
 				}

@@ -335,17 +335,55 @@ func (p *Policy) SecretEgress() bool { return p.secretEgress }
 // session is model; else the host is web. why names the entry, for the
 // record.
 func (p *Policy) HostChannel(host string, port int, model []HostPattern) (c NetChannel, why string) {
+	c, why, _ = p.HostChannelNamed(host, port, model)
+	return c, why
+}
+
+// HostChannelNamed is HostChannel, and whether the host is named: the
+// deciding entry is not "*" (every host), or the host is a model endpoint
+// of the session. Only a named host may resolve to an address of the
+// daemon's own host (LocalDenied).
+func (p *Policy) HostChannelNamed(host string, port int, model []HostPattern) (c NetChannel, why string, named bool) {
 	for _, r := range p.hosts {
 		if r.Pattern.Match(host, port) {
-			return r.Channel, "network.hosts " + r.Pattern.src
+			return r.Channel, "network.hosts " + r.Pattern.src, !r.Pattern.any
 		}
 	}
 	for _, m := range model {
 		if m.Match(host, port) {
-			return ChannelModel, "the session's model endpoint " + m.src
+			return ChannelModel, "the session's model endpoint " + m.src, true
 		}
 	}
-	return ChannelWeb, "no network.hosts entry (web by default)"
+	return ChannelWeb, "no network.hosts entry (web by default)", false
+}
+
+// LocalAddr reports whether a reaches the daemon's own host or its link
+// rather than a host elsewhere: loopback, the unspecified address (which
+// connects to the host itself), link-local addresses (169.254.169.254, a
+// cloud's metadata service, among them), or one of own, the host's
+// interface addresses. The proxy dials from the host: through it, a
+// session would reach the owner's loopback services (a notebook kernel, an
+// editor's server, a browser's debugging port) that its own network
+// namespace keeps it from.
+func LocalAddr(a netip.Addr, own []netip.Addr) bool {
+	a = a.Unmap()
+	if a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() {
+		return true
+	}
+	for _, o := range own {
+		if o.Unmap() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// LocalDenied decides the address a session's host resolved to, just
+// before the proxy dials it: a local address (LocalAddr) is refused
+// (RN-local) unless the host is named (HostChannelNamed). A name that
+// resolves to 127.0.0.1 is refused as the address itself is.
+func LocalDenied(named bool, a netip.Addr, own []netip.Addr) bool {
+	return !named && LocalAddr(a, own)
 }
 
 // DecideConnect decides a session's connection to a host of channel c,

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -288,4 +289,50 @@ func FuzzHostPattern(f *testing.F) {
 			p.Match(h, port)
 		}
 	})
+}
+
+// The proxy refuses the host's own addresses to a host the policy does not
+// name, and only then.
+func TestLocalDenied(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("version: 1\nnetwork:\n  hosts:\n    - {match: 127.0.0.1:8080, channel: web}\n    - {match: dev.local, channel: trusted}\n    - {match: '*:9000', channel: web}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := []netip.Addr{netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("2001:db8::5")}
+	mp, err := ParseHostPattern("[::1]:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := []HostPattern{mp}
+	for _, c := range []struct {
+		host  string
+		port  int
+		addr  string
+		local bool
+		deny  bool
+	}{
+		{"127.0.0.1", 8080, "127.0.0.1", true, false},       // named
+		{"127.0.0.1", 8081, "127.0.0.1", true, true},        // another port: not named
+		{"dev.local", 80, "10.1.2.3", true, false},          // named, own address
+		{"evil.example", 80, "127.0.0.2", true, true},       // a name resolving to loopback
+		{"evil.example", 9000, "127.0.0.1", true, true},     // "*" names nothing
+		{"evil.example", 80, "169.254.169.254", true, true}, // link-local: metadata
+		{"evil.example", 80, "0.0.0.0", true, true},
+		{"evil.example", 80, "::ffff:127.0.0.1", true, true},
+		{"evil.example", 80, "fe80::1", true, true},
+		{"evil.example", 80, "10.1.2.3", true, true},    // the host's interface
+		{"evil.example", 80, "2001:db8::5", true, true}, // the host's interface
+		{"evil.example", 80, "10.1.2.4", false, false},  // another host of the LAN
+		{"evil.example", 80, "93.184.216.34", false, false},
+		{"::1", 7000, "::1", true, false}, // the session's model endpoint
+	} {
+		a := netip.MustParseAddr(c.addr)
+		_, _, named := p.HostChannelNamed(c.host, c.port, model)
+		if got := LocalAddr(a, own); got != c.local {
+			t.Errorf("LocalAddr(%s) = %v, want %v", c.addr, got, c.local)
+		}
+		if got := LocalDenied(named, a, own); got != c.deny {
+			t.Errorf("%s:%d at %s: LocalDenied = %v, want %v", c.host, c.port, c.addr, got, c.deny)
+		}
+	}
 }

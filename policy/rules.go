@@ -30,6 +30,8 @@ const (
 	RuleNetWeb                    // RN-web: a connection to a web host, whose bytes taint the session
 	RuleNetDeny                   // RN-deny: the policy denies the host
 	RuleNetSecret                 // RN-secret: a session that read a secret reaches only model and trusted hosts
+	RuleOwnerTaint                // RO-tainted: a tainted process is never the owner's channel
+	RuleNetLocal                  // RN-local: the proxy reaches the host's own addresses only for a host the policy names
 	numRules
 )
 
@@ -60,6 +62,8 @@ var ruleIDs = [numRules]string{
 	RuleNetWeb:        "RN-web",
 	RuleNetDeny:       "RN-deny",
 	RuleNetSecret:     "RN-secret",
+	RuleOwnerTaint:    "RO-tainted",
+	RuleNetLocal:      "RN-local",
 }
 
 var ruleReasons = [numRules]string{
@@ -89,6 +93,8 @@ var ruleReasons = [numRules]string{
 	RuleNetWeb:        "a web host: what it sends taints the session UNTRUSTED|WEB_DERIVED",
 	RuleNetDeny:       "the policy denies this host to every session",
 	RuleNetSecret:     "a session that read a secret reaches only model and trusted hosts (network.secret_egress: restrict)",
+	RuleOwnerTaint:    "a tainted process is never the owner's channel, whatever it read it from",
+	RuleNetLocal:      "the proxy does not reach this host's own loopback, link-local or interface addresses unless the policy's network.hosts or the session's model endpoint names the host",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

@@ -100,6 +100,9 @@ func (c *Cgroups) dir(rel string) string {
 // Root names the subtree as /proc/<pid>/cgroup does.
 func (c *Cgroups) Root() string { return c.rel }
 
+// Dir is the directory of cgroup rel (relative to the subtree).
+func (c *Cgroups) Dir(rel string) string { return c.dir(rel) }
+
 // Make creates the cgroup at rel (and its parents).
 func (c *Cgroups) Make(rel string) error { return os.MkdirAll(c.dir(rel), 0o755) }
 

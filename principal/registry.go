@@ -88,8 +88,18 @@ func (s *Session) Taint() policy.Taint {
 	return policy.Taint(s.taint.Load()) | s.parent.Taint()
 }
 
-// AddTaint raises the session's taint and reports whether it grew.
+// AddTaint raises the session's taint and reports whether it grew. The
+// sessions it was started from are raised too: a nested session shares
+// their pipes, files and proxy (its output is what the outer session
+// reads, `x=$(aerfs run -- cat page.txt)`), so what it learns, they hold.
 func (s *Session) AddTaint(t policy.Taint) bool {
+	for p := s.parent; p != nil; p = p.parent {
+		p.addOwnTaint(t)
+	}
+	return s.addOwnTaint(t)
+}
+
+func (s *Session) addOwnTaint(t policy.Taint) bool {
 	for {
 		old := s.taint.Load()
 		nw := old | uint32(t)
@@ -116,6 +126,9 @@ type Resolved struct {
 	Principal  policy.Principal
 	Identified bool
 	Reason     string // why the caller is unidentified
+	// Stalled: its /proc entries did not answer (procwait.go), as those
+	// of a process on its way out do.
+	Stalled bool
 
 	own atomic.Uint32 // taint of a process outside every session
 	reg *Registry     // where an implicit session is made
@@ -186,6 +199,9 @@ type Registry struct {
 	dirs     int                  // threads entries holding an open /proc directory
 
 	stateDir string // the mount's state directory (foreign.go)
+
+	archive  Archive          // where retired sessions are (archive.go); nil: none are retired
+	onRetire []func(*Session) // told of every session retired (archive.go)
 
 	// cgroup mode (nil: sessions are followed by ancestry and events)
 	cg       *Cgroups
@@ -309,6 +325,15 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
 	}
+	var res *Resolved
+	if !WithinProcWait(tid, func() { res = r.resolveTid(tid) }) {
+		return &Resolved{Stalled: true, Reason: fmt.Sprintf("pid %d: its /proc entries did not answer within %v (a process on its way out)", tid, ProcWait)}
+	}
+	return res
+}
+
+// resolveTid is Resolve, reading /proc without a bound.
+func (r *Registry) resolveTid(tid int) *Resolved {
 	// Fast path: a thread seen before, still alive, same program, and no
 	// daemon on the host has moved a process since.
 	hg := hostGen()
@@ -457,6 +482,18 @@ func (r *Registry) cgroupSession(cg *Cgroups, p Proc) (member, bool, string) {
 	r.mu.RLock()
 	m, ok := r.byCg[rel]
 	r.mu.RUnlock()
+	if !ok {
+		// A retired session's process: the registration that made the
+		// cgroup still holds it.
+		r.mu.Lock()
+		if r.archive != nil {
+			if a, found := r.archive.ArchivedCgroup(rel); found {
+				r.unretire(a, 0)
+			}
+		}
+		m, ok = r.byCg[rel]
+		r.mu.Unlock()
+	}
 	if !ok {
 		return member{}, false, fmt.Sprintf("pid %d is in session cgroup %s, unknown to this mount", p.ID.Tgid, abs)
 	}
@@ -636,7 +673,8 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 			}
 		}
 	}
-	s, exists := r.sessions[id]
+	s := r.lookupArchived(id) // a retired id is still bound to its registration
+	exists := s != nil
 	if exists {
 		inTree := false
 		for x := peer.Session; x != nil; x = x.parent {
@@ -690,7 +728,12 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 	}
 	if !exists {
 		r.sessions[id] = s
+	} else if s.Root == (ProcID{}) || !Alive(s.Root) {
+		// Rejoined after its root exited (resumed): the joining process
+		// is its root now, and the session ends when it exits.
+		s.Root = peer.Proc.ID
 	}
+	s.ended.Store(0) // registered again: live
 	s.AddTaint(policy.OriginTaint(p))
 	r.members[peer.Proc.ID] = member{sess: s, principal: p}
 	r.byTgid[peer.Proc.ID.Tgid] = peer.Proc.ID
@@ -719,14 +762,21 @@ func (r *Registry) Restore(id string, p policy.Principal, parent, cgroup string,
 	}
 }
 
-// Session returns the named session.
+// Session returns the named session, bringing it back if it was retired.
 func (r *Registry) Session(id string) *Session {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.sessions[id]
+	s := r.sessions[id]
+	r.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lookupArchived(id)
 }
 
-// Sessions lists every session.
+// Sessions lists every session the registry holds: those live, and those
+// ended but not yet retired.
 func (r *Registry) Sessions() []*Session {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -740,6 +790,12 @@ func (r *Registry) Sessions() []*Session {
 // Live counts the live processes known to be in session s.
 func (r *Registry) Live(s *Session) int {
 	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.liveLocked(s)
+}
+
+// liveLocked is Live, called with r.mu held.
+func (r *Registry) liveLocked(s *Session) int {
 	if r.cg != nil {
 		n := 0
 		for rel, m := range r.byCg {
@@ -748,19 +804,11 @@ func (r *Registry) Live(s *Session) int {
 				n += strings.Count(string(b), "\n")
 			}
 		}
-		r.mu.RUnlock()
 		return n
 	}
-	ids := make([]ProcID, 0)
-	for id, m := range r.members {
-		if m.sess == s {
-			ids = append(ids, id)
-		}
-	}
-	r.mu.RUnlock()
 	n := 0
-	for _, id := range ids {
-		if Alive(id) {
+	for id, m := range r.members {
+		if m.sess == s && Alive(id) {
 			n++
 		}
 	}
@@ -781,6 +829,8 @@ func (r *Registry) Forget(id ProcID) {
 	if m, ok := r.members[id]; ok {
 		delete(r.members, id)
 		if m.sess.Root == id && r.events != nil {
+			// The events record the end, then mark the session ended
+			// (MarkEnded): it is retired only once its end is recorded.
 			go r.events.SessionEnded(m.sess)
 		}
 	}

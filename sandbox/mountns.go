@@ -78,6 +78,13 @@ func SetupMounts(m Mounts) (private, writable []string, err error) {
 			private = append(private, d)
 		}
 	}
+	// POSIX message queues by path: the session's own IPC namespace's.
+	if isMountPoint("/dev/mqueue") {
+		if err := unix.Mount("mqueue", "/dev/mqueue", "mqueue", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return nil, nil, fmt.Errorf("private /dev/mqueue: %w", err)
+		}
+		private = append(private, "/dev/mqueue")
+	}
 	run := "/run/user/" + strconv.Itoa(m.UID)
 	if fi, err := os.Stat(run); err == nil && fi.IsDir() {
 		if err := tmpfs(run, "0700"); err != nil {
@@ -150,4 +157,14 @@ func socketDirs(dir string, uid int) []string {
 		}
 	}
 	return out
+}
+
+// isMountPoint reports whether dir is the root of a mount (its device
+// differs from its parent's).
+func isMountPoint(dir string) bool {
+	var a, b unix.Stat_t
+	if unix.Lstat(dir, &a) != nil || unix.Lstat(filepath.Dir(dir), &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
 }

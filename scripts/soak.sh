@@ -10,8 +10,11 @@
 #   per inode: staged pages would be what every other reader reads;
 #   docs/guarded-writes.md, integration TestMmapStagedContentNeverReachesReaders);
 #   fsstress 10,000 ops × 4 processes on a plain directory;
-#   twenty rounds of SIGKILL during eight guarded writers.
-# Ends with a closing "N passed, N failed" line over the three runs.
+#   twenty rounds of SIGKILL during eight guarded writers;
+#   a thousand gc rounds beside commits;
+#   SOAK_MINUTES (30) of mixed load, the daemon's memory and descriptors
+#   bounded after the warm-up.
+# Ends with a closing "N passed, N failed" line over the runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/tools.sh
@@ -46,6 +49,15 @@ check crash-rounds env AERFS_CRASH_ROUNDS=20 go test -count=1 -timeout 20m -run 
 # pruned (integration TestGCConcurrentWithCommitsKeepsRetainedVersions;
 # make test runs a hundred).
 check gc-race env AERFS_GC_RACE_ROUNDS=1000 go test -count=1 -timeout 20m -run '^TestGCConcurrentWithCommitsKeepsRetainedVersions$' ./integration/
+
+# SOAK_MINUTES (30) of mixed load on one mount — guarded commits, sessions
+# started and ended all the time, refused WEB writes, gc, status, why —
+# failing if the daemon's RSS or descriptors grow past their bound after
+# the warm-up, or if an acknowledged write is missing (integration
+# TestSoakState; the RSS and descriptor curve goes to $logs/state-curve.json).
+minutes=${SOAK_MINUTES:-30}
+check state env AERFS_SOAK_MINUTES="$minutes" AERFS_SOAK_CURVE="$logs/state-curve.json" \
+  go test -count=1 -timeout $((minutes + 15))m -run '^TestSoakState$' -v ./integration/
 
 echo "logs: $logs (removed on success)"
 echo "soak: $passed passed, $failed failed"

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/logindex"
 )
 
 // testLog is a real evidence log in a temporary state directory whose
@@ -15,6 +16,7 @@ type testLog struct {
 	log   *evidence.Log
 	clock time.Time
 	ids   []string
+	keep  *logindex.Keeper
 }
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -57,6 +59,25 @@ func (tl *testLog) add(r *evidence.Record) string {
 		tl.t.Fatal(err)
 	}
 	tl.ids = append(tl.ids, id)
+	// Every third record, the log's index is written as the daemon
+	// writes it: the tests then read segments and a tail, not only a
+	// fold of the whole log.
+	if len(tl.ids)%3 == 0 {
+		if err := tl.log.Flush(); err != nil {
+			tl.t.Fatal(err)
+		}
+		if tl.keep == nil {
+			if tl.keep, err = logindex.OpenKeeper(tl.dir, tl.log); err != nil {
+				tl.t.Fatal(err)
+			}
+			tl.t.Cleanup(func() { tl.keep.Close() })
+		} else if err := tl.keep.CatchUp(); err != nil {
+			tl.t.Fatal(err)
+		}
+		if err := tl.keep.Checkpoint(); err != nil {
+			tl.t.Fatal(err)
+		}
+	}
 	return id
 }
 
@@ -77,6 +98,10 @@ func (tl *testLog) index() *Index {
 	if err != nil {
 		tl.t.Fatal(err)
 	}
+	if len(tl.ids) >= 3 && x.Rebuilt() != "" {
+		tl.t.Fatalf("the log's index was not used: %s", x.Rebuilt())
+	}
+	tl.t.Cleanup(func() { x.Close() })
 	return x
 }
 

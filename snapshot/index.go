@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/logindex"
 )
 
 // ErrNotFound is wrapped by lookups (record ids, snapshot ids) that match
@@ -31,6 +32,9 @@ type Version struct {
 	Session   string    `json:"session,omitempty"`
 	Hash      string    `json:"hash,omitempty"`     // content after; "" = absent
 	OldHash   string    `json:"old_hash,omitempty"` // content before; "" = absent
+	// ContentSize is the length of the content after as the log's index
+	// knows it (-1: unknown; the blob says).
+	ContentSize int64 `json:"-"`
 }
 
 // Snapshot is one snapshot record.
@@ -53,81 +57,103 @@ type Pending struct {
 	Rule      string    `json:"rule,omitempty"`
 }
 
-// rec is what the index keeps of one record.
-type rec struct {
-	idx       int64
-	id        string
-	typ       string
-	t         time.Time
-	principal string
-	session   string
-	path      string
-	from, to  string
-	parents   []int32 // positions of parents the index knows
-	vFirst    int32   // versions of this record: vers[vFirst : vFirst+vCount]
-	vCount    int32
-	snap      int32 // position in snaps, or -1
-	rFirst    int32 // files a reads record lists: reads[rFirst : rFirst+rCount]
-	rCount    int32
-}
-
-// read is one file a reads record lists, with the hash of the version
-// read ("" when unknown).
-type read struct {
-	path, hash string
-}
-
-type ver struct {
-	rec       int32
-	path      string
-	typ       string
-	hash, old string
-}
-
-type snap struct {
-	rec   int32
-	label string
-	files []evidence.FileState
-}
-
-type quarantine struct {
-	rec        int32
-	hash, base string
-	rule       string
-	decided    bool
-}
-
-type approval struct {
-	rec  int32
-	hash string
-}
-
-// Index is what the evidence log says about guarded files, kept current by
-// Add. It is safe for concurrent use.
+// Index is what the evidence log says about guarded files: a view of the
+// log's index (package logindex), read from the state directory or built
+// in memory from a bundle's records. It is safe for concurrent use.
 type Index struct {
-	mu      sync.RWMutex
-	recs    []rec
-	byID    map[string]int32
-	vers    []ver
-	reads   []read
-	byPath  map[string][]int32 // path → versions, log order
-	snaps   []snap
-	events  []int32 // records that are versions or snapshots, log order
-	cur     State
-	quar    []quarantine
-	quarBy  map[int32]int32     // record position → quar position
-	approve map[string]approval // path → approved content awaiting its write
-	mounts  []Mount
-	pruned  map[string]bool // blobs gc records removed
+	mu    sync.RWMutex
+	x     *logindex.Index
+	state string // "" for an index built in memory
+	err   error  // the first query the index could not answer, when even the log could not
 }
+
+// New returns an empty index held in memory (a bundle's records).
+func New() *Index { return &Index{x: logindex.New()} }
+
+// Load reads stateDir's log index and the records past it. Close it when
+// done.
+func Load(stateDir string) (*Index, error) {
+	x, err := logindex.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Index{x: x, state: stateDir}, nil
+}
+
+// Close releases the index's files.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.x.Close()
+}
+
+// Rebuilt says why the log's index was set aside and the whole log read
+// instead ("" when it was not).
+func (x *Index) Rebuilt() string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.x.Rebuilt()
+}
+
+// ix is the index to ask; when a question finds the index on disk damaged
+// (a block that does not match its hash), the whole log is read instead
+// and the question asked again (answer).
+func (x *Index) ix() *logindex.Index {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.x
+}
+
+// answer runs q against the index, and once more against the whole log if
+// the index could not answer.
+func (x *Index) answer(q func(*logindex.Index) error) {
+	ix := x.ix()
+	err := q(ix)
+	if err == nil || x.state == "" {
+		x.note(err)
+		return
+	}
+	x.mu.Lock()
+	if x.x == ix {
+		nx, oerr := logindex.OpenWhole(x.state, err.Error())
+		if oerr != nil {
+			x.mu.Unlock()
+			x.note(oerr)
+			return
+		}
+		x.x.Close()
+		x.x = nx
+	}
+	ix = x.x
+	x.mu.Unlock()
+	x.note(q(ix))
+}
+
+func (x *Index) note(err error) {
+	if err == nil {
+		return
+	}
+	x.mu.Lock()
+	if x.err == nil {
+		x.err = err
+	}
+	x.mu.Unlock()
+}
+
+// Err is the first question neither the index nor the log could answer.
+func (x *Index) Err() error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.err
+}
+
+// Add indexes one record. Records must come in log order; a record already
+// indexed is ignored, and parents the index has not seen are dropped.
+func (x *Index) Add(idx int64, id string, r *evidence.Record) { x.ix().Add(idx, id, r) }
 
 // Pruned reports whether aerfs gc removed the content with this hash (it
 // may have been stored again since).
-func (x *Index) Pruned(hash string) bool {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.pruned[hash]
-}
+func (x *Index) Pruned(hash string) bool { return x.ix().Pruned(hash) }
 
 // Mount is one mount in the log: its record's index, and whether an
 // unmount record ended it (false after a crash).
@@ -139,252 +165,109 @@ type Mount struct {
 
 // Mounts lists the mounts in log order.
 func (x *Index) Mounts() []Mount {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return append([]Mount(nil), x.mounts...)
-}
-
-// New returns an empty index.
-func New() *Index {
-	return &Index{
-		byID:    map[string]int32{},
-		byPath:  map[string][]int32{},
-		cur:     State{},
-		quarBy:  map[int32]int32{},
-		approve: map[string]approval{},
+	var out []Mount
+	for _, m := range x.ix().Mounts() {
+		out = append(out, Mount{Idx: m.Idx, Clean: m.Clean, EndIdx: m.EndIdx})
 	}
-}
-
-// Load reads every committed record of stateDir's evidence log once.
-func Load(stateDir string) (*Index, error) {
-	x := New()
-	err := evidence.ReadAll(stateDir, func(idx int64, id string, r *evidence.Record) error {
-		x.Add(idx, id, r)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return x, nil
+	return out
 }
 
 // Through is the log size the index has read: one past the index of the
 // last record it holds (0 when empty). A gc plan made from the index is
 // checked against the records from there on (evidence.Log.Prune).
-func (x *Index) Through() int64 {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if len(x.recs) == 0 {
-		return 0
-	}
-	return x.recs[len(x.recs)-1].idx + 1
-}
+func (x *Index) Through() int64 { return x.ix().Through() }
 
 // Len is the number of records indexed.
-func (x *Index) Len() int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return len(x.recs)
+func (x *Index) Len() int { return int(x.ix().Len()) }
+
+func nsTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
 }
 
-// Add indexes one record. Records must come in log order (the daemon calls
-// it after each Append); a record already indexed is ignored, and parents
-// the index has not seen are dropped.
-func (x *Index) Add(idx int64, id string, r *evidence.Record) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.byID[id]; ok {
-		return
-	}
-	t, _ := evidence.ParseTime(r.Meta.Time)
-	pos := int32(len(x.recs))
-	e := rec{idx: idx, id: id, typ: r.Type, t: t, principal: r.Principal, session: r.Meta.Session,
-		path: r.Meta.FilePath(), vFirst: int32(len(x.vers)), snap: -1}
-	if r.Payload != nil {
-		e.from, e.to = r.Payload.FromPath(), r.Payload.ToPath()
-	}
-	for _, p := range r.Parents {
-		if q, ok := x.byID[p]; ok {
-			e.parents = append(e.parents, q)
-		}
-	}
-	x.recs = append(x.recs, e)
-	x.byID[id] = pos
-	x.index(pos, r)
-	x.recs[pos].vCount = int32(len(x.vers)) - x.recs[pos].vFirst
-	if x.recs[pos].vCount > 0 || x.recs[pos].snap >= 0 {
-		x.events = append(x.events, pos)
-	}
-}
-
-// index derives versions, snapshots and quarantine state from the record
-// at pos. Called with x.mu held.
-func (x *Index) index(pos int32, r *evidence.Record) {
-	p := r.Payload
-	if p == nil {
-		p = &evidence.Payload{}
-	}
-	path := r.Meta.FilePath() // the name's bytes, from path or path_b64
-	switch r.Type {
-	case evidence.TypeGC:
-		if x.pruned == nil {
-			x.pruned = map[string]bool{}
-		}
-		for _, h := range p.Pruned {
-			x.pruned[h] = true
-		}
-	case evidence.TypeMount:
-		x.mounts = append(x.mounts, Mount{Idx: x.recs[pos].idx})
-	case evidence.TypeUnmount:
-		if n := len(x.mounts); n > 0 {
-			x.mounts[n-1].Clean = true
-			x.mounts[n-1].EndIdx = x.recs[pos].idx
-		}
-	case evidence.TypeWrite:
-		// A write with no new content is a plain file's: it is in the DAG
-		// for provenance but has no version.
-		if p.NewHash == "" || path == "" {
-			return
-		}
-		typ := evidence.TypeWrite
-		if a, ok := x.approve[path]; ok && a.hash == p.NewHash {
-			typ = evidence.TypeApprove
-			x.recs[pos].parents = append(x.recs[pos].parents, a.rec)
-			delete(x.approve, path)
-		}
-		x.addVer(pos, path, typ, p.NewHash, p.OldHash)
-	case evidence.TypeDelete:
-		if path == "" {
-			return
-		}
-		if _, known := x.byPath[path]; p.OldHash != "" || known {
-			x.addVer(pos, path, evidence.TypeDelete, "", p.OldHash)
-		}
-	case evidence.TypeRename:
-		src := p.FromPath()
-		if src == "" {
-			src = path
-		}
-		if src == "" {
-			return
-		}
-		// The source leaves its name; a directory takes every file below.
-		var moved []string
-		for q := range x.cur {
-			if q == src || strings.HasPrefix(q, src+"/") {
-				moved = append(moved, q)
-			}
-		}
-		sort.Strings(moved)
-		for _, q := range moved {
-			x.addVer(pos, q, evidence.TypeRename, "", x.cur[q])
-		}
-	case evidence.TypeRestore:
-		for _, f := range p.Files {
-			if fp := f.FilePath(); fp != "" {
-				x.addVer(pos, fp, evidence.TypeRestore, f.Hash, f.OldHash)
-			}
-		}
-	case evidence.TypeDrift:
-		if path == "" || (p.NewHash == "" && p.OldHash == "") {
-			return
-		}
-		x.addVer(pos, path, evidence.TypeDrift, p.NewHash, p.OldHash)
-	case evidence.TypeReads:
-		x.recs[pos].rFirst = int32(len(x.reads))
-		for i := range p.Reads {
-			x.reads = append(x.reads, read{path: p.Reads[i].FilePath(), hash: p.Reads[i].Hash})
-		}
-		x.recs[pos].rCount = int32(len(p.Reads))
-	case evidence.TypeSnapshot:
-		x.recs[pos].snap = int32(len(x.snaps))
-		files := append([]evidence.FileState(nil), p.Files...)
-		for i := range files {
-			// Kept by name's bytes: path_b64 decoded into Path.
-			files[i].Path, files[i].PathB64 = files[i].FilePath(), ""
-		}
-		x.snaps = append(x.snaps, snap{rec: pos, label: p.Detail, files: files})
-		// A snapshot is the whole guarded state as the daemon found it.
-		x.cur = State{}
-		for _, f := range files {
-			if f.Hash != "" {
-				x.cur[f.Path] = f.Hash
-			}
-		}
-	case evidence.TypeQuarantine:
-		if path == "" || p.NewHash == "" {
-			return
-		}
-		x.quarBy[pos] = int32(len(x.quar))
-		x.quar = append(x.quar, quarantine{rec: pos, hash: p.NewHash, base: p.OldHash, rule: r.Meta.Rule})
-	case evidence.TypeApprove, evidence.TypeReject:
-		if len(r.Parents) == 0 {
-			return
-		}
-		q, ok := x.byID[r.Parents[0]]
-		if !ok {
-			return
-		}
-		qi, ok := x.quarBy[q]
-		if !ok {
-			return
-		}
-		x.quar[qi].decided = true
-		if r.Type == evidence.TypeApprove {
-			x.approve[x.recs[q].path] = approval{rec: pos, hash: x.quar[qi].hash}
-		}
-	}
-}
-
-func (x *Index) addVer(pos int32, path, typ, hash, old string) {
-	vi := int32(len(x.vers))
-	x.vers = append(x.vers, ver{rec: pos, path: path, typ: typ, hash: hash, old: old})
-	x.byPath[path] = append(x.byPath[path], vi)
-	if hash == "" {
-		delete(x.cur, path)
-	} else {
-		x.cur[path] = hash
-	}
-}
-
-func (x *Index) version(vi int32) Version {
-	v := x.vers[vi]
-	r := &x.recs[v.rec]
-	return Version{Idx: r.idx, Record: r.id, Time: r.t, Type: v.typ, Principal: r.principal,
-		Session: r.session, Hash: v.hash, OldHash: v.old}
+func version(v logindex.Version) Version {
+	return Version{Idx: v.Idx, Record: v.ID.Hex(), Time: nsTime(v.Time), Type: v.Type, Principal: v.Principal,
+		Session: v.Session, Hash: v.Hash.Hex(), OldHash: v.Old.Hex(), ContentSize: v.Size}
 }
 
 // History lists the versions of path in log order: writes, deletes, the
 // source of a rename leaving, restores, approved writes, and drift (content
 // that appeared behind aerfs's back).
 func (x *Index) History(path string) []Version {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	vs := x.byPath[path]
+	var vs []logindex.Version
+	x.answer(func(ix *logindex.Index) (err error) {
+		vs, err = ix.History(path)
+		return err
+	})
 	out := make([]Version, len(vs))
-	for i, vi := range vs {
-		out[i] = x.version(vi)
+	for i, v := range vs {
+		out[i] = version(v)
 	}
 	return out
 }
 
 // Paths lists every path the index has a version of, sorted.
-func (x *Index) Paths() []string {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	out := make([]string, 0, len(x.byPath))
-	for p := range x.byPath {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
-}
+func (x *Index) Paths() []string { return x.ix().Paths() }
 
 // Current is the guarded state the log says the workspace is in now.
 func (x *Index) Current() State {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.cur.Clone()
+	st := State{}
+	for p, h := range x.ix().Current() {
+		st[p] = h.Hex()
+	}
+	return st
+}
+
+// event is a record that versions files or snapshots them all.
+type event struct {
+	idx   int64
+	t     time.Time
+	snap  bool
+	files []evidence.FileState
+	vers  []Version
+	paths []string
+}
+
+// events lists every record with versions or a snapshot, in log order.
+func (x *Index) events() []*event {
+	byIdx := map[int64]*event{}
+	get := func(idx int64, t time.Time) *event {
+		e := byIdx[idx]
+		if e == nil {
+			e = &event{idx: idx, t: t}
+			byIdx[idx] = e
+		}
+		return e
+	}
+	for _, p := range x.Paths() {
+		for _, v := range x.History(p) {
+			e := get(v.Idx, v.Time)
+			e.vers = append(e.vers, v)
+			e.paths = append(e.paths, p)
+		}
+	}
+	ix := x.ix()
+	for _, s := range ix.Snapshots() {
+		var files []evidence.FileState
+		x.answer(func(ix *logindex.Index) (err error) {
+			files, err = ix.SnapshotFiles(s)
+			return err
+		})
+		e := get(s.Idx, nsTime(s.Time))
+		e.snap = true
+		for _, f := range files {
+			f.Path, f.PathB64 = f.FilePath(), ""
+			e.files = append(e.files, f)
+		}
+	}
+	out := make([]*event, 0, len(byIdx))
+	for _, e := range byIdx {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].idx < out[j].idx })
+	return out
 }
 
 // StateAt is the guarded state at time t: every version and snapshot
@@ -392,44 +275,41 @@ func (x *Index) Current() State {
 // after t is taken as it was just before that mention (the old content of
 // its first version, or what the first snapshot found).
 func (x *Index) StateAt(t time.Time) State {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
+	evs := x.events()
 	st := State{}
 	decided := map[string]bool{}
 	all := false // a snapshot at or before t decides every path
-	for _, pos := range x.events {
-		r := &x.recs[pos]
-		if r.t.After(t) {
+	for _, e := range evs {
+		if e.t.After(t) {
 			continue
 		}
-		if r.snap >= 0 {
+		if e.snap {
 			st = State{}
-			for _, f := range x.snaps[r.snap].files {
+			for _, f := range e.files {
 				if f.Hash != "" {
 					st[f.Path] = f.Hash
 				}
 			}
 			all = true
 		}
-		for _, v := range x.vers[r.vFirst : r.vFirst+r.vCount] {
-			decided[v.path] = true
-			if v.hash == "" {
-				delete(st, v.path)
+		for i, v := range e.vers {
+			decided[e.paths[i]] = true
+			if v.Hash == "" {
+				delete(st, e.paths[i])
 			} else {
-				st[v.path] = v.hash
+				st[e.paths[i]] = v.Hash
 			}
 		}
 	}
 	if all {
 		return st
 	}
-	for _, pos := range x.events {
-		r := &x.recs[pos]
-		if !r.t.After(t) {
+	for _, e := range evs {
+		if !e.t.After(t) {
 			continue
 		}
-		if r.snap >= 0 {
-			for _, f := range x.snaps[r.snap].files {
+		if e.snap {
+			for _, f := range e.files {
 				if !decided[f.Path] {
 					decided[f.Path] = true
 					if f.Hash != "" {
@@ -438,16 +318,16 @@ func (x *Index) StateAt(t time.Time) State {
 				}
 			}
 			// Known paths the snapshot does not list were absent then.
-			for p := range x.byPath {
+			for _, p := range x.Paths() {
 				decided[p] = true
 			}
 			break
 		}
-		for _, v := range x.vers[r.vFirst : r.vFirst+r.vCount] {
-			if !decided[v.path] {
-				decided[v.path] = true
-				if v.old != "" {
-					st[v.path] = v.old
+		for i, v := range e.vers {
+			if !decided[e.paths[i]] {
+				decided[e.paths[i]] = true
+				if v.OldHash != "" {
+					st[e.paths[i]] = v.OldHash
 				}
 			}
 		}
@@ -457,12 +337,10 @@ func (x *Index) StateAt(t time.Time) State {
 
 // Snapshots lists snapshot records in log order.
 func (x *Index) Snapshots() []Snapshot {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	out := make([]Snapshot, len(x.snaps))
-	for i, s := range x.snaps {
-		r := &x.recs[s.rec]
-		out[i] = Snapshot{ID: r.id, Label: s.label, Time: r.t, Files: len(s.files)}
+	ss := x.ix().Snapshots()
+	out := make([]Snapshot, len(ss))
+	for i, s := range ss {
+		out[i] = Snapshot{ID: s.ID.Hex(), Label: s.Label, Time: nsTime(s.Time), Files: s.Files}
 	}
 	return out
 }
@@ -470,18 +348,17 @@ func (x *Index) Snapshots() []Snapshot {
 // SnapshotState returns the guarded state a snapshot recorded. id is the
 // snapshot's record id or a unique prefix of at least MinPrefix characters.
 func (x *Index) SnapshotState(id string) (State, *Snapshot, error) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
 	id = strings.ToLower(id)
 	if len(id) < MinPrefix {
 		return nil, nil, fmt.Errorf("snapshot id %q: give at least %d hex characters", id, MinPrefix)
 	}
+	ss := x.ix().Snapshots()
 	found := -1
-	for i, s := range x.snaps {
-		if strings.HasPrefix(x.recs[s.rec].id, id) {
+	for i, s := range ss {
+		if strings.HasPrefix(s.ID.Hex(), id) {
 			if found >= 0 {
 				return nil, nil, fmt.Errorf("snapshot id %s: %w: it matches %.12s and %.12s",
-					id, ErrAmbiguous, x.recs[x.snaps[found].rec].id, x.recs[s.rec].id)
+					id, ErrAmbiguous, ss[found].ID.Hex(), s.ID.Hex())
 			}
 			found = i
 		}
@@ -489,51 +366,56 @@ func (x *Index) SnapshotState(id string) (State, *Snapshot, error) {
 	if found < 0 {
 		return nil, nil, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
 	}
-	s := x.snaps[found]
+	s := ss[found]
+	var files []evidence.FileState
+	var err error
+	x.answer(func(ix *logindex.Index) error {
+		files, err = ix.SnapshotFiles(s)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
 	st := State{}
-	for _, f := range s.files {
+	for _, f := range files {
 		if f.Hash != "" {
-			st[f.Path] = f.Hash
+			st[f.FilePath()] = f.Hash
 		}
 	}
-	r := &x.recs[s.rec]
-	return st, &Snapshot{ID: r.id, Label: s.label, Time: r.t, Files: len(s.files)}, nil
+	return st, &Snapshot{ID: s.ID.Hex(), Label: s.Label, Time: nsTime(s.Time), Files: s.Files}, nil
 }
 
 // Resolve returns the full id and log index of the record whose id is id
 // or starts with it (at least MinPrefix characters).
 func (x *Index) Resolve(id string) (string, int64, error) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	pos, err := x.resolve(id)
+	id = strings.ToLower(id)
+	if len(id) < MinPrefix || len(id) > 64 || !isHex(id) {
+		return "", 0, fmt.Errorf("record id %q: %w (give at least %d hex characters)", id, ErrNotFound, MinPrefix)
+	}
+	var found []int64
+	var err error
+	x.answer(func(ix *logindex.Index) error {
+		found, err = ix.FindID(id)
+		return err
+	})
 	if err != nil {
 		return "", 0, err
 	}
-	return x.recs[pos].id, x.recs[pos].idx, nil
-}
-
-func (x *Index) resolve(id string) (int32, error) {
-	id = strings.ToLower(id)
-	if len(id) < MinPrefix || !isHex(id) {
-		return -1, fmt.Errorf("record id %q: %w (give at least %d hex characters)", id, ErrNotFound, MinPrefix)
+	if len(found) == 0 {
+		return "", 0, fmt.Errorf("record %s: %w", id, ErrNotFound)
 	}
-	if pos, ok := x.byID[id]; ok {
-		return pos, nil
-	}
-	found := int32(-1)
-	for i := range x.recs {
-		if strings.HasPrefix(x.recs[i].id, id) {
-			if found >= 0 {
-				return -1, fmt.Errorf("record id %s: %w: it matches %.12s and %.12s",
-					id, ErrAmbiguous, x.recs[found].id, x.recs[i].id)
-			}
-			found = int32(i)
+	ids := make([]string, 0, 2)
+	for _, idx := range found[:min(2, len(found))] {
+		s, err := x.ix().IDOf(idx)
+		if err != nil {
+			return "", 0, err
 		}
+		ids = append(ids, s)
 	}
-	if found < 0 {
-		return -1, fmt.Errorf("record %s: %w", id, ErrNotFound)
+	if len(found) > 1 {
+		return "", 0, fmt.Errorf("record id %s: %w: it matches %.12s and %.12s", id, ErrAmbiguous, ids[0], ids[1])
 	}
-	return found, nil
+	return ids[0], found[0], nil
 }
 
 func isHex(s string) bool {
@@ -549,16 +431,10 @@ func isHex(s string) bool {
 // Pending lists quarantined writes no approve or reject names, in log
 // order.
 func (x *Index) Pending() []Pending {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
 	var out []Pending
-	for _, q := range x.quar {
-		if q.decided {
-			continue
-		}
-		r := &x.recs[q.rec]
-		out = append(out, Pending{ID: r.id, Path: r.path, Hash: q.hash, BaseHash: q.base, Time: r.t,
-			Principal: r.principal, Session: r.session, Rule: q.rule})
+	for _, q := range x.ix().Pending() {
+		out = append(out, Pending{ID: q.ID.Hex(), Path: q.Path, Hash: q.Hash.Hex(), BaseHash: q.Base.Hex(), Time: nsTime(q.Time),
+			Principal: q.Principal, Session: q.Session, Rule: q.Rule})
 	}
 	return out
 }

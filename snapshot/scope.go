@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"container/heap"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/logindex"
 )
 
 // ScopeNode is one record downstream of a source, with the downstream
@@ -65,8 +68,6 @@ func (x *Index) Scope(source string) (*Scope, error) { return x.ScopeAt(source, 
 // could be: such a read cannot be ruled out). An empty version is every
 // version (Scope).
 func (x *Index) ScopeAt(source, version string) (*Scope, error) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
 	src := strings.TrimSuffix(strings.TrimPrefix(source, "./"), "/")
 	if src == "" {
 		return nil, fmt.Errorf("scope: empty source")
@@ -76,97 +77,157 @@ func (x *Index) ScopeAt(source, version string) (*Scope, error) {
 		return nil, fmt.Errorf("scope: version %q is not a SHA-256 (or a prefix of at least %d hex digits) of the content", version, MinPrefix)
 	}
 	under := func(s string) bool { return s != "" && (s == src || strings.HasPrefix(s, src+"/")) }
-	roots := map[int32]bool{}
-	var pos int32
+	roots := map[int64]bool{}
 	var err error
+	var pos int64
 	if version == "" {
-		pos, err = x.resolve(src)
+		_, pos, err = x.Resolve(src)
 	} else {
 		err = ErrNotFound // with a version, the source is a path
 	}
-	if err == nil {
+	ix := x.ix()
+	switch {
+	case err == nil:
 		roots[pos] = true
-	} else if errors.Is(err, ErrAmbiguous) {
+	case errors.Is(err, ErrAmbiguous):
 		return nil, err
-	} else if version == "" {
-		for i := range x.recs {
-			r := &x.recs[i]
-			if under(r.path) || under(r.from) || under(r.to) {
-				roots[int32(i)] = true
-			}
+	case !errors.Is(err, ErrNotFound):
+		return nil, err
+	case version == "":
+		recs, err := ix.PathRecords(src)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range recs {
+			roots[p] = true
 		}
 		// A restore names its files only in its payload.
-		for i := range x.recs {
-			r := &x.recs[i]
-			if r.typ == evidence.TypeRestore {
-				for _, v := range x.vers[r.vFirst : r.vFirst+r.vCount] {
-					if under(v.path) {
-						roots[int32(i)] = true
+		for _, p := range x.Paths() {
+			if under(p) {
+				for _, v := range x.History(p) {
+					if v.Type == evidence.TypeRestore {
+						roots[v.Idx] = true
 					}
 				}
 			}
 		}
 		// A reads record names the files its reader read.
-		for _, p := range x.readersOf(under, func(string) bool { return true }) {
+		rs, err := x.readersOf(ix, src, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range rs {
 			roots[p] = true
 		}
 		if len(roots) == 0 {
 			return nil, fmt.Errorf("scope: no record or path matches %q: %w", source, ErrNotFound)
 		}
-	} else {
-		for _, v := range x.vers {
-			if under(v.path) && v.hash != "" && strings.HasPrefix(v.hash, version) {
-				roots[v.rec] = true
+	default:
+		for _, p := range x.Paths() {
+			if !under(p) {
+				continue
+			}
+			for _, v := range x.History(p) {
+				if v.Hash != "" && strings.HasPrefix(v.Hash, version) {
+					roots[v.Idx] = true
+				}
 			}
 		}
-		for _, p := range x.readersOf(under, func(h string) bool { return h == "" || strings.HasPrefix(h, version) }) {
+		rs, err := x.readersOf(ix, src, version)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range rs {
 			roots[p] = true
 		}
 		if len(roots) == 0 {
 			return nil, fmt.Errorf("scope: no record of %q at version %s (nobody read or wrote that content through the mount): %w", source, version, ErrNotFound)
 		}
 	}
-	start := int32(len(x.recs))
-	for p := range roots {
-		start = min(start, p)
-	}
+	return x.walk(ix, src, roots)
+}
 
-	sc := &Scope{Source: source}
-	nodes := map[int32]*ScopeNode{}
-	lastDown := map[string]int32{} // path → latest downstream record that versioned it
+// walk finds everything downstream of roots, in log order: a record is
+// downstream when it names a downstream record as a parent (the index's
+// links, read backwards), or when it is a later version of a file that
+// has a downstream version (the file's history); a restore only through
+// its parents. Only the downstream records and the versions that follow
+// them are read, not the rest of the log.
+func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Scope, error) {
+	sc := &Scope{Source: src}
+	nodes := map[int64]*ScopeNode{}
+	lastDown := map[string]int64{} // path → latest downstream record that versioned it
 	files := map[string]*ScopeFile{}
-	for p := start; p < int32(len(x.recs)); p++ {
-		r := &x.recs[p]
-		parent := int32(-2) // not downstream
+	hist := map[string][]Version{}
+	queue := &idxHeap{}
+	queued := map[int64]bool{}
+	push := func(p int64) {
+		if !queued[p] {
+			queued[p] = true
+			heap.Push(queue, p)
+		}
+	}
+	next := func(path string, after int64) {
+		h, ok := hist[path]
+		if !ok {
+			h = x.History(path)
+			hist[path] = h
+		}
+		i := sort.Search(len(h), func(i int) bool { return h[i].Idx > after })
+		if i < len(h) {
+			push(h[i].Idx)
+		}
+	}
+	for p := range roots {
+		push(p)
+	}
+	for queue.Len() > 0 {
+		p := heap.Pop(queue).(int64)
+		r, err := ix.Record(p)
+		if err != nil {
+			return nil, err
+		}
+		parent := int64(-2) // not downstream
 		if roots[p] {
 			parent = -1
 		} else {
-			pick := func(q int32) {
+			pick := func(q int64) {
 				if _, ok := nodes[q]; ok && (parent < 0 || q < parent) {
 					parent = q
 				}
 			}
-			for _, q := range r.parents {
+			for _, q := range r.Parents {
 				pick(q)
 			}
-			if r.typ != evidence.TypeRestore {
-				for _, v := range x.vers[r.vFirst : r.vFirst+r.vCount] {
-					if q, ok := lastDown[v.path]; ok {
+			if r.Type != evidence.TypeRestore {
+				for _, v := range r.Versions {
+					if q, ok := lastDown[v.Path]; ok {
 						pick(q)
 					}
 				}
 			}
 		}
 		if parent == -2 {
+			// A restore that is not downstream: the file's later
+			// versions still follow its contaminated one.
+			for _, v := range r.Versions {
+				if _, ok := lastDown[v.Path]; ok {
+					next(v.Path, p)
+				}
+			}
 			continue
 		}
-		n := &ScopeNode{Idx: r.idx, ID: r.id, Type: r.typ, Path: r.path, Principal: r.principal,
-			Session: r.session, Time: r.t}
-		if n.Path == "" && r.vCount == 1 {
-			n.Path = x.vers[r.vFirst].path
+		n := &ScopeNode{Idx: p, ID: r.ID.Hex(), Type: r.Type, Path: r.Path, Principal: r.Principal,
+			Session: r.Session, Time: nsTime(r.Time)}
+		if n.Path == "" && len(r.Versions) == 1 {
+			n.Path = r.Versions[0].Path
 		}
-		if n.Path == "" && r.rCount > 0 {
-			n.Path = x.readPath(r, src, parent == -1)
+		if n.Path == "" && r.Reads > 0 {
+			ps, err := ix.ReadPaths(p)
+			if err != nil {
+				return nil, err
+			}
+			n.Path = readPath(ps, src, parent == -1)
 		}
 		nodes[p] = n
 		sc.Records++
@@ -175,14 +236,21 @@ func (x *Index) ScopeAt(source, version string) (*Scope, error) {
 		} else {
 			nodes[parent].Children = append(nodes[parent].Children, n)
 		}
-		for vi := r.vFirst; vi < r.vFirst+r.vCount; vi++ {
-			v := x.vers[vi]
-			lastDown[v.path] = p
-			if f, ok := files[v.path]; ok {
+		for _, v := range r.Versions {
+			lastDown[v.Path] = p
+			if f, ok := files[v.Path]; ok {
 				f.Versions++
 			} else {
-				files[v.path] = &ScopeFile{Path: v.path, First: x.version(vi), Versions: 1}
+				files[v.Path] = &ScopeFile{Path: v.Path, First: version(v), Versions: 1}
 			}
+			next(v.Path, p)
+		}
+		kids, err := ix.Children(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range kids {
+			push(c)
 		}
 	}
 	for _, f := range files {
@@ -190,6 +258,20 @@ func (x *Index) ScopeAt(source, version string) (*Scope, error) {
 	}
 	sort.Slice(sc.Files, func(i, j int) bool { return sc.Files[i].Path < sc.Files[j].Path })
 	return sc, nil
+}
+
+// idxHeap is a min-heap of record positions.
+type idxHeap []int64
+
+func (h idxHeap) Len() int           { return len(h) }
+func (h idxHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h idxHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *idxHeap) Push(v any)        { *h = append(*h, v.(int64)) }
+func (h *idxHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
 }
 
 // StateBefore is the current guarded state with every file of the scope
@@ -208,33 +290,54 @@ func (x *Index) StateBefore(sc *Scope) State {
 	return st
 }
 
-// readersOf lists the reads records that list a file whose path is
-// matched by under, read at a version whose hash is matched by hash.
-// Called with x.mu held.
-func (x *Index) readersOf(under func(string) bool, hash func(string) bool) []int32 {
-	var out []int32
-	for i := range x.recs {
-		r := &x.recs[i]
-		for _, rd := range x.reads[r.rFirst : r.rFirst+r.rCount] {
-			if under(rd.path) && hash(rd.hash) {
-				out = append(out, int32(i))
-				break
+// readersOf lists the reads records that list a file at src or under it,
+// read at a version whose hash begins with version ("" for any), or read
+// at a version whose content is unknown (it cannot be ruled out).
+func (x *Index) readersOf(ix *logindex.Index, src, version string) ([]int64, error) {
+	rs, err := ix.ReadsUnder(src)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for path, l := range rs {
+		for _, rd := range l {
+			switch {
+			case version == "" || !rd.Known:
+				out = append(out, rd.Idx)
+			case len(version) <= 16:
+				if strings.HasPrefix(hex.EncodeToString(rd.Hash8[:]), version) {
+					out = append(out, rd.Idx)
+				}
+			case strings.HasPrefix(version, hex.EncodeToString(rd.Hash8[:])):
+				// The index keeps 8 bytes of the hash: the record has it all.
+				_, r, err := ix.LogRecord(rd.Idx)
+				if err != nil {
+					return nil, err
+				}
+				for _, fr := range r.Payload.Reads {
+					if fr.FilePath() == path && strings.HasPrefix(fr.Hash, version) {
+						out = append(out, rd.Idx)
+						break
+					}
+				}
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // readPath is what a reads record shows as its path in a scope: the
 // source's file it lists when it is a root, else its first file and how
 // many more it lists.
-func (x *Index) readPath(r *rec, src string, root bool) string {
-	rs := x.reads[r.rFirst : r.rFirst+r.rCount]
-	first := rs[0].path
+func readPath(rs []string, src string, root bool) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	first := rs[0]
 	if root {
-		for _, rd := range rs {
-			if rd.path == src || strings.HasPrefix(rd.path, src+"/") {
-				first = rd.path
+		for _, p := range rs {
+			if p == src || strings.HasPrefix(p, src+"/") {
+				first = p
 				break
 			}
 		}

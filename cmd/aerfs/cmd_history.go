@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -82,10 +83,27 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 		return err
 	}
 	entries := make([]historyEntry, len(vs))
+	// The index knows the size of what it indexed: the blob is only looked
+	// for, not read (two at a time: a stat is a system call each).
+	stored := make([]bool, len(vs))
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(vs); i += 2 {
+				stored[i] = vs[i].Hash != "" && vs[i].ContentSize >= 0 && evidence.BlobStored(t.stateDir, vs[i].Hash)
+			}
+		}()
+	}
+	wg.Wait()
 	for i, v := range vs {
 		entries[i] = historyEntry{N: i + 1, Version: v}
 		if v.Hash != "" {
-			if b, err := evidence.ReadBlob(t.stateDir, v.Hash); err == nil {
+			if stored[i] {
+				n := v.ContentSize
+				entries[i].Size = &n
+			} else if b, err := evidence.ReadBlob(t.stateDir, v.Hash); err == nil {
 				n := int64(len(b))
 				entries[i].Size = &n
 			} else if x.Pruned(v.Hash) {
@@ -117,7 +135,8 @@ func runHistory(out io.Writer, t *target, o historyOptions, file string) error {
 	return tw.Flush()
 }
 
-// recoveryIndex reads the whole evidence log into a snapshot index.
+// recoveryIndex reads the log's index (and the records past it) for the
+// recovery commands.
 func recoveryIndex(stateDir string) (*snapshot.Index, error) {
 	syncLog(stateDir)
 	x, err := snapshot.Load(stateDir)
@@ -125,6 +144,7 @@ func recoveryIndex(stateDir string) (*snapshot.Index, error) {
 		return nil, fail(exitError, "check it with: aerfs verify --state "+stateDir,
 			"cannot read the evidence log: %v", err)
 	}
+	warnIndexSetAside(x.Rebuilt())
 	return x, nil
 }
 

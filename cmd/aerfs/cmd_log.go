@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/logindex"
 )
 
 type logOptions struct {
@@ -120,7 +121,15 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 	}
 	syncLog(t.stateDir)
 	from := int64(0)
-	if o.tail > 0 {
+	if keys := indexedSelection(f); keys != nil {
+		// The log's index knows the records of a path, a session, a type:
+		// only those are read.
+		n, err := logFromIndex(t.stateDir, f, keys, o, print)
+		if err != nil || !o.follow {
+			return err
+		}
+		from = n
+	} else if o.tail > 0 {
 		// Keep the last N matches, print them, and follow from there.
 		type item struct {
 			idx int64
@@ -160,6 +169,84 @@ func runLog(ctx context.Context, out io.Writer, o logOptions) error {
 		return nil
 	}
 	return err
+}
+
+// indexedSelection says which of the filter's terms the log's index can
+// answer (the most selective first), nil when none.
+func indexedSelection(f evidence.Filter) []func(*logindex.Index) ([]int64, error) {
+	switch p := strings.TrimSuffix(f.Path, "/"); {
+	case f.Session != "":
+		return []func(*logindex.Index) ([]int64, error){func(x *logindex.Index) ([]int64, error) {
+			return x.Records(logindex.KindSession, f.Session)
+		}}
+	case p != "":
+		return []func(*logindex.Index) ([]int64, error){func(x *logindex.Index) ([]int64, error) { return x.PathRecords(p) }}
+	case f.Type != "":
+		return []func(*logindex.Index) ([]int64, error){func(x *logindex.Index) ([]int64, error) {
+			return x.Records(logindex.KindType, f.Type)
+		}}
+	}
+	return nil
+}
+
+// logFromIndex prints the records the index selects that match the
+// filter (the last o.tail of them with --tail), and returns how many
+// records the index covers.
+func logFromIndex(stateDir string, f evidence.Filter, keys []func(*logindex.Index) ([]int64, error), o logOptions,
+	print func(idx int64, id string, r *evidence.Record) error) (int64, error) {
+	x, err := openLogIndex(stateDir)
+	if err != nil {
+		return 0, err
+	}
+	defer x.Close()
+	idxs, err := keys[0](x)
+	if err != nil {
+		return 0, err
+	}
+	type item struct {
+		idx int64
+		id  string
+		r   *evidence.Record
+	}
+	var out []item
+	for i := len(idxs) - 1; i >= 0; i-- {
+		id, r, err := x.LogRecord(idxs[i])
+		if err != nil {
+			return 0, err
+		}
+		if !f.Match(r) || o.refused && r.Meta.Verdict != "deny" {
+			continue
+		}
+		out = append(out, item{idxs[i], id, r})
+		if o.tail > 0 && len(out) == o.tail {
+			break
+		}
+	}
+	for i := len(out) - 1; i >= 0; i-- {
+		if err := print(out[i].idx, out[i].id, out[i].r); err != nil {
+			return 0, err
+		}
+	}
+	return x.Through(), nil
+}
+
+// openLogIndex opens the log's index for a reader; an index set aside is
+// said on stderr (the whole log is read instead, which takes longer).
+func openLogIndex(stateDir string) (*logindex.Index, error) {
+	x, err := logindex.Open(stateDir)
+	if err != nil {
+		return nil, fail(exitError, "check it with: aerfs verify --state "+stateDir, "cannot read the evidence log: %v", err)
+	}
+	warnIndexSetAside(x.Rebuilt())
+	return x, nil
+}
+
+// warnIndexSetAside tells the owner that the log's index could not be
+// used (not when the log has never had one: a workspace never mounted).
+func warnIndexSetAside(why string) {
+	if why != "" && !strings.HasPrefix(why, "there is no index") {
+		fmt.Fprintf(os.Stderr, "aerfs: the log's index was set aside (%s): the whole log is read instead; the daemon rebuilds it at the next mount\n", line(why))
+	}
 }
 
 // formatRecord is the one-line human form of a record.

@@ -118,7 +118,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		// In the foreground: readable lines on a terminal; JSON lines
 		// otherwise (a systemd unit: journald keeps them as they are).
 		if isTerminal(os.Stderr) {
-			w = zerolog.MultiLevelWriter(logf, zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly})
+			w = zerolog.MultiLevelWriter(logf, consoleLog(os.Stderr))
 		} else {
 			w = zerolog.MultiLevelWriter(logf, os.Stderr)
 		}
@@ -325,4 +325,18 @@ func staleMount(ws string) bool {
 	var st syscall.Statfs_t
 	err := syscall.Statfs(ws, &st)
 	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// consoleLog is the daemon's log on the owner's terminal (a foreground
+// mount): readable lines whose every message and value is escaped, since
+// they carry names sessions chose (directories, sessions, hosts).
+func consoleLog(out io.Writer) zerolog.ConsoleWriter {
+	safe := func(i any) string {
+		if i == nil {
+			return ""
+		}
+		return printable.Line(fmt.Sprint(i))
+	}
+	return zerolog.ConsoleWriter{Out: out, TimeFormat: time.TimeOnly, NoColor: os.Getenv("NO_COLOR") != "",
+		FormatMessage: safe, FormatFieldValue: safe, FormatErrFieldValue: safe}
 }

@@ -24,16 +24,22 @@ channel (a process outside every session), refused elsewhere with rule
 RO-owner, and recorded.`,
 		Args: cobra.NoArgs,
 	}
-	var asJSON bool
+	var asJSON, all bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the sessions with their taint, quarantine and confinement",
-		Args:  cobra.NoArgs,
+		Long: `list shows the live sessions: those with a process left, or not yet
+ended. A session ends when the process it was registered for exits or the
+owner ends it; once none of its processes is left the daemon forgets it
+(it stays in the log: --all lists it, and its id stays bound to its
+registration — rejoin it with aerfs run --resume --session ID).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSessionList(cmd.OutOrStdout(), asJSON)
+			return runSessionList(cmd.OutOrStdout(), asJSON, all)
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	list.Flags().BoolVar(&all, "all", false, "also the sessions that ended, from the log")
 	release := &cobra.Command{
 		Use:   "release SESSION",
 		Short: "Lift the burst quarantine of a session (the owner only)",
@@ -57,12 +63,12 @@ back stays rolled back. Only the owner's channel may release (rule RO-owner).`,
 	return c
 }
 
-func runSessionList(out io.Writer, asJSON bool) error {
+func runSessionList(out io.Writer, asJSON, all bool) error {
 	t, err := findTarget(true)
 	if err != nil {
 		return err
 	}
-	resp, err := call(t, daemon.Request{Op: "session-list"})
+	resp, err := call(t, daemon.Request{Op: "session-list", All: all})
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,7 @@ var examples = map[string]string{
   aerfs session release agent
   aerfs session end browse`,
 	"aerfs session list": `  aerfs session list
+  aerfs session list --all   # the sessions that ended too, from the log
   aerfs session list --json | jq '.[] | select(.quarantined) | .id'`,
 	"aerfs session release": `  aerfs session release agent`,
 	"aerfs session end":     `  aerfs session end browse`,
@@ -89,6 +90,7 @@ var examples = map[string]string{
   EDITOR=nano aerfs edit IDENTITY.md
   EDITOR='sed -i s/old/new/' aerfs edit --yes SOUL.md`,
 	"aerfs adopt": `  aerfs why SOUL.md && aerfs diff SOUL.md && aerfs adopt SOUL.md`,
+	"aerfs debug": `  aerfs debug pprof heap -o heap.pprof && go tool pprof -top heap.pprof`,
 }
 
 // addExamples fills in the Example: block of every command that has none.

@@ -69,7 +69,7 @@ from which process writes and what it has read, never from the bytes.`,
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
 		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
 		newWatchCommand(), newReportCommand(), newGCCommand(),
-		newSessionCommand(), newWhyCommand(), newEditCommand(), newAdoptCommand(),
+		newSessionCommand(), newWhyCommand(), newEditCommand(), newAdoptCommand(), newDebugCommand(),
 	)
 	root.AddCommand(newManCommand(root), newOwnerReadCommand())
 	// cobra would add completion and help when it runs; make them now so

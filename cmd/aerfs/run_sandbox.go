@@ -285,8 +285,9 @@ func confined() bool {
 }
 
 // runInNamespace runs this aerfs run again in a new user namespace (the
-// caller's uid mapped to itself, so files and the daemon see the owner)
-// and a new mount namespace, waits for it and returns its exit code. ok is
+// caller's uid mapped to itself, so files and the daemon see the owner),
+// a new mount namespace and a new IPC namespace (the owner's System V
+// queues, semaphores and shared memory are out of the session's reach), waits for it and returns its exit code. ok is
 // false when the kernel refuses the namespaces: the session is then
 // confined without one.
 func runInNamespace(withNet bool) (code int, ok bool) {
@@ -302,7 +303,7 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 	cmd := exec.Command(self, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), mountNSEnv+"="+mountNS())
-	flags, caps := uintptr(syscall.CLONE_NEWUSER|syscall.CLONE_NEWNS), []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	flags, caps := uintptr(syscall.CLONE_NEWUSER|syscall.CLONE_NEWNS|syscall.CLONE_NEWIPC), []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
 	if withNet {
 		// A network namespace with only loopback (run_network.go); the
 		// copy brings loopback up, which takes CAP_NET_ADMIN.

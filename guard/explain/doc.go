@@ -9,6 +9,10 @@
 //
 //   - It reads the log (incrementally: each question takes what was
 //     appended since the last one); the FUSE paths never pay for it.
+//     Given the log's index (Source), it follows the log from the mount
+//     on only, and reads what came before from the index when asked:
+//     its memory follows the live sessions and processes, not the log's
+//     length.
 //   - It decides nothing: what a subject cannot do is said in words from
 //     the policy's rules, never by asking the policy.
 package explain

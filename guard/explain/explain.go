@@ -89,6 +89,7 @@ type subjectLog struct {
 	refusals    []Refusal
 	confinement string
 	burst       string // the burst record's reason, "" after a release
+	burstSet    bool   // a burst or a release was seen
 }
 
 // Index follows the evidence log for the status file and aerfs why.
@@ -101,6 +102,12 @@ type Index struct {
 	subj    map[string]*subjectLog // "s:" session id or "p:" pid
 	paths   map[string][]PathVerdict
 	pending map[string]bool // quarantined ids still undecided
+	// With a source (source.go), the log is followed from the mount on
+	// (start) and what came before is read from the source when asked
+	// for; paths are not kept at all.
+	src    Source
+	start  int64
+	loaded map[string]bool // sessions whose records before start were read
 }
 
 // New follows the evidence log in stateDir; flush makes everything queued
@@ -120,6 +127,9 @@ func (x *Index) update() {
 		x.next = idx + 1
 		return nil
 	})
+	if x.src != nil && len(x.subj) > maxSubjects {
+		x.sweep()
+	}
 }
 
 func subjKey(session string, pid int) string {
@@ -156,9 +166,11 @@ func (x *Index) add(id string, r *evidence.Record) {
 		s := x.get(subjKey(m.Session, m.Pid))
 		s.causes = appendCause(s.causes, TaintCause{Time: t, Taint: r.Taint, Path: path, Exe: m.ExePath(), Reason: m.Reason, Record: id})
 	case m.Op == "burst" && m.Rule == policy.RuleBurst.ID():
-		x.get(subjKey(m.Session, 0)).burst = m.Time + ": " + m.Reason
+		s := x.get(subjKey(m.Session, 0))
+		s.burst, s.burstSet = m.Time+": "+m.Reason, true
 	case m.Op == "session-release" && m.Verdict == "allow":
-		x.get(subjKey(m.Session, 0)).burst = ""
+		s := x.get(subjKey(m.Session, 0))
+		s.burst, s.burstSet = "", true
 	case (r.Type == evidence.TypeVerdict || r.Type == evidence.TypeQuarantine) && m.Verdict == "deny" && m.Rule != "":
 		if m.Op == "burst" {
 			break
@@ -193,7 +205,7 @@ func (x *Index) add(id string, r *evidence.Record) {
 	if path == "" && r.Payload != nil {
 		path = r.Payload.ToPath()
 	}
-	if path == "" || strings.HasPrefix(path, "/") {
+	if path == "" || strings.HasPrefix(path, "/") || x.src != nil || x.paths == nil {
 		return
 	}
 	if _, ok := x.paths[path]; !ok && len(x.paths) >= maxPaths {
@@ -220,6 +232,7 @@ func appendCause(c []TaintCause, tc TaintCause) []TaintCause {
 // and its refusals when own (the session itself, not one it was started
 // from).
 func (x *Index) explainLog(e *Explanation, key string, own bool) {
+	x.loadBefore(key)
 	s := x.subj[key]
 	if s == nil {
 		return
@@ -312,6 +325,10 @@ func (x *Index) Path(rel string, class policy.Class, l *label.Label, present boo
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.update()
+	if x.src != nil {
+		e.Verdicts = x.pathVerdicts(rel)
+		return e
+	}
 	v := x.paths[rel]
 	for i := len(v) - 1; i >= 0; i-- {
 		e.Verdicts = append(e.Verdicts, v[i])

@@ -13,5 +13,6 @@
 //   - A process is known by (tgid, start time), never by pid alone: a
 //     reused pid is another process.
 //   - Memory is bounded: reads, lookers and writer resolutions are capped
-//     and forgotten with the processes that made them.
+//     and forgotten with the processes that made them, and with the
+//     sessions the registry retires (Reads.Forget).
 package tracking

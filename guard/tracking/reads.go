@@ -124,6 +124,8 @@ type Reads struct {
 	sweepAt int
 	hashMu  sync.Mutex
 	hashes  map[fingerprint]string
+	// lastReads finds a session's newest reads record (SetLastReads).
+	lastReads func(session string) string
 }
 
 // NewReads follows reads of the backing directory dir, recording lists of
@@ -141,6 +143,8 @@ func (t *Reads) set(k reader, res *principal.Resolved) *readSet {
 		rs = &readSet{seen: map[readSeenKey]struct{}{}, res: res}
 		if res.Session == nil {
 			rs.proc, rs.isProc = res.Proc.ID, true
+		} else if t.lastReads != nil {
+			rs.last = t.lastReads(res.Session.ID) // a session back from retirement or a remount
 		}
 		t.sets[k] = rs
 	}
@@ -403,4 +407,41 @@ func (t *Reads) hash(rel string, fp fingerprint, budget *int64) string {
 	t.hashes[fp] = h
 	t.hashMu.Unlock()
 	return h
+}
+
+// # Sessions retired
+//
+// The registry retires a session that has ended and has no process left
+// (principal/archive.go); Forget then drops what it read (first listed in
+// a reads record, so that nothing it read is missing from the log), so
+// that memory follows the sessions that are live. A session that comes
+// back (resumed, or a process of it found again) continues its provenance
+// chain: its reads set starts from its newest reads record, which the
+// log's index gives (SetLastReads).
+
+// Forget drops the reads set of session s, listing first what it read
+// since its last reads record.
+func (t *Reads) Forget(s *principal.Session) {
+	k := reader{session: s.ID}
+	t.mu.Lock()
+	rs := t.sets[k]
+	pending := rs != nil && len(rs.pending) > 0
+	t.mu.Unlock()
+	if pending {
+		t.list(rs, rs.res)
+	}
+	t.mu.Lock()
+	if rs != nil && t.sets[k] == rs && len(rs.pending) == 0 {
+		t.seen -= len(rs.seen)
+		delete(t.sets, k)
+	}
+	t.mu.Unlock()
+}
+
+// SetLastReads gives a way to find a session's newest reads record when a
+// reads set is started for it.
+func (t *Reads) SetLastReads(f func(session string) string) {
+	t.mu.Lock()
+	t.lastReads = f
+	t.mu.Unlock()
 }

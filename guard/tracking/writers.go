@@ -92,8 +92,9 @@ func resolveNow(reg *principal.Registry, id principal.ProcID) *principal.Resolve
 	if res.Identified && res.Proc.ID == id {
 		return res
 	}
-	if !principal.Alive(id) || exiting(id.Tgid) {
-		return nil
+	gone := true
+	if !principal.WithinProcWait(id.Tgid, func() { gone = !principal.Alive(id) || exiting(id.Tgid) }) || gone {
+		return nil // exited, or on its way out (its /proc does not answer)
 	}
 	reason := res.Reason
 	if res.Identified {

@@ -8,12 +8,17 @@
 #                     from npm into the e2e cache first; ~10 min
 #   make bench-requests  FUSE requests per file of each metadata workload (~30 s)
 #   make bench-quick  reduced sizes, 3 runs: checks that everything works
+#   make bench-state  mount time, history time and the daemon's memory against
+#                     logs of 10k, 100k and 1M records (N/100 sessions), written by
+#                     scripts/bench/genlog; ~15 min (STATE_FLAGS='-sizes 10000,100000')
 # BENCH_FLAGS passes extra flags, e.g. BENCH_FLAGS='-only fio,meta -keep'.
 
 GO ?= go
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-quick bench-bins bench-requests bench-agents
+STATE_FLAGS ?=
+
+.PHONY: bench bench-quick bench-bins bench-requests bench-agents bench-state
 
 bench-bins:
 	$(GO) build -o bin/aerfs ./cmd/aerfs
@@ -22,7 +27,14 @@ bench-bins:
 
 bench: bench-bins
 	./bin/aerfs-bench $(BENCH_FLAGS)
+	$(MAKE) bench-state
 	$(MAKE) bench-agents
+
+bench-state:
+	$(GO) build -o bin/aerfs ./cmd/aerfs
+	$(GO) build -o bin/aerfs-genlog ./scripts/bench/genlog
+	$(GO) build -o bin/aerfs-bench-state ./scripts/bench/state
+	./bin/aerfs-bench-state $(STATE_FLAGS)
 
 bench-agents:
 	bash e2e/install.sh
