@@ -62,7 +62,11 @@ type Trust struct {
 	// Pinned is true when the user named the key (--key); otherwise the
 	// key is the bundle's (or state directory's) own and proves integrity
 	// only, not origin.
-	Pinned    bool
+	Pinned bool
+	// StateKey is true when the key is the state directory's own
+	// (key.pub), read by aerfs report from the workspace it reports on:
+	// the same key aerfs verify --state checks the live log against.
+	StateKey  bool
 	KeySource string // human words for where the key came from
 }
 

@@ -174,7 +174,8 @@ th{background:#f0f2f5;font-weight:600}
 <main>
 <section id="trust" class="trust{{if not .Trust.Pinned}} unpinned{{end}}">
 <h2>Verification</h2>
-{{if .Trust.Pinned}}<p class="ok">Verified with a key you gave (--key): integrity and origin verified.</p>
+{{if .Trust.StateKey}}<p class="ok">Verified with the state directory's key, as aerfs verify --state does: integrity verified, and the checkpoint is signed by the key of the state directory this log was read from (fingerprint below, the one <code>aerfs key</code> prints). Whoever receives this page checks its origin with <code>aerfs report BUNDLE --key</code> and the key they hold.</p>
+{{else if .Trust.Pinned}}<p class="ok">Verified with a key you gave (--key): integrity and origin verified.</p>
 {{else}}<p class="warn">Integrity verified, origin not verified: the checkpoint was checked against {{.Trust.KeySource}}, which anyone who made the bundle could have replaced. Pin the key with --key to verify its origin.</p>{{end}}
 <table class="kv">
 <tr><th>source</th><td><code>{{.Trust.Source}}</code></td></tr>

@@ -249,3 +249,22 @@ func TestGraphNodeLimit(t *testing.T) {
 		t.Fatalf("%d edges", len(g.Edges))
 	}
 }
+
+// A page made from the live log with the state directory's key says so, in
+// green, as aerfs verify --state verifies: never "origin not verified".
+func TestTrustStateKey(t *testing.T) {
+	f := makeBundle(t)
+	b, tr, err := Open(f.bundle, f.key, evidence.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.StateKey = true
+	var out bytes.Buffer
+	if err := Render(&out, b, tr, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	if strings.Contains(page, "origin not verified") || strings.Contains(page, `class="trust unpinned"`) || !strings.Contains(page, "as aerfs verify --state does") {
+		t.Errorf("the trust statement of a page verified with the state directory's key is wrong:\n%s", page[strings.Index(page, `<section id="trust"`):strings.Index(page, `<section id="summary"`)])
+	}
+}

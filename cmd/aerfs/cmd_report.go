@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/evidence"
 	htmlreport "github.com/aerfs/aerfs/report"
 )
@@ -33,7 +35,9 @@ every guarded change. The page loads nothing from anywhere and runs no script.
 Without BUNDLE it exports the log of the workspace (or of --state DIR) to a
 temporary bundle first. The page says which key verified the bundle: a key
 given with --key verifies its origin; without it the bundle's own key proves
-integrity only, and the page says "origin not verified".`,
+integrity only, and the page says "origin not verified". Without BUNDLE the
+log is verified as 'aerfs verify --state' verifies it, against the state
+directory's own key, and the page says so.`,
 		Example: `  aerfs export -o incident.zip && aerfs report incident.zip --key @trusted.key -o report.html
   aerfs report --state /var/lib/aerfs/ws -o report.html
   aerfs report --source downloads/page.html -o report.html`,
@@ -59,10 +63,13 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 		key = strings.TrimSpace(string(b))
 	}
 	var bundle, source string
+	var t *target
+	fromState := false
 	if len(args) == 1 {
 		bundle, source = args[0], args[0]
 	} else {
-		t, err := findTargetReading()
+		var err error
+		t, err = findTargetReading()
 		if err != nil {
 			return err
 		}
@@ -86,6 +93,14 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 			}
 		}
 		source = "state directory " + t.stateDir
+		// The live log is verified as aerfs verify --state verifies it:
+		// against the state directory's own key.
+		if key == "" {
+			if key, err = stateKey(t); err != nil {
+				return err
+			}
+			fromState = true
+		}
 		// A source path is taken as aerfs scope takes it: relative to the
 		// current directory inside the workspace.
 		if o.source != "" && t.workspace != "" && !looksLikeRecordID(o.source) {
@@ -99,8 +114,9 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 		return err
 	}
 	trust.Source = source
-	if len(args) == 0 && !trust.Pinned {
-		trust.KeySource = "the state directory's own key"
+	if fromState {
+		trust.StateKey = true
+		trust.KeySource = "the state directory's key (" + filepath.Join(t.stateDir, "evidence", "key.pub") + "), as aerfs verify --state checks the live log"
 	}
 	opts := htmlreport.Options{Source: o.source, Now: time.Now(), Version: buildVersion().Version}
 	if o.out == "-" {
@@ -126,10 +142,37 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 		return err
 	}
 	origin := "origin verified with the key given"
-	if !trust.Pinned {
+	if trust.StateKey {
+		origin = "origin verified with the state directory's key, as aerfs verify --state does"
+	} else if !trust.Pinned {
 		origin = "origin not verified (no --key)"
 	}
 	fmt.Fprintf(out, "wrote %s: %d records, key %s (fingerprint %s), %s\n", o.out, len(b.Entries), trust.KeyID,
 		trust.Fingerprint[:16], origin)
 	return nil
+}
+
+// stateKey is the public key of the state directory's log, as aerfs key
+// prints it: read here, or said by the daemon when its state is its own.
+func stateKey(t *target) (string, error) {
+	if !t.viaDaemon {
+		k, err := evidence.PublicKey(t.stateDir)
+		if err != nil {
+			return "", fail(exitIO, "check it with: aerfs verify --state "+t.stateDir, "cannot read the state directory's key: %v", err)
+		}
+		return k, nil
+	}
+	var out, msg bytes.Buffer
+	code, refusal, err := daemon.CallRead(t.stateDir, []string{"key"}, &out, &msg)
+	switch {
+	case err != nil:
+		return "", fail(exitNotMounted, "run it as root: sudo aerfs "+strings.Join(os.Args[1:], " "), "reading the state through the aerfs daemon: %v", err)
+	case refusal != nil && refusal.Refused:
+		return "", fail(exitRefused, refusal.Hint, "%s (rule %s)", refusal.Error, refusal.Rule)
+	case refusal != nil:
+		return "", fail(exitError, refusal.Hint, "%s", refusal.Error)
+	case code != 0:
+		return "", fail(exitError, "aerfs key"+t.flags()+" prints it", "cannot read the state directory's key: %s", strings.TrimSpace(msg.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
 }
