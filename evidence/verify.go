@@ -150,6 +150,14 @@ func parseIndexLine(what string, b []byte) (*indexLine, error) {
 	return &il, nil
 }
 
+// VerifyBundleFiles checks a bundle already read with ReadBundleFiles, as
+// VerifyBundle does: a caller that verifies and then uses the bundle's
+// content (aerfs report) checks exactly the bytes it uses, with no second
+// read that a bundle changed meanwhile could answer differently.
+func VerifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) {
+	return verifyBundleFiles(files, pubkey)
+}
+
 func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) {
 	// Layout: the fixed files, plus blobs/<hash>, and nothing else.
 	for name := range files {

@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -77,31 +75,16 @@ func Fingerprint(key string) string {
 }
 
 // Open reads the bundle at path (a directory or a .zip) once, verifies
-// exactly the bytes it read, and parses them. The bytes are verified from
-// a private copy, so a bundle changed while it is read cannot show one
-// content to the verifier and another to the page. key is the trusted
-// verifier key; "" trusts the bundle's own key (integrity, not origin).
+// exactly the bytes it read, and parses them: a bundle changed while it is
+// read cannot show one content to the verifier and another to the page.
+// key is the trusted verifier key; "" trusts the bundle's own key
+// (integrity, not origin).
 func Open(path, key string, lim evidence.Limits) (*Bundle, Trust, error) {
 	files, err := evidence.ReadBundleFiles(path, lim)
 	if err != nil {
 		return nil, Trust{}, err
 	}
-	tmp, err := os.MkdirTemp("", "aerfs-report-")
-	if err != nil {
-		return nil, Trust{}, err
-	}
-	defer os.RemoveAll(tmp)
-	copyDir := filepath.Join(tmp, "bundle")
-	for name, data := range files {
-		p := filepath.Join(copyDir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, Trust{}, err
-		}
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			return nil, Trust{}, err
-		}
-	}
-	rep, err := evidence.VerifyBundleLimits(copyDir, key, lim)
+	rep, err := evidence.VerifyBundleFiles(files, key)
 	if err != nil {
 		return nil, Trust{}, err
 	}

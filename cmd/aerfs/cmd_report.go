@@ -20,6 +20,7 @@ type reportOptions struct {
 	out    string
 	key    string
 	source string
+	recent int
 }
 
 func newReportCommand() *cobra.Command {
@@ -29,8 +30,11 @@ func newReportCommand() *cobra.Command {
 		Short: "Write a self-contained HTML report of a verified evidence bundle",
 		Long: `report verifies an evidence bundle and writes one HTML file that shows it:
 a timeline of sessions and verdicts, the refusals by rule and principal, the
-provenance graph of a source with the changes it led to, and the diffs of
-every guarded change. The page loads nothing from anywhere and runs no script.
+records counted per session, per path and per rule, the newest records and
+refusals in full, the provenance graph of a source with the changes it led
+to, and the diffs of the newest guarded changes. Every record is counted;
+the newest --recent of each kind are shown whole, so the page of a year's
+log stays a few MB. The page loads nothing from anywhere and runs no script.
 
 Without BUNDLE it exports the log of the workspace (or of --state DIR) to a
 temporary bundle first. The page says which key verified the bundle: a key
@@ -49,11 +53,15 @@ directory's own key, and the page says so.`,
 	c.Flags().StringVarP(&o.out, "output", "o", "", "the HTML file to write ('-' for standard output)")
 	c.Flags().StringVar(&o.key, "key", "", "the trusted public key (text, or @FILE); default: the bundle's own key (origin not verified)")
 	c.Flags().StringVar(&o.source, "source", "", "the provenance source: a workspace path or a record id (default: the source with the largest contamination scope)")
+	c.Flags().IntVar(&o.recent, "recent", htmlreport.DefaultRecent, "how many of the newest records, refusals and guarded changes the page shows in full (all are counted)")
 	c.MarkFlagRequired("output")
 	return c
 }
 
 func runReport(out io.Writer, args []string, o reportOptions) error {
+	if o.recent < 1 {
+		return fail(exitUsage, "aerfs report --recent 500 -o report.html", "--recent must be at least 1")
+	}
 	key := o.key
 	if strings.HasPrefix(key, "@") {
 		b, err := os.ReadFile(key[1:])
@@ -118,7 +126,7 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 		trust.StateKey = true
 		trust.KeySource = "the state directory's key (" + filepath.Join(t.stateDir, "evidence", "key.pub") + "), as aerfs verify --state checks the live log"
 	}
-	opts := htmlreport.Options{Source: o.source, Now: time.Now(), Version: buildVersion().Version}
+	opts := htmlreport.Options{Source: o.source, Now: time.Now(), Version: buildVersion().Version, Recent: o.recent}
 	if o.out == "-" {
 		return htmlreport.Render(out, b, trust, opts)
 	}
