@@ -80,15 +80,21 @@ func Fingerprint(key string) string {
 // key is the trusted verifier key; "" trusts the bundle's own key
 // (integrity, not origin).
 func Open(path, key string, lim evidence.Limits) (*Bundle, Trust, error) {
+	return OpenProgress(path, key, lim, nil)
+}
+
+// OpenProgress is Open, telling p how far the verification ("records")
+// and the parsing ("parsing") have come.
+func OpenProgress(path, key string, lim evidence.Limits, p evidence.Progress) (*Bundle, Trust, error) {
 	files, err := evidence.ReadBundleFiles(path, lim)
 	if err != nil {
 		return nil, Trust{}, err
 	}
-	rep, err := evidence.VerifyBundleFiles(files, key)
+	rep, err := evidence.VerifyBundleFiles(files, key, p)
 	if err != nil {
 		return nil, Trust{}, err
 	}
-	b, err := parse(files)
+	b, err := parse(files, p)
 	if err != nil {
 		return nil, Trust{}, err
 	}
@@ -109,7 +115,7 @@ func Open(path, key string, lim evidence.Limits) (*Bundle, Trust, error) {
 
 // parse reads the manifest, the records with their index lines, and the
 // blobs of an already verified bundle.
-func parse(files map[string][]byte) (*Bundle, error) {
+func parse(files map[string][]byte, p evidence.Progress) (*Bundle, error) {
 	b := &Bundle{blobs: map[string][]byte{}}
 	if err := json.Unmarshal(files["manifest.json"], &b.Manifest); err != nil {
 		return nil, fmt.Errorf("report: manifest: %v", err)
@@ -120,6 +126,9 @@ func parse(files map[string][]byte) (*Bundle, error) {
 		return nil, fmt.Errorf("report: %d records, %d index lines", len(recs), len(idxs))
 	}
 	for i, line := range recs {
+		if p != nil && (i%1024 == 0 || i == len(recs)-1) {
+			p("parsing", int64(i+1), int64(len(recs)))
+		}
 		var il struct {
 			Idx int64  `json:"idx"`
 			ID  string `json:"id"`

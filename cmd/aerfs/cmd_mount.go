@@ -243,12 +243,17 @@ func startDaemon(ws, state string, o mountOptions) error {
 		return err
 	}
 	w.Close()
+	// A first mount of a long log builds its index before it serves.
+	pr := startProgress("mount")
+	pr.spin("the daemon reads the evidence log")
+	defer pr.done()
 	br := bufio.NewReader(r)
 	var line string
 	for {
 		l, err := br.ReadString('\n')
 		line = strings.TrimSpace(l)
 		if w, ok := strings.CutPrefix(line, "warn "); ok {
+			pr.done()
 			fmt.Fprintf(os.Stderr, "aerfs: warning: %s\n", printable.Line(w))
 			continue
 		}
@@ -257,6 +262,7 @@ func startDaemon(ws, state string, o mountOptions) error {
 		}
 	}
 	r.Close()
+	pr.done()
 	if line == "ready" {
 		// Drift found at mount: guarded files changed while unmounted.
 		var st daemon.Status

@@ -72,6 +72,9 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 	}
 	var bundle, source string
 	var t *target
+	pr := startProgress("report")
+	defer pr.done()
+	var took struct{ export, open, render time.Duration }
 	fromState := false
 	if len(args) == 1 {
 		bundle, source = args[0], args[0]
@@ -82,6 +85,7 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 			return err
 		}
 		syncLog(t.stateDir)
+		exportStart := time.Now()
 		tmp, err := os.MkdirTemp("", "aerfs-report-export-")
 		if err != nil {
 			return err
@@ -91,15 +95,19 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 			// The daemon's state: it exports the log for the owner,
 			// and the report is made here, as the owner.
 			bundle = filepath.Join(tmp, "bundle.zip")
-			if err := exportThroughDaemon(t, bundle); err != nil {
+			pr.spin("the daemon exports the log")
+			err := exportThroughDaemon(t, bundle)
+			pr.done()
+			if err != nil {
 				return err
 			}
 		} else {
 			bundle = filepath.Join(tmp, "bundle")
-			if _, err := evidence.Export(t.stateDir, evidence.Filter{}, bundle); err != nil {
+			if _, err := evidence.ExportProgress(t.stateDir, evidence.Filter{}, bundle, stages(pr, map[string]string{"records": "exporting records", "blobs": "exporting blobs"})); err != nil {
 				return fail(exitError, "check it with: aerfs verify --state "+t.stateDir, "cannot export the evidence log: %v", err)
 			}
 		}
+		took.export = time.Since(exportStart)
 		source = "state directory " + t.stateDir
 		// The live log is verified as aerfs verify --state verifies it:
 		// against the state directory's own key.
@@ -117,10 +125,13 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 			}
 		}
 	}
-	b, trust, err := htmlreport.Open(bundle, key, evidence.DefaultLimits)
+	openStart := time.Now()
+	b, trust, err := htmlreport.OpenProgress(bundle, key, evidence.DefaultLimits,
+		stages(pr, map[string]string{"records": "verifying records", "parsing": "reading records"}))
 	if err != nil {
 		return err
 	}
+	took.open = time.Since(openStart)
 	trust.Source = source
 	if fromState {
 		trust.StateKey = true
@@ -135,7 +146,12 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 		return err
 	}
 	defer os.Remove(f.Name())
-	if err := htmlreport.Render(f, b, trust, opts); err != nil {
+	pr.spin("writing the page")
+	renderStart := time.Now()
+	err = htmlreport.Render(f, b, trust, opts)
+	pr.done()
+	took.render = time.Since(renderStart)
+	if err != nil {
 		f.Close()
 		return fail(exitUsage, "give a path from 'aerfs log' or a record id", "%v", err)
 	}
@@ -157,6 +173,14 @@ func runReport(out io.Writer, args []string, o reportOptions) error {
 	}
 	fmt.Fprintf(out, "wrote %s: %d records, key %s (fingerprint %s), %s\n", o.out, len(b.Entries), trust.KeyID,
 		trust.Fingerprint[:16], origin)
+	if gopts.verbose {
+		size := int64(0)
+		if fi, err := os.Stat(o.out); err == nil {
+			size = fi.Size()
+		}
+		fmt.Fprintf(out, "  %s written; exporting the log took %s, verifying and reading the bundle %s, making the page %s\n",
+			humanSize(size), took.export.Round(time.Millisecond), took.open.Round(time.Millisecond), took.render.Round(time.Millisecond))
+	}
 	return nil
 }
 
@@ -183,4 +207,19 @@ func stateKey(t *target) (string, error) {
 		return "", fail(exitError, "aerfs key"+t.flags()+" prints it", "cannot read the state directory's key: %s", strings.TrimSpace(msg.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// stages names the stages of a step of the report ("records" of the
+// export is "exporting records").
+func stages(pr *progress, names map[string]string) evidence.Progress {
+	f := pr.fn()
+	if f == nil {
+		return nil
+	}
+	return func(stage string, done, total int64) {
+		if n, ok := names[stage]; ok {
+			stage = n
+		}
+		f(stage, done, total)
+	}
 }

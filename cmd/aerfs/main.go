@@ -46,6 +46,8 @@ func fail(code int, hint, format string, args ...any) error {
 type globalOptions struct {
 	workspace string
 	state     string
+	quiet     bool // no progress bars
+	verbose   bool // what a command can say beyond its result
 }
 
 var gopts globalOptions
@@ -62,6 +64,8 @@ from which process writes and what it has read, never from the bytes.`,
 	}
 	root.PersistentFlags().StringVar(&gopts.workspace, "workspace", "", "the workspace (default: the aerfs mount containing the current directory)")
 	root.PersistentFlags().StringVar(&gopts.state, "state", "", "the state directory (default: found from the workspace)")
+	root.PersistentFlags().BoolVarP(&gopts.quiet, "quiet", "q", false, "draw no progress bar (none is drawn when standard error is not a terminal)")
+	root.PersistentFlags().BoolVar(&gopts.verbose, "verbose", false, "say more where a command has more to say (verify: every count; export and report: what each step took)")
 	root.AddCommand(
 		newInitCommand(), newMountCommand(), newUnmountCommand(), newRunCommand(),
 		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(), newAuthorityCommand(), newAuthorizeCommand(), newAttestCommand(),
