@@ -19,10 +19,10 @@ func TestListAndMountedHints(t *testing.T) {
 	r := runCmd("/", nil, aerfsBin, "list", "--json")
 	expectOK(t, "aerfs list --json", r)
 	var ws []struct {
-		Workspace           string `json:"workspace"`
-		State               string `json:"state_dir"`
-		PID, Sessions       int
-		Mountpoints         []string
+		Workspace     string `json:"workspace"`
+		State         string `json:"state_dir"`
+		PID, Sessions int
+		Mountpoints   []string
 	}
 	if err := json.Unmarshal([]byte(r.Stdout), &ws); err != nil {
 		t.Fatalf("aerfs list --json: %v\n%s", err, r.Stdout)
