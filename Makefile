@@ -112,7 +112,7 @@ install: build man
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/aerfs $(DESTDIR)$(SBINDIR)/mount.fuse.aerfs $(DESTDIR)$(UNITDIR)/aerfs@.service
 	rm -f $(DESTDIR)$(MANDIR)/man1/aerfs.1 $(DESTDIR)$(MANDIR)/man1/aerfs-*.1 \
-		$(DESTDIR)$(MANDIR)/man5/aerfs-policy.5 $(DESTDIR)$(MANDIR)/man8/mount.fuse.aerfs.8
+		$(DESTDIR)$(MANDIR)/man5/aerfs-policy.5 $(DESTDIR)$(MANDIR)/man5/aerfs.yaml.5 $(DESTDIR)$(MANDIR)/man8/mount.fuse.aerfs.8
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/aerfs $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_aerfs \
 		$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/aerfs.fish
 
