@@ -350,6 +350,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	<-served.done
+	// What the guard holds for the log (refusals counted and not yet
+	// recorded) is recorded now.
+	mon.Close()
 	// Flush what this mount published, within a bound: a flush that
 	// does not finish leaves the unmount unrecorded (not clean), and the
 	// next mount completes what this one recorded.
@@ -431,23 +434,32 @@ func bypassingProcesses(ws string) []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	self := os.Getpid()
+	inside := func(p string) bool { return p == ws || strings.HasPrefix(p, ws+"/") }
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
 		base := "/proc/" + e.Name()
-		inside := func(p string) bool { return p == ws || strings.HasPrefix(p, ws+"/") }
-		if cwd, err := os.Readlink(base + "/cwd"); err == nil && inside(cwd) {
-			out = append(out, fmt.Sprintf("pid %d (%s) has its working directory in %s", pid, comm(base), cwd))
-			continue
-		}
-		fds, _ := os.ReadDir(base + "/fd")
-		for _, fd := range fds {
-			if t, err := os.Readlink(base + "/fd/" + fd.Name()); err == nil && inside(t) {
-				out = append(out, fmt.Sprintf("pid %d (%s) has %s open", pid, comm(base), t))
-				break
+		// The entries of a process on its way out may block their reader
+		// until its exit is done (principal/procwait.go); such a process
+		// is skipped, and the mount does not wait for it.
+		var found string
+		ok := principal.WithinProcWait(pid, func() {
+			if cwd, err := os.Readlink(base + "/cwd"); err == nil && inside(cwd) {
+				found = fmt.Sprintf("pid %d (%s) has its working directory in %s", pid, comm(base), cwd)
+				return
 			}
+			fds, _ := os.ReadDir(base + "/fd")
+			for _, fd := range fds {
+				if t, err := os.Readlink(base + "/fd/" + fd.Name()); err == nil && inside(t) {
+					found = fmt.Sprintf("pid %d (%s) has %s open", pid, comm(base), t)
+					return
+				}
+			}
+		})
+		if ok && found != "" { // found is still written to when !ok
+			out = append(out, found)
 		}
 	}
 	return out

@@ -559,7 +559,8 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	// record is durable before the file changes. It is planned from the
 	// base the owner reviewed: a commit that lands after the check above
 	// is never overwritten (ErrChanged).
-	if _, _, err := s.m.setContentFrom(item.Path, item.BaseHash, item.Hash, func(old string) *evidence.Record {
+	base := item.BaseHash
+	if _, _, err := s.m.change(guard.Change{Path: item.Path, Hash: item.Hash, From: &base, Reviewed: true}, func(old string) *evidence.Record {
 		return &evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
 			Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 				Reason: "approved content committed"},

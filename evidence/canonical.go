@@ -154,6 +154,12 @@ func (r *Record) Validate() error {
 	if m.Pid < 0 || m.Pid > 1<<31-1 {
 		return schemaErr("meta.pid %d out of range", m.Pid)
 	}
+	if m.Folded < 0 || m.Folded > 1<<31-1 {
+		return schemaErr("meta.folded %d out of range", m.Folded)
+	}
+	if m.Folded > 0 && m.Verdict != "deny" {
+		return schemaErr("meta.folded on a record that is not a refusal")
+	}
 	if err := checkB64("meta.path", m.Path, m.PathB64); err != nil {
 		return err
 	}

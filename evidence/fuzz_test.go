@@ -121,6 +121,9 @@ func TestCanonicalMatchesJCS(t *testing.T) {
 		{Path: "skills/a/SKILL.md", Hash: snap.Parents[0]},
 	}}
 	rs = append(rs, snap)
+	folded := sampleRecordFixed()
+	folded.Type, folded.Meta.Verdict, folded.Meta.Folded, folded.Meta.Class = TypeVerdict, "deny", 1234, "none"
+	rs = append(rs, folded)
 	for i, r := range rs {
 		c, err := r.Canonical()
 		if err != nil {

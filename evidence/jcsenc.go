@@ -40,6 +40,7 @@ func appendCanonical(b []byte, r *Record) []byte {
 	str("class", m.Class)
 	str("exe", m.Exe)
 	str("exe_b64", m.ExeB64)
+	num("folded", int64(m.Folded), true)
 	str("op", m.Op)
 	str("path", m.Path)
 	str("path_b64", m.PathB64)

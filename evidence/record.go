@@ -78,6 +78,11 @@ type Meta struct {
 	// Class is the authority class (none, inform, act) of the content a
 	// write binds or an act-gate verdict decides on (docs/authority.md).
 	Class string `json:"class,omitempty"`
+	// Folded, on a refusal, is how many refusals of one kind (caller,
+	// operation, path, rule) this one record stands for: the refusals a
+	// caller repeated past the first few in a minute, counted instead of
+	// recorded one by one. 0 for a record of one event.
+	Folded int `json:"folded,omitempty"`
 }
 
 // Payload carries what a record is about, inline or by blob reference.

@@ -29,9 +29,6 @@ var passThrough = map[string]string{
 	// go-fuse calls Readdir only for nodes without OpendirHandle; aerfs's
 	// OpendirHandle serves (and filters) every listing.
 	"NodeReaddirer": "unreachable: Node.OpendirHandle answers OPENDIR/READDIR",
-	// Attribute names of a node the caller already reached through a gated
-	// Lookup; aerfs keeps no labels in extended attributes.
-	"NodeListxattrer": "names of the extended attributes of a node reached through the gate",
 }
 
 // TestGateIsTheOnlyDoor fails when go-fuse's LoopbackNode implements a node

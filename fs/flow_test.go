@@ -18,7 +18,6 @@ import (
 var noFlow = map[string]string{
 	"Node.WrapChild":         "go-fuse's own bookkeeping of a new node",
 	"Node.Getattr":           "attributes, no content",
-	"Node.Getxattr":          "reads an extended attribute's value; no label is kept in one",
 	"Node.Statx":             "answered ENOSYS",
 	"Node.Tmpfile":           "refused: an unnamed file would escape every handle",
 	"Node.Unlink":            "a name goes; the content moves nowhere (decided and recorded by the gate and the transaction)",

@@ -53,6 +53,7 @@ var (
 	_ gofs.NodeSetxattrer     = (*Node)(nil)
 	_ gofs.NodeRemovexattrer  = (*Node)(nil)
 	_ gofs.NodeGetxattrer     = (*Node)(nil)
+	_ gofs.NodeListxattrer    = (*Node)(nil)
 	_ gofs.NodeCopyFileRanger = (*Node)(nil)
 	_ gofs.NodeReadlinker     = (*Node)(nil)
 )

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"os"
+	"strings"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -169,7 +170,23 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 			n.xattrs.Store(xattrSome)
 		}
 	}
+	if strings.HasPrefix(attr, "user.") {
+		// A user attribute is content a session may have written: its
+		// label flows into the reader.
+		if errno := n.door.XattrRead(caller(ctx), n.rel()); errno != 0 {
+			return 0, errno
+		}
+	}
 	return n.LoopbackNode.Getxattr(ctx, attr, dest)
+}
+
+// Listxattr lists the names of the extended attributes: names a session
+// chose are content, whose label flows into the reader.
+func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	if errno := n.door.XattrRead(caller(ctx), n.rel()); errno != 0 {
+		return 0, errno
+	}
+	return n.LoopbackNode.Listxattr(ctx, dest)
 }
 
 // selinuxLabel is the attribute that holds a file's SELinux context.

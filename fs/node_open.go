@@ -17,12 +17,19 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	rel := n.rel()
 	var fh gofs.FileHandle
 	var fl uint32
-	o, errno := n.door.Open(caller(ctx), rel, flags, func() syscall.Errno {
+	o, errno := n.door.Open(caller(ctx), rel, flags, func(decided *syscall.Stat_t) syscall.Errno {
 		var errno syscall.Errno
-		fh, fl, errno = n.loopOpen(ctx, flags)
+		if fh, fl, errno = n.loopOpen(ctx, flags); errno == 0 && !sameFile(ctx, fh, decided) {
+			fh.(gofs.FileReleaser).Release(ctx)
+			fh, errno = nil, syscall.ESTALE
+		}
 		return errno
 	})
 	if errno != 0 {
+		if fh != nil {
+			// Opened, then refused (the writer's label could not be kept).
+			fh.(gofs.FileReleaser).Release(ctx)
+		}
 		return nil, 0, errno
 	}
 	switch {
@@ -35,6 +42,15 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		killSUIDGID(ctx, n.door, rel, o.Stat)
 	}
 	return plainHandle(fh, o), fl | keepCache(o), 0
+}
+
+// sameFile reports whether the handle fh opened the file decided
+// describes: the guard decided on the file its name held then, and the
+// backing open goes by name again.
+func sameFile(ctx context.Context, fh gofs.FileHandle, decided *syscall.Stat_t) bool {
+	var out fuse.AttrOut
+	ga, ok := fh.(gofs.FileGetattrer)
+	return ok && ga.Getattr(ctx, &out) == 0 && out.Ino == decided.Ino
 }
 
 // keepCache lets the kernel keep a plain file's pages between opens. With
@@ -151,7 +167,9 @@ func (p *plainFile) Flush(ctx context.Context) syscall.Errno {
 	errno := p.LoopbackFile.Flush(ctx)
 	if p.p != nil {
 		if st := p.stat(); st != nil {
-			p.p.Flush(caller(ctx), st)
+			if e := p.p.Flush(caller(ctx), st); errno == 0 {
+				errno = e
+			}
 		}
 	}
 	return errno

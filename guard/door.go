@@ -3,6 +3,8 @@ package guard
 import (
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/backing"
@@ -82,8 +84,10 @@ func (d *Door) Object(c Caller, rel string) syscall.Errno {
 			return errno
 		}
 	}
-	d.h.flow.Next(flow.Move{Op: flow.Lookup, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
-		To: flow.Dest{Path: rel, Stat: st}})
+	if _, err := d.h.flow.Next(flow.Move{Op: flow.Lookup, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
+		To: flow.Dest{Path: rel, Stat: st}}); err != nil {
+		return syscall.EIO
+	}
 	return 0
 }
 
@@ -97,8 +101,21 @@ func IsObject(mode uint32) bool {
 }
 
 // Readlink is decided at every follow of a symlink: a labelled symlink
-// taints the caller like reading a labelled file.
-func (d *Door) Readlink(c Caller, rel string) syscall.Errno {
+// taints the caller like reading a labelled file. One that an untrusted
+// or tainted session made is not followed where it leads out of the
+// policy's sight — outside the mount, or into an excluded directory from
+// a name below which the policy guards names (RX-symlink-escape): the
+// file the follower reaches there is not one the gate sees.
+func (d *Door) Readlink(c Caller, rel string) syscall.Errno { return d.labelledRead(c, rel) }
+
+// XattrRead is decided at every read of rel's extended attributes (a
+// user attribute's value, the list of names): what a labelled writer put
+// there (Xattr) flows into the reader as reading the file would.
+func (d *Door) XattrRead(c Caller, rel string) syscall.Errno { return d.labelledRead(c, rel) }
+
+// labelledRead lets the label of rel, when it has one, flow into the
+// caller; a labelled symlink that escapes is refused.
+func (d *Door) labelledRead(c Caller, rel string) syscall.Errno {
 	st, err := d.h.dir.Lstat(rel)
 	if err != nil {
 		return 0
@@ -107,7 +124,29 @@ func (d *Door) Readlink(c Caller, rel string) syscall.Errno {
 	if l == nil {
 		return 0
 	}
-	return d.read(d.h.gate.Resolve(c), policy.OpRead, rel, t, l)
+	res := d.h.gate.Resolve(c)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		if target, ok := d.h.linkTarget(rel); ok && d.h.gate.Policy().SymlinkEscapes(rel, target) {
+			r := policy.RuleSymlinkEscape
+			return d.h.gate.Deny(res, policy.OpRead, rel, r.ID(), r.Reason()+" (it names "+target+")")
+		}
+	}
+	return d.read(res, policy.OpRead, rel, t, l)
+}
+
+// linkTarget is what the symlink rel names.
+func (h *house) linkTarget(rel string) (string, bool) {
+	fd, name, done, err := h.dir.ParentAt(rel)
+	if err != nil {
+		return "", false
+	}
+	defer done()
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(fd, name, buf)
+	if err != nil {
+		return "", false
+	}
+	return string(buf[:n]), true
 }
 
 // read decides a read (or exec) of rel and lets what it brings flow into

@@ -149,6 +149,11 @@ type Change struct {
 	// change's durable trace is elsewhere, a restore's journal: the
 	// change is then flushed before Change returns).
 	Record func(Found) *evidence.Record
+	// Reviewed: the owner reviewed the content (an approval), which gets
+	// the owner's label, as content the owner wrote (Data) does. Any other
+	// content put back (a restore, a rollback, a drift repair) gets the
+	// label its version was published with.
+	Reviewed bool
 }
 
 // ErrChanged is returned by Change when Path no longer holds From.
@@ -198,7 +203,7 @@ func (g *Guard) Change(c Change) (Result, error) {
 	if c.Record != nil {
 		mk = func(old string) *evidence.Record { return c.Record(Found{Old: old, New: c.Hash}) }
 	}
-	old, id, err := h.rec.Set(c.Path, c.Hash, c.Base, c.From, mk)
+	old, id, err := h.rec.Set(c.Path, c.Hash, c.Base, c.From, c.Reviewed || c.Data != nil, mk)
 	return Result{Found: Found{Old: old, New: c.Hash}, ID: id}, err
 }
 
@@ -285,6 +290,16 @@ func (g *Guard) Authority() *Acts { return &Acts{g: g.h.gate} }
 func (g *Guard) Release(ids ...string) {
 	for _, id := range ids {
 		g.h.gate.Reset(id)
+	}
+}
+
+// Close is called when the mount has ended: what the guard holds for the
+// log (the counts of the refusals folded so far, of this root and of its
+// further roots) is recorded.
+func (g *Guard) Close() {
+	g.h.gate.FlushFolds()
+	for _, r := range g.h.roots {
+		r.Close()
 	}
 }
 

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -49,7 +50,13 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Er
 	if kind != syscall.S_IFLNK && !IsObject(kind) {
 		return false, 0
 	}
-	nl := h.flow.Next(flow.Move{Op: flow.Make, Subjects: []*principal.Resolved{h.gate.Resolve(c)}, To: flow.Dest{Path: rel, Stat: st}})
+	nl, err := h.flow.Next(flow.Move{Op: flow.Make, Subjects: []*principal.Resolved{h.gate.Resolve(c)}, To: flow.Dest{Path: rel, Stat: st}})
+	if err != nil {
+		// An untrusted maker's object whose label cannot be kept would be
+		// unlabelled at the next mount: it is taken back (it holds no data).
+		h.dir.Unlink(rel, 0)
+		return false, syscall.EIO
+	}
 	return IsObject(kind) || nl != nil, 0
 }
 
@@ -74,16 +81,27 @@ func strictest(a, b policy.Class) policy.Class {
 	return a
 }
 
-// withSource marks t as receiving the content labelled l: a rename or link
-// onto a name is a write of that content.
-func withSource(t *policy.Target, l *label.Label) {
+// withSource marks t as receiving the content labelled l of the file st:
+// a rename or link onto a name is a write of that content. Onto a guarded
+// name, a file open for writing through a plain handle says so: the
+// kernel would serve that handle's later writes to the guarded file
+// (policy.RuleOpenWriter).
+func (h *house) withSource(t *policy.Target, l *label.Label, st *syscall.Stat_t) {
 	t.HasSource = true
 	t.SourceOrigin = policy.User
 	if l != nil {
 		t.SourceOrigin = l.Origin
 		t.SourceTaint = l.Taint
 	}
+	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && (t.Class.Guarded() || t.Namespace == policy.NSShared) {
+		t.SourceWriting = h.opens.Passthrough(label.KeyOf(st), releaseWait)
+	}
 }
+
+// releaseWait is how long a rename or link onto a guarded name waits for
+// the release of a plain handle already closed (the kernel sends it after
+// close returns) before deciding that the file is still open for writing.
+const releaseWait = 250 * time.Millisecond
 
 // Link gives the file src a second name dst: decided as a mutation of the
 // file when it is guarded, and as a write of its content under the new
@@ -100,7 +118,7 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	if ts.Class != policy.Plain {
 		td.Class = strictest(td.Class, ts.Class)
 	}
-	withSource(&td, ls)
+	h.withSource(&td, ls, sst)
 	checks := []gate.Check{{Op: policy.OpLink, Rel: src, T: ts, L: ls}, {Op: policy.OpLink, Rel: dst, T: td}}
 	res, errno := h.gate.All(c, checks)
 	if errno != 0 {
@@ -133,7 +151,7 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 			// met with the linker's.
 			h.idx.SetLast(ids[0], dst)
 			nst, _ := h.dir.Lstat(dst)
-			l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{ls},
+			l, _ := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{ls},
 				To: flow.Dest{Path: dst, Hash: hash, Guarded: true}})
 			return h.txn.Label(nst, hash, ids[0], l)
 		},

@@ -59,8 +59,11 @@ type Opened struct {
 // Open decides an open of rel (flags as the kernel sent them) and binds
 // the decision to the handle. open is the node's own open of the backing
 // file, called once the open is allowed (not for a guarded file opened
-// for writing, whose handle stages).
-func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errno) (*Opened, syscall.Errno) {
+// for writing, whose handle stages) with the file the decision was made
+// on: when the name holds another file by then (renamed over meanwhile)
+// it opens nothing and returns ESTALE, on which the kernel looks the name
+// up again and opens anew, decided anew.
+func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *syscall.Stat_t) syscall.Errno) (*Opened, syscall.Errno) {
 	h := d.h
 	st, err := h.dir.Lstat(rel)
 	if err != nil {
@@ -73,7 +76,7 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 		// Unlabelled plain file read by anyone: nothing to decide, nothing
 		// to propagate. Kernel passthrough serves it at native speed.
 		o.Reading = h.readOpened(c, nil, rel, st, l, flags)
-		if errno := open(); errno != 0 {
+		if errno := open(st); errno != 0 {
 			o.Reading.Close()
 			return nil, errno
 		}
@@ -96,13 +99,13 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 	}
 	switch op {
 	case policy.OpExec:
-		if errno := h.gate.Exec(res, "exec", rel, l); errno != 0 {
+		if errno := h.gate.Exec(res, "exec", rel, st, l); errno != 0 {
 			return nil, errno
 		}
 	case policy.OpRead:
 		// An interpreter reading the program it runs, the loader a
 		// library: the act gate decides as for an exec.
-		if errno := h.gate.Interpret(res, rel, l); errno != 0 {
+		if errno := h.gate.Interpret(res, rel, st, l); errno != 0 {
 			return nil, errno
 		}
 	}
@@ -117,18 +120,22 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func() syscall.Errn
 			dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
 			return &Opened{Draft: dr}, 0
 		}
-		if errno := open(); errno != 0 {
+		if errno := open(st); errno != 0 {
 			return nil, errno
 		}
 		return &Opened{Reader: true, Key: label.KeyOf(st)}, 0
 	}
-	if errno := open(); errno != 0 {
+	if errno := open(st); errno != 0 {
 		reading.Close()
 		return nil, errno
 	}
 	o.Reading = reading
 	if op == policy.OpWrite {
-		o.Plain = d.plainWriter(res, rel, st, l, flags&syscall.O_TRUNC != 0)
+		var errno syscall.Errno
+		if o.Plain, errno = d.plainWriter(res, rel, st, l, flags&syscall.O_TRUNC != 0); errno != 0 {
+			reading.Close()
+			return nil, errno
+		}
 	}
 	return o, 0
 }
@@ -172,7 +179,11 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.
 		dr.Hold(h.opens.WriteOpened(dr.Key(), nil))
 		return &Opened{Draft: dr}, 0
 	}
-	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st, Plain: d.plainWriter(res, rel, nst, l, true)}
+	pw, errno := d.plainWriter(res, rel, nst, l, true)
+	if errno != 0 {
+		return nil, errno
+	}
+	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st, Plain: pw}
 	if flags&syscall.O_ACCMODE == syscall.O_RDWR {
 		o.Reading = h.readOpened(c, res, rel, nst, nil, flags)
 	}
@@ -231,18 +242,23 @@ type Plain struct {
 
 // plainWriter labels a plain file written by res (the label flow) and
 // returns the writer to follow to its close: nil when an unidentified
-// caller writes an unlabelled file.
-func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat_t, old *label.Label, truncated bool) *Plain {
+// caller writes an unlabelled file. A label that cannot be stored (a full
+// state disk) refuses the open with EIO: what the writer wrote would be
+// unlabelled, clean, at the next mount.
+func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat_t, old *label.Label, truncated bool) (*Plain, syscall.Errno) {
 	identified := res != nil && res.Identified
-	nl := d.h.flow.Next(flow.Move{Op: flow.Open, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{old},
+	nl, err := d.h.flow.Next(flow.Move{Op: flow.Open, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{old},
 		To: flow.Dest{Path: rel, Stat: st, Truncated: truncated}})
+	if err != nil {
+		return nil, syscall.EIO
+	}
 	if nl == nil && !identified {
-		return nil
+		return nil, 0
 	}
 	p := &Plain{h: d.h, key: label.KeyOf(st), rel: rel}
 	p.writers.Note(res)
 	p.w = d.h.opens.WriteOpened(p.key, p.settle)
-	return p
+	return p, 0
 }
 
 // settle recomputes the label from the writers as they are now, without a
@@ -261,8 +277,9 @@ func (p *Plain) settle() {
 // Flush is called at each close of a descriptor of the handle, by c, with
 // the file's stat: c counts as a writer (with passthrough aerfs cannot
 // tell whether it wrote), and the file's label is recomputed from every
-// writer as it is now.
-func (p *Plain) Flush(c Caller, st *syscall.Stat_t) {
+// writer as it is now. EIO: the lower label could not be stored (it holds
+// in memory until the journal takes it); the close says so.
+func (p *Plain) Flush(c Caller, st *syscall.Stat_t) syscall.Errno {
 	var res *principal.Resolved
 	if c > 0 {
 		// Resolved before the handle's lock: reading /proc may wait
@@ -276,13 +293,16 @@ func (p *Plain) Flush(c Caller, st *syscall.Stat_t) {
 		// it was when it opened.
 		p.writers.Note(res)
 	}
-	p.flow(st)
+	return p.flow(st)
 }
 
-func (p *Plain) flow(st *syscall.Stat_t) {
+func (p *Plain) flow(st *syscall.Stat_t) syscall.Errno {
 	if ws := p.writers.Now(p.h.reg); len(ws) > 0 {
-		p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: ws, To: flow.Dest{Path: p.rel, Stat: st}})
+		if _, err := p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: ws, To: flow.Dest{Path: p.rel, Stat: st}}); err != nil {
+			return syscall.EIO
+		}
 	}
+	return 0
 }
 
 // Release is called when the handle goes: the label is recomputed once

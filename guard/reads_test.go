@@ -180,7 +180,7 @@ func BenchmarkPlainWriteOpen(b *testing.B) {
 	c := Caller(os.Getpid())
 	var st syscall.Stat_t
 	syscall.Lstat(filepath.Join(ws, "f"), &st)
-	nop := func() syscall.Errno { return 0 }
+	nop := func(*syscall.Stat_t) syscall.Errno { return 0 }
 	b.Run("open", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {

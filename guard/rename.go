@@ -35,25 +35,6 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 		h.keepRefusedArrival(res, checks, policy.OpRenameTo, src, sst)
 		return errno
 	}
-	if cl, _, _ := h.gate.Policy().Classify(dst); cl == policy.Control {
-		switch sst.Mode & syscall.S_IFMT {
-		case syscall.S_IFREG:
-			// A control-class destination asks the act gate with the
-			// source's stamp.
-			_, ls := h.gate.Target(src, sst)
-			if errno := h.gate.Control(c, res, "rename", dst, ls); errno != 0 {
-				return errno
-			}
-		case syscall.S_IFDIR:
-		default:
-			if res == nil {
-				res = h.gate.Resolve(c)
-			}
-			if errno := h.gate.Link(res, policy.OpRenameTo, dst); errno != 0 {
-				return errno
-			}
-		}
-	}
 	exchange := flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil
 	forgetReplaced := func() {
 		if dstSt != nil && dstSt.Nlink <= 1 && !exchange && dstSt.Mode&syscall.S_IFMT != syscall.S_IFDIR {
@@ -62,13 +43,13 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 		}
 	}
 	mv := h.renameMoves(src, dst, sst, exchange)
-	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		// Every file a directory rename brings under a control name asks
-		// the act gate, and every symlink or special object there the
-		// gate: all of them may arrive, or nothing moves.
-		if errno := h.arrive(c, res, mv); errno != 0 {
-			return errno
-		}
+	// Every file the rename brings under a control name — the source at
+	// dst, for an exchange dst's at src, for a directory each file below
+	// it — asks the act gate with its own stamp, and every symlink or
+	// special object there the gate: all of them may arrive, or nothing
+	// moves.
+	if errno := h.arrive(c, res, mv); errno != 0 {
+		return errno
 	}
 	if res == nil || !mv.guarded() {
 		if errno := rename(); errno != 0 {
@@ -121,7 +102,7 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 				if p.toGuarded && p.regular {
 					nst, _ := h.dir.Lstat(p.to)
 					hash, _ := h.changes.Expected(p.to)
-					l := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{p.label},
+					l, _ := h.flow.Next(flow.Move{Op: flow.Rename, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{p.label},
 						To: flow.Dest{Path: p.to, Hash: hash, Guarded: true}})
 					if e := h.txn.Bind(p.to, hash, ids[k], nst, l); e != 0 {
 						errno = e
@@ -198,9 +179,15 @@ func (h *house) renameMoves(src, dst string, sst *syscall.Stat_t, exchange bool)
 		dstSt, _ := h.dir.Lstat(dst)
 		add(dst, src, dstSt)
 	}
-	if isDir && !exchange && (pol.MayContainGuarded(src) || pol.MayContainGuarded(dst)) {
+	if isDir && (pol.MayContainGuarded(src) || pol.MayContainGuarded(dst)) {
 		h.dir.Walk(src, func(sub string, st *syscall.Stat_t) {
 			add(backing.Join(src, sub), backing.Join(dst, sub), st)
+		})
+	}
+	if dstSt, _ := h.dir.Lstat(dst); exchange && dstSt != nil && dstSt.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
+		(pol.MayContainGuarded(src) || pol.MayContainGuarded(dst)) {
+		h.dir.Walk(dst, func(sub string, st *syscall.Stat_t) {
+			add(backing.Join(dst, sub), backing.Join(src, sub), st)
 		})
 	}
 	cs, _, _ := pol.Classify(src)
@@ -278,7 +265,7 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate
 			td.Class = ts.Class
 		}
 	}
-	withSource(&td, ls)
+	h.withSource(&td, ls, sst)
 	checks := []gate.Check{{Op: policy.OpRenameFrom, Rel: src, T: ts, L: ls}, {Op: policy.OpRenameTo, Rel: dst, T: td, L: ld}}
 	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		pol := h.gate.Policy()
@@ -287,7 +274,7 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t) []gate
 				from, to := backing.Join(src, sub), backing.Join(dst, sub)
 				tf, lf := h.gate.Target(from, st)
 				tt, _ := h.gate.Target(to, nil)
-				withSource(&tt, lf)
+				h.withSource(&tt, lf, st)
 				checks = append(checks, gate.Check{Op: policy.OpRenameFrom, Rel: from, T: tf, L: lf}, gate.Check{Op: policy.OpRenameTo, Rel: to, T: tt})
 			})
 		}

@@ -52,7 +52,7 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 		if res == nil {
 			res = h.gate.Resolve(c)
 		}
-		if errno := h.gate.Exec(res, "chmod", rel, l); errno != 0 {
+		if errno := h.gate.Exec(res, "chmod", rel, st, l); errno != 0 {
 			return errno
 		}
 	}
@@ -107,7 +107,7 @@ func (d *Door) truncate(res *principal.Resolved, rel string, size uint64) syscal
 // file rel (stat st, label l) it changes in place, stored before the
 // change: a label that cannot be kept would be lost taint.
 func (d *Door) changed(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) syscall.Errno {
-	nl := d.h.flow.Next(flow.Move{Op: flow.Change, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
+	nl, _ := d.h.flow.Next(flow.Move{Op: flow.Change, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
 		To: flow.Dest{Path: rel, Stat: st}})
 	if nl == nil || label.Same(nl, l) {
 		return 0

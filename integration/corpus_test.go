@@ -81,10 +81,10 @@ func TestCorpusContentIndependence(t *testing.T) {
 	if e.Hash("MEMORY.md") != mem {
 		bugf(t, "MEMORY.md changed under WEB payloads")
 	}
-	d := e.Denials("MEMORY.md")
-	if len(d) < len(payloads) {
-		bugErrorf(t, "%d deny records on MEMORY.md for %d refused payloads", len(d), len(payloads))
-	}
+	// Every refused payload is in the log: one by one, or in the count
+	// of a summary of the refusals the process repeated (recorded when
+	// the minute or the mount ends; checked after the unmount below).
+	webRefused := len(web)
 
 	// USER: the same bytes, accepted; after each, MEMORY.md is exactly that
 	// payload. One session per payload would be slow; instead the writer
@@ -145,5 +145,15 @@ EOF`
 	}
 	if len(want) > 0 {
 		bugErrorf(t, "%d payloads have no write record with their hash", len(want))
+	}
+	e.Unmount()
+	var webDenials []LogEntry
+	for _, le := range e.Denials("MEMORY.md") {
+		if le.Record.Meta.Session == "corpus-web" {
+			webDenials = append(webDenials, le)
+		}
+	}
+	if n := refusals(webDenials); n < webRefused {
+		bugErrorf(t, "%d refusals of MEMORY.md to the WEB session in the log (%d records) for %d refused payloads", n, len(webDenials), webRefused)
 	}
 }

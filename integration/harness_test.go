@@ -339,6 +339,24 @@ func (e *Env) Denials(path string) []LogEntry {
 	return out
 }
 
+// refusals is how many refusals the records les stand for: a record of one
+// refusal counts one, a summary of refusals folded into a count (a caller
+// repeating a refusal of one kind) counts its meta.folded.
+func refusals(les []LogEntry) int {
+	n := 0
+	for _, le := range les {
+		if le.Record.Meta.Verdict != "deny" {
+			continue
+		}
+		if f := le.Record.Meta.Folded; f > 0 {
+			n += f
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
 // sharedTempDir is a temporary directory that a confined session sees
 // too: not beneath /tmp, which is a session's own (sandbox.private_tmp).
 func sharedTempDir(t testing.TB) string {

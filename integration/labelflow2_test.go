@@ -179,8 +179,11 @@ cp /bin/echo echo.bin`))
 			bugErrorf(t, "no AU3-exec-none refusal (op interpret) of %s:%s", p, describe(recordsFor(li, "", "", p)))
 		}
 	}
-	// Reading the same files as data is a read.
-	if r := e.Owner(`python3 -c 'print(open("x.py").read())' && cat x.sh && wc -l x.js`); r.Code != 0 || !strings.Contains(r.Stdout, "pwned") {
+	// Reading the same files as data is a read: by programs that are no
+	// interpreter, and by an interpreter reading a file that is not source
+	// of its own language. (python3 reading x.py is decided as the import
+	// it may be: docs/labels.md, the residual of formatters and linters.)
+	if r := e.Owner(`python3 -c 'print(open("x.pl").read() + open("x.js").read())' && cat x.sh x.py && wc -l x.js`); r.Code != 0 || !strings.Contains(r.Stdout, "pwned") {
 		t.Errorf("reading a none file as data was refused: %s", r)
 	}
 }

@@ -64,6 +64,13 @@ func (p *Policy) Decide(s Subject, op Op, t Target) Verdict {
 	badSource := (op == OpRenameTo || op == OpLink) && t.HasSource &&
 		(!t.SourceOrigin.Valid() || !t.SourceOrigin.Trusted() || t.SourceTaint&blocking != 0)
 
+	// RW: a file open for writing through a plain descriptor keeps
+	// taking that descriptor's writes, which no gate sees, under its new
+	// name: it takes no guarded name while open (whoever asks).
+	if (op == OpRenameTo || op == OpLink) && t.HasSource && t.SourceWriting && (t.Class.Guarded() || guardedMut) {
+		return deny(RuleOpenWriter)
+	}
+
 	// R1: identity is immutable, whoever asks — except, when the policy
 	// says so, its first creation by a trusted, untainted subject from
 	// trusted, untainted content (an agent's first run writes SOUL.md).

@@ -48,14 +48,19 @@
 //     decides the destination name separately); it needs the owner and no
 //     blocking taint on the owner or on the item's label. Any other
 //     mutation in the shared namespace needs the owner, untainted.
-//  4. R1 immutable.
-//  5. R8 secret: untrusted principals may only look a secret up; trusted
+//  4. RW open writer: a rename or link onto a guarded name (or into the
+//     shared namespace) of a file open for writing through a plain
+//     descriptor (Target.SourceWriting) is refused, whoever asks: the
+//     kernel serves that descriptor's writes without aerfs, so they would
+//     reach the guarded file with no commit decision.
+//  5. R1 immutable.
+//  6. R8 secret: untrusted principals may only look a secret up; trusted
 //     reads, writes and executions add SECRET_RISK (reads and executions
 //     also the label's taint).
-//  6. R3, R2, R7 for mutations of memory, control and the shared namespace,
+//  7. R3, R2, R7 for mutations of memory, control and the shared namespace,
 //     else RA-allowed.
-//  7. R6: an allowed read or exec adds the label's taint.
-//  8. Otherwise R0-plain.
+//  8. R6: an allowed read or exec adds the label's taint.
+//  9. Otherwise R0-plain.
 //
 // # Judgement calls
 //

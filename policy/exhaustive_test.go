@@ -18,7 +18,7 @@ const (
 	exNS     = 5 // NSNone, NSSessionsRoot, NSSession a, NSSession b, NSShared
 	exSess   = 2 // subject in no session, in session a
 	exIdent  = 2
-	exSrc    = 4 // none, trusted clean, untrusted origin, tainted
+	exSrc    = 5 // none, trusted clean, untrusted origin, tainted, trusted clean open for writing
 	exLabels = 10
 	exTaints = 1 << numTaintBits
 )
@@ -63,6 +63,8 @@ func exSource(src int, t *Target) {
 		t.HasSource, t.SourceOrigin, t.SourceTaint = true, Web, 0
 	case 3:
 		t.HasSource, t.SourceOrigin, t.SourceTaint = true, User, WebDerived
+	case 4:
+		t.HasSource, t.SourceOrigin, t.SourceWriting = true, User, true
 	}
 }
 
@@ -122,9 +124,9 @@ func TestExhaustiveProperties(t *testing.T) {
 		}
 	})
 
-	// 8 principals × 256 taints × (10 ops + 2 ops × 4 sources) × 5 classes
+	// 8 principals × 256 taints × (10 ops + 2 ops × 5 sources) × 5 classes
 	// × 2 subject sessions × 5 targets × 2 identified × 10 labels.
-	const want = 8 * 256 * (10 + 2*4) * 5 * 2 * 5 * 2 * 10
+	const want = 8 * 256 * (10 + 2*5) * 5 * 2 * 5 * 2 * 10
 	if total != want {
 		t.Errorf("checked %d combinations, want %d", total, want)
 	}
@@ -166,7 +168,7 @@ func exClass(t *testing.T, p *Policy, c Class, blocking Taint, labels [exLabels]
 									}
 									clean := taint&blocking == 0
 									owner := trusted && s.Session == ""
-									srcOK := !tg.HasSource || (tg.SourceOrigin.Trusted() && tg.SourceTaint&blocking == 0)
+									srcOK := !tg.HasSource || (tg.SourceOrigin.Trusted() && tg.SourceTaint&blocking == 0 && !tg.SourceWriting)
 
 									if v.Rule == RuleUnset || v.Rule >= numRules || v.Rule.ID() == "" || v.Rule.Reason() == "" {
 										fail(s, op, tg, v, "verdict without a rule")
@@ -179,6 +181,12 @@ func exClass(t *testing.T, p *Policy, c Class, blocking Taint, labels [exLabels]
 									}
 									if v.AddTaint&^(label|SecretRisk) != 0 {
 										fail(s, op, tg, v, "taint from nowhere")
+									}
+									if tg.SourceWriting && (c.Guarded() || tg.Namespace == NSShared) && v.Allow {
+										fail(s, op, tg, v, "a file open for writing took a guarded name")
+									}
+									if tg.SourceWriting && (c.Guarded() || tg.Namespace == NSShared) && !v.Allow && tg.Namespace == NSNone && s.Identified && v.Rule != RuleOpenWriter {
+										fail(s, op, tg, v, "a file open for writing refused by another rule than RW-open-writer")
 									}
 									if c == Identity && mut && v.Allow {
 										fail(s, op, tg, v, "identity mutated")

@@ -12,8 +12,8 @@ import (
 // identity_first_create on and off: a mutation is allowed exactly when the
 // policy allows first creation, the operation creates the name (create,
 // write, rename or link onto it), the subject is identified, trusted and
-// untainted, the content's source is trusted and untainted, and the name is
-// outside the shared namespace — and then by R1-first; an identity path
+// untainted, the content's source is trusted, untainted and not open for
+// writing, and the name is outside the shared namespace — and then by R1-first; an identity path
 // that holds a file is never changed (TestExhaustiveProperties).
 func TestExhaustiveFirstIdentity(t *testing.T) {
 	on := Default()
@@ -41,7 +41,7 @@ func TestExhaustiveFirstIdentity(t *testing.T) {
 										continue
 									}
 									trusted := pr == User || pr == Sys
-									srcOK := !tg.HasSource || (tg.SourceOrigin.Trusted() && tg.SourceTaint&blocking == 0)
+									srcOK := !tg.HasSource || (tg.SourceOrigin.Trusted() && tg.SourceTaint&blocking == 0 && !tg.SourceWriting)
 									creates := op == OpCreate || op == OpWrite || op == OpRenameTo || op == OpLink && tg.HasSource
 									want := p == on && creates && s.Identified && trusted && taint&blocking == 0 && srcOK &&
 										tg.Namespace != NSShared

@@ -30,6 +30,8 @@ const (
 	RuleNetWeb                    // RN-web: a connection to a web host, whose bytes taint the session
 	RuleNetDeny                   // RN-deny: the policy denies the host
 	RuleNetSecret                 // RN-secret: a session that read a secret reaches only model and trusted hosts
+	RuleOpenWriter                // RW-open-writer: content open for writing through a plain descriptor takes no guarded name
+	RuleSymlinkEscape             // RX-symlink-escape: a labelled symlink that leads out of the policy's sight is not followed
 	RuleOwnerTaint                // RO-tainted: a tainted process is never the owner's channel
 	RuleNetLocal                  // RN-local: the proxy reaches the host's own addresses only for a host the policy names
 	numRules
@@ -62,6 +64,8 @@ var ruleIDs = [numRules]string{
 	RuleNetWeb:        "RN-web",
 	RuleNetDeny:       "RN-deny",
 	RuleNetSecret:     "RN-secret",
+	RuleOpenWriter:    "RW-open-writer",
+	RuleSymlinkEscape: "RX-symlink-escape",
 	RuleOwnerTaint:    "RO-tainted",
 	RuleNetLocal:      "RN-local",
 }
@@ -93,6 +97,8 @@ var ruleReasons = [numRules]string{
 	RuleNetWeb:        "a web host: what it sends taints the session UNTRUSTED|WEB_DERIVED",
 	RuleNetDeny:       "the policy denies this host to every session",
 	RuleNetSecret:     "a session that read a secret reaches only model and trusted hosts (network.secret_egress: restrict)",
+	RuleOpenWriter:    "a file open for writing through a plain descriptor cannot take a guarded name: its later writes would reach the guarded file with no commit decision",
+	RuleSymlinkEscape: "a symlink an untrusted or tainted session made is not followed out of the mount or into a directory where the names the policy guards are not guarded: what it reaches is not content the gate sees",
 	RuleOwnerTaint:    "a tainted process is never the owner's channel, whatever it read it from",
 	RuleNetLocal:      "the proxy does not reach this host's own loopback, link-local or interface addresses unless the policy's network.hosts or the session's model endpoint names the host",
 }

@@ -137,6 +137,11 @@ type Target struct {
 	SourceOrigin Principal
 	SourceTaint  Taint
 	HasSource    bool
+	// SourceWriting: that content is open for writing through plain
+	// descriptors, whose writes the kernel serves without aerfs (kernel
+	// passthrough): under a guarded name they would skip every commit
+	// decision.
+	SourceWriting bool
 
 	// Absent: no file holds the name yet (or only the empty placeholder
 	// of the create being committed). The first creation of an identity

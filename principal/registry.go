@@ -320,20 +320,18 @@ func (r *Registry) Tracking() string {
 }
 
 // Resolve identifies the thread tid. A thread that cannot be read is returned
-// unidentified, never guessed.
+// unidentified, never guessed. Its /proc entries are read under a bound
+// (procwait.go): a thread whose entries do not answer is on its way out and
+// is returned Stalled. Only those reads are bounded: the registry's own
+// work (its locks, the host's coordination of mounts) is not a sign of an
+// exit, and a resolution that waits for it is not stalled.
 func (r *Registry) Resolve(tid int) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
 	}
-	var res *Resolved
-	if !WithinProcWait(tid, func() { res = r.resolveTid(tid) }) {
+	stalled := func() *Resolved {
 		return &Resolved{Stalled: true, Reason: fmt.Sprintf("pid %d: its /proc entries did not answer within %v (a process on its way out)", tid, ProcWait)}
 	}
-	return res
-}
-
-// resolveTid is Resolve, reading /proc without a bound.
-func (r *Registry) resolveTid(tid int) *Resolved {
 	// Fast path: a thread seen before, still alive, same program, and no
 	// daemon on the host has moved a process since.
 	hg := hostGen()
@@ -341,12 +339,20 @@ func (r *Registry) resolveTid(tid int) *Resolved {
 	e, ok := r.threads[tid]
 	r.mu.RUnlock()
 	ok = ok && e.hg == hg
-	if ok && e.dir != nil && e.exe != "" {
-		if exe, ok := exeAt(e.dir); ok && exe == e.exe {
-			return e.res
+	if ok {
+		same := false
+		if !WithinProcWait(tid, func() {
+			if e.dir != nil && e.exe != "" {
+				exe, ok := exeAt(e.dir)
+				same = ok && exe == e.exe
+			} else {
+				start, err := startTime(tid)
+				same = err == nil && e.start == start && exePath(tid) == e.exe
+			}
+		}) {
+			return stalled()
 		}
-	} else if ok {
-		if start, err := startTime(tid); err == nil && e.start == start && exePath(tid) == e.exe {
+		if same {
 			return e.res
 		}
 	}
@@ -358,7 +364,11 @@ func (r *Registry) resolveTid(tid int) *Resolved {
 	if !hostMapped(true) {
 		hg = 0
 	}
-	p, err := ReadProc(tid)
+	var p Proc
+	var err error
+	if !WithinProcWait(tid, func() { p, err = ReadProc(tid) }) {
+		return stalled()
+	}
 	if err != nil {
 		return &Resolved{Reason: fmt.Sprintf("pid %d: %v", tid, err)}
 	}
@@ -372,10 +382,17 @@ func (r *Registry) resolveTid(tid int) *Resolved {
 	room := r.dirs < maxThreadDirs
 	r.mu.RUnlock()
 	var dir *os.File
-	if room {
-		dir = openThreadDir(tid, p.ID.Start)
+	var st uint64
+	var stErr error
+	if !WithinProcWait(tid, func() {
+		if room {
+			dir = openThreadDir(tid, p.ID.Start)
+		}
+		st, stErr = startTime(tid)
+	}) {
+		return res // answered, not cached (what the read opens is dropped by the next resolution's cache miss)
 	}
-	if st, err := startTime(tid); err == nil {
+	if stErr == nil {
 		r.mu.Lock()
 		if r.gen == gen {
 			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg})

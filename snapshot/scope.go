@@ -206,6 +206,19 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 					}
 				}
 			}
+			// A reads record that lists a file a downstream record wrote
+			// (a plain file, which has no versions) is downstream of it.
+			if r.Reads > 0 {
+				ps, err := ix.ReadPaths(p)
+				if err != nil {
+					return nil, err
+				}
+				for _, rp := range ps {
+					if q, ok := lastDown[rp]; ok && q < p {
+						pick(q)
+					}
+				}
+			}
 		}
 		if parent == -2 {
 			// A restore that is not downstream: the file's later
@@ -235,6 +248,19 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 			sc.Roots = append(sc.Roots, n)
 		} else {
 			nodes[parent].Children = append(nodes[parent].Children, n)
+		}
+		if r.Type == evidence.TypeWrite && len(r.Versions) == 0 && r.Path != "" {
+			// A plain file written downstream: its later readers are.
+			lastDown[r.Path] = p
+			rs, err := ix.ReadsUnder(r.Path)
+			if err != nil {
+				return nil, err
+			}
+			for _, rd := range rs[r.Path] {
+				if rd.Idx > p {
+					push(rd.Idx)
+				}
+			}
 		}
 		for _, v := range r.Versions {
 			lastDown[v.Path] = p

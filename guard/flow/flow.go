@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"fmt"
 	"syscall"
 
 	"github.com/aerfs/aerfs/authority"
@@ -101,16 +102,31 @@ func (f *Flow) Authority() *authority.Monitor { return f.c.Authority }
 // Next is the one label-flow function: it computes the label of the
 // destination from what flowed in (Move) and applies it where no
 // transaction publishes it. It returns the new label (nil: none needed,
-// the content is the owner's, clean and act).
-func (f *Flow) Next(m Move) *label.Label {
+// the content is the owner's, clean and act), and an error when a label
+// that is not the owner's clean one could not be stored (a full or failing
+// state disk): the caller refuses the operation, or says it failed, since
+// content whose label is lost would be taken as clean at the next mount.
+func (f *Flow) Next(m Move) (*label.Label, error) {
 	switch m.Op {
-	case Read, Exec:
-		f.read(m)
-		return nil
 	case Open:
 		return f.open(m)
 	case Flush:
 		return f.flush(m)
+	case Make:
+		return f.make(m)
+	case Lookup:
+		return f.lookup(m)
+	}
+	return f.next(m), nil
+}
+
+// next is Next for the operations that store no label here: a read
+// stores none, and a transaction publishes and binds the others.
+func (f *Flow) next(m Move) *label.Label {
+	switch m.Op {
+	case Read, Exec:
+		f.read(m)
+		return nil
 	case Change:
 		return f.change(m)
 	case Commit:
@@ -136,11 +152,28 @@ func (f *Flow) Next(m Move) *label.Label {
 		return l
 	case Rename:
 		return f.rename(m)
-	case Make:
-		return f.make(m)
-	case Lookup:
-		return f.lookup(m)
-	case Restore, Adopt:
+	case Restore:
+		if !m.To.Guarded {
+			return nil
+		}
+		// Content put back gets the label its version had (Sources: the
+		// labels it was published with): an EXTERNAL drift, a WEB
+		// writer's or an agent's inform content restored stays what it
+		// was. Content the owner wrote or reviewed (an edit, an approval)
+		// comes with no source and is the owner's.
+		var l *label.Label
+		for _, src := range m.Sources {
+			if src != nil {
+				l = lower(l, src)
+			}
+		}
+		if l == nil {
+			return &label.Label{Origin: policy.User, Hash: m.To.Hash}
+		}
+		l.Record = ""
+		l.Hash = m.To.Hash
+		return l
+	case Adopt:
 		if !m.To.Guarded {
 			return nil
 		}
@@ -243,7 +276,7 @@ func (f *Flow) read(m Move) {
 
 // open labels a plain file opened for writing: what it held (unless
 // truncated) met with the writer.
-func (f *Flow) open(m Move) *label.Label {
+func (f *Flow) open(m Move) (*label.Label, error) {
 	res := m.Subjects[0]
 	subj := res.Subject()
 	var old *label.Label
@@ -268,13 +301,21 @@ func (f *Flow) open(m Move) *label.Label {
 					Class: label.ClassOf(nl)}})
 		}
 	}
+	if nl == nil || nl.Record == "" {
+		f.provenance(res, m.To.Path, "open", nl)
+	}
 	if nl != nil || old != nil {
-		f.store(m.To, nl)
+		// A label removed (a clean writer truncated the file) that stays
+		// in the journal is stricter than the content: only a label that
+		// could not be kept is an error.
+		if err := f.store(m.To, nl); err != nil && nl != nil {
+			return nl, err
+		}
 	}
 	if nl != nil {
 		f.reached(label.KeyOf(m.To.Stat), m.To.Path, nl)
 	}
-	return nl
+	return nl, nil
 }
 
 // flush recomputes a plain file's label at a close of a handle that wrote
@@ -283,7 +324,7 @@ func (f *Flow) open(m Move) *label.Label {
 // or exec'd an untrusted program since the open lowers it): the label it
 // has met with each writer's. A lower label is recorded, stored, and
 // reaches the file's readers.
-func (f *Flow) flush(m Move) *label.Label {
+func (f *Flow) flush(m Move) (*label.Label, error) {
 	k := label.KeyOf(m.To.Stat)
 	cur := f.c.Labels.Get(k)
 	nl := cur
@@ -291,7 +332,10 @@ func (f *Flow) flush(m Move) *label.Label {
 		nl = lower(nl, f.wrote(w))
 	}
 	if label.Same(nl, cur) {
-		return cur
+		for _, w := range m.Subjects {
+			f.provenance(w, m.To.Path, "close", cur)
+		}
+		return cur, nil
 	}
 	res := m.Subjects[0]
 	subj := res.Subject()
@@ -302,9 +346,11 @@ func (f *Flow) flush(m Move) *label.Label {
 			UID: res.Proc.UID, Session: subj.Session, Rule: nl.Stamp.Rule.ID(),
 			Reason: "the writers at close, as they are now, lower the file's label (a writer read lower content, was tainted or became untrusted while the file was open)",
 			Class:  nl.Stamp.Class.String()}})
-	f.store(m.To, nl)
+	err := f.store(m.To, nl)
+	// The label is kept in memory even when the journal could not take it:
+	// the readers of this mount are tainted all the same.
 	f.reached(k, m.To.Path, nl)
-	return nl
+	return nl, err
 }
 
 // wrote is the label content written by res gets: its origin and taint,
@@ -406,7 +452,7 @@ func (f *Flow) rename(m Move) *label.Label {
 
 // make labels a symlink, FIFO, socket or device node its maker made, when
 // the maker is untrusted or tainted.
-func (f *Flow) make(m Move) *label.Label {
+func (f *Flow) make(m Move) (*label.Label, error) {
 	res := m.Subjects[0]
 	k := label.KeyOf(m.To.Stat)
 	nl := writer(res.Subject())
@@ -416,18 +462,17 @@ func (f *Flow) make(m Move) *label.Label {
 		if f.c.Labels.Get(k) != nil {
 			f.c.Forget(k)
 		}
-		return nil
+		return nil, nil
 	}
 	nl.Kind = m.To.Stat.Mode & syscall.S_IFMT
-	f.object(res, m.To, nl, "created by a labelled writer")
-	return nl
+	return nl, f.object(res, m.To, nl, "created by a labelled writer")
 }
 
 // lookup counts an untrusted or tainted subject that looks an object up
 // as a potential writer: its principal and taint are merged into the
 // object's label, and whoever looked the object up before (and may be
 // reading what it writes) is tainted.
-func (f *Flow) lookup(m Move) *label.Label {
+func (f *Flow) lookup(m Move) (*label.Label, error) {
 	res := m.Subjects[0]
 	var l *label.Label
 	if len(m.Sources) > 0 {
@@ -435,12 +480,13 @@ func (f *Flow) lookup(m Move) *label.Label {
 	}
 	k := label.KeyOf(m.To.Stat)
 	var added policy.Taint
+	var err error
 	nl := l
 	if wl := writer(res.Subject()); wl != nil {
 		nl = meet(l, wl)
 		nl.Kind = m.To.Stat.Mode & syscall.S_IFMT
 		if l == nil || nl.Taint != l.Taint || nl.Origin != l.Origin {
-			f.object(res, m.To, nl, "looked up by a labelled subject: a potential writer")
+			err = f.object(res, m.To, nl, "looked up by a labelled subject: a potential writer")
 		}
 		added = nl.Taint
 	}
@@ -452,20 +498,38 @@ func (f *Flow) lookup(m Move) *label.Label {
 			}
 		}
 	}
-	return nl
+	return nl, err
 }
 
 // object stores nl for the object and records why.
-func (f *Flow) object(res *principal.Resolved, to Dest, nl *label.Label, why string) {
+func (f *Flow) object(res *principal.Resolved, to Dest, nl *label.Label, why string) error {
 	subj := res.Subject()
 	nl.Bind(to.Stat)
 	nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
 		Taint: ledger.TaintNames(nl.Taint), Parents: f.parents(res, to.Path),
 		Meta: evidence.Meta{Path: to.Path, Op: "label", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: why}})
-	if err := f.c.Labels.Set(label.KeyOf(to.Stat), nl); err != nil {
-		f.c.Ledger.Log.Error().Err(err).Str("path", to.Path).Msg("label not stored")
+	return f.store(to, nl)
+}
+
+// provenance records a write of the plain file rel by res that no label
+// records (a clean writer's), when res read something through the mount
+// since it last wrote rel: the file carries no label, so this record,
+// naming what res read as parents, is what puts whoever reads the file
+// later downstream of those reads (aerfs scope, restore --contaminated-by).
+// The record names the class of the file's label l as it stands (act for
+// none), as every write record does.
+func (f *Flow) provenance(res *principal.Resolved, rel, op string, l *label.Label) {
+	ps := f.c.Reads.Wrote(res, rel, f.c.Index.Last(rel))
+	if ps == nil {
+		return
 	}
+	subj := res.Subject()
+	f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+		Taint: ledger.TaintNames(subj.Taint), Parents: ps,
+		Meta: evidence.Meta{Path: rel, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(),
+			Reason: "written by a writer that read files through the mount (provenance)", Class: label.ClassOf(l)}})
 }
 
 // parents is the parents of a record of a change of rel by res.
@@ -474,8 +538,11 @@ func (f *Flow) parents(res *principal.Resolved, rel string) []string {
 }
 
 // store stores l (nil removes) for the destination's inode.
-func (f *Flow) store(to Dest, l *label.Label) {
-	if err := f.c.Labels.Set(label.KeyOf(to.Stat), l); err != nil {
+func (f *Flow) store(to Dest, l *label.Label) error {
+	err := f.c.Labels.Set(label.KeyOf(to.Stat), l)
+	if err != nil {
 		f.c.Ledger.Log.Error().Err(err).Str("path", to.Path).Msg("label not stored")
+		return fmt.Errorf("aerfs: the label of %s could not be stored: %w", to.Path, err)
 	}
+	return nil
 }

@@ -1,11 +1,13 @@
 package gate
 
 import (
+	"fmt"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/guard/ledger"
@@ -48,17 +50,29 @@ func chainText(d authority.Decision) string {
 // refusal (or quarantine) is recorded with the authority rule and the
 // class chain. It returns the decision.
 func (g *Gate) Act(res *principal.Resolved, op, rel string, l *label.Label, a authority.Action) authority.Decision {
+	d, _ := g.act(res, op, rel, nil, l, a)
+	return d
+}
+
+// act is Act for the file st (nil: whatever rel holds) whose label is l.
+// It also returns the hash of the content it decided on (zero when the
+// class alone allowed it).
+func (g *Gate) act(res *principal.Resolved, op, rel string, st *syscall.Stat_t, l *label.Label, a authority.Action) (authority.Decision, authority.Hash) {
 	mon := g.Authority()
 	req := authority.Request{Path: rel, Stamp: label.StampOf(l), Action: a, Now: time.Now()}
 	if d := authority.Check(req.Stamp, a, mon.Config()); d.Allowed() && d.Rule == authority.RuleAct {
-		return d
+		return d, authority.Hash{}
 	}
 	// Elevations and tokens are bound to the exact content: the stamp of a
-	// plain file does not carry its hash, so hash what is there now.
-	if h, err := g.c.Dir.Hash(rel); err == nil {
-		st := *req.Stamp
-		st.Hash, _ = authority.ParseHash(h)
-		req.Stamp = &st
+	// plain file does not carry its hash, so hash what is there now — in
+	// the file whose label is decided, never another one the name holds by
+	// then (a file that is not is decided without its hash: no token or
+	// elevation matches).
+	var hash authority.Hash
+	if h, err := g.hashOf(rel, st); err == nil {
+		s := *req.Stamp
+		s.Hash, hash = h, h
+		req.Stamp = &s
 	}
 	key := rel + "\x00" + a.String()
 	g.tokMu.Lock()
@@ -87,20 +101,49 @@ func (g *Gate) Act(res *principal.Resolved, op, rel string, l *label.Label, a au
 	if verdict == "deny" {
 		g.c.Ledger.Log.Info().Str("path", rel).Str("op", op).Str("rule", d.Rule.ID()).Msg("denied by the act gate")
 	}
-	return d
+	return d, hash
 }
 
-// Exec decides an exec open of rel (a setattr adding an x bit when op is
-// "chmod").
-func (g *Gate) Exec(res *principal.Resolved, op, rel string, l *label.Label) syscall.Errno {
+// hashOf is the SHA-256 of the content of rel, read from the file st
+// describes (any file when st is nil): a decision on one file's label is
+// never made with another file's content.
+func (g *Gate) hashOf(rel string, st *syscall.Stat_t) (authority.Hash, error) {
+	f, err := g.c.Dir.OpenFile(rel, syscall.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return authority.Hash{}, err
+	}
+	defer f.Close()
+	var now syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &now); err != nil {
+		return authority.Hash{}, err
+	}
+	if now.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return authority.Hash{}, fmt.Errorf("%s is not a regular file", rel)
+	}
+	if st != nil && (now.Dev != st.Dev || now.Ino != st.Ino) {
+		return authority.Hash{}, fmt.Errorf("%s was replaced while it was decided", rel)
+	}
+	h, err := backing.HashReader(f)
+	if err != nil {
+		return authority.Hash{}, err
+	}
+	return authority.ParseHash(h)
+}
+
+// Exec decides an exec open of the file st at rel (a setattr adding an x
+// bit when op is "chmod").
+// The content an exec open let through is remembered for the process by
+// file and hash, for the read of its interpreter (interp.go).
+func (g *Gate) Exec(res *principal.Resolved, op, rel string, st *syscall.Stat_t, l *label.Label) syscall.Errno {
 	if l == nil {
 		return 0
 	}
-	if !g.Act(res, op, rel, l, authority.Exec).Allowed() {
+	d, h := g.act(res, op, rel, st, l, authority.Exec)
+	if !d.Allowed() {
 		return syscall.EACCES
 	}
 	if op == "exec" {
-		g.execd.allow(res.Proc.ID, rel)
+		g.execd.allow(res.Proc.ID, st, h)
 	}
 	return 0
 }
@@ -134,11 +177,9 @@ func (g *Gate) Of(rel string) (*label.Label, *authority.Stamp, error) {
 	_, l := g.Target(rel, st)
 	s := *label.StampOf(l)
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		h, err := g.c.Dir.Hash(rel)
-		if err != nil {
+		if s.Hash, err = g.hashOf(rel, st); err != nil {
 			return nil, nil, err
 		}
-		s.Hash, _ = authority.ParseHash(h)
 	}
 	return l, &s, nil
 }

@@ -35,12 +35,25 @@ func (g *Gate) Ask(res *principal.Resolved, op policy.Op, rel string, t policy.T
 	} else {
 		g.c.Ledger.Stats.Denied.Add(1)
 	}
-	g.c.Ledger.Record(ledger.Verdict(res, subj, op, rel, v))
+	r := ledger.Verdict(res, subj, op, rel, v)
+	recorded := v.Allow
+	if !recorded {
+		var counts []*evidence.Record
+		recorded, counts = g.fold.admit(r, time.Now())
+		for _, s := range counts {
+			g.c.Ledger.Record(s)
+		}
+	}
+	if recorded {
+		g.c.Ledger.Record(r)
+	}
 	if v.Allow {
 		return v, 0
 	}
-	g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("principal", subj.Principal.String()).
-		Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
+	if recorded {
+		g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("principal", subj.Principal.String()).
+			Str("session", subj.Session).Str("rule", v.Rule.ID()).Msg("denied")
+	}
 	if op.Mutates() {
 		// Only refused changes count: a lookup, listing or read answered
 		// ENOENT by namespace invisibility is not an attack.
@@ -71,6 +84,7 @@ func (c Check) trivial() bool {
 // about a plain, unlabelled path outside the namespaces, the caller is not
 // even resolved (nil).
 func (g *Gate) All(c Caller, checks []Check) (*principal.Resolved, syscall.Errno) {
+	g.renames.note(checks)
 	all := true
 	for _, ch := range checks {
 		all = all && ch.trivial()

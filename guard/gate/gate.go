@@ -46,15 +46,22 @@ type Gate struct {
 	tokMu sync.Mutex
 	armed map[string]string // rel + "\x00" + action → owner token the next such action presents
 
-	execd execd // interp.go
+	execd   execd   // interp.go
+	renames renames // renamed.go
+	fold    folder
 }
 
 // New is the gate of a root.
 func New(c Config) *Gate {
 	g := &Gate{c: c, burst: map[string][]time.Time{}, armed: map[string]string{}}
+	g.fold.emit = func(r *evidence.Record) { g.c.Ledger.Record(r) }
 	g.pol.Store(c.Policy)
 	return g
 }
+
+// FlushFolds records the counts of the refusals folded so far (the mount
+// is ending: each is then in the log, one by one or in a count).
+func (g *Gate) FlushFolds() { g.fold.flush() }
 
 // Policy is the policy in force.
 func (g *Gate) Policy() *policy.Policy { return g.pol.Load() }
@@ -186,7 +193,7 @@ func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *
 	if extends && !cv.Placeholder {
 		sources = []*label.Label{l}
 	}
-	cv.Label = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
+	cv.Label, _ = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
 	if st := cv.Label.Stamp; t.Class == policy.Control && st != nil && st.Class != authority.Act {
 		// Configuration acts: an agent's note (inform) or anything an
 		// untrusted source shaped (none) does not become configuration

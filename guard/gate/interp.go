@@ -22,8 +22,49 @@ import (
 // act gate like an exec open when the reader is an interpreter of the
 // policy (policy.Interpreter) and its command line names the file as the
 // program to run — the first argument that is not an option, the file of
-// a shell's `. FILE` or `source FILE` — or when the file is a shared
-// library (name *.so, *.so.N). Other reads by interpreters are data reads.
+// a shell's `. FILE` or `source FILE` —, when the file has a source
+// extension of the interpreter's own language (an import: helper.py read
+// by python, lib.sh by a shell), or when the file is a shared library
+// (name *.so, *.so.N). Other reads by interpreters are data reads.
+
+// sourceExts are, by the name of an interpreter's program, the
+// extensions of the files it runs when it reads them: a module imported
+// (python's import, python -m, a .pth file, a cached .pyc; node's
+// require), a library a shell sources (. lib.sh). Such a read runs the
+// file whatever the command line says.
+var sourceExts = []struct {
+	prog string
+	exts []string
+}{
+	{"python", []string{".py", ".pyc", ".pyw", ".pth"}},
+	{"node", []string{".js", ".mjs", ".cjs"}},
+	{"bash", []string{".sh", ".bash"}},
+	{"dash", []string{".sh"}},
+	{"zsh", []string{".sh", ".zsh"}},
+	{"ksh", []string{".sh", ".ksh"}},
+	{"sh", []string{".sh"}},
+	{"perl", []string{".pl", ".pm"}},
+	{"ruby", []string{".rb"}},
+	{"php", []string{".php"}},
+}
+
+// ownSource reports whether base has a source extension of the
+// interpreter exe's own language.
+func ownSource(exe, base string) bool {
+	prog := path.Base(exe)
+	for _, s := range sourceExts {
+		if !strings.HasPrefix(prog, s.prog) {
+			continue
+		}
+		for _, e := range s.exts {
+			if strings.HasSuffix(base, e) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
 
 // interpOpts are the options of the common interpreters that take a
 // value, which is not the program to run.
@@ -37,50 +78,82 @@ var interpOpts = map[string]bool{
 // string, a module name): the file is then no program of theirs.
 var inline = map[string]bool{"-e": true, "-E": true, "-p": true, "--eval": true, "--print": true, "-m": true, "-r": true}
 
-// execd remembers, per process, the file the act gate let it exec, so that
-// the interpreter the kernel then runs (the same process) reads its script
-// without asking again (a single-use owner token was spent at the exec).
+// execd remembers, per process, the file the act gate let it exec (device,
+// inode) and the content it decided on, so that the interpreter the kernel
+// then runs (the same process) reads that content without asking again (a
+// single-use owner token was spent at the exec). Another file under the
+// name, or the file rewritten since, is decided as any interpreter read.
 type execd struct {
 	mu sync.Mutex
-	m  map[principal.ProcID]string
+	m  map[principal.ProcID]execdFile
 }
 
-func (x *execd) allow(id principal.ProcID, rel string) {
-	x.mu.Lock()
-	if x.m == nil || len(x.m) > 4096 {
-		x.m = map[principal.ProcID]string{}
-	}
-	x.m[id] = rel
-	x.mu.Unlock()
+type execdFile struct {
+	dev, ino uint64
+	hash     authority.Hash
 }
 
-func (x *execd) take(id principal.ProcID, rel string) bool {
+// allow remembers that process id exec'd the file st with content h; a
+// zero h (the class alone allowed the exec) forgets what it exec'd before.
+func (x *execd) allow(id principal.ProcID, st *syscall.Stat_t, h authority.Hash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.m[id] != rel {
-		return false
+	if st == nil || h == (authority.Hash{}) {
+		delete(x.m, id)
+		return
 	}
-	delete(x.m, id)
-	return true
+	if x.m == nil || len(x.m) > 4096 {
+		x.m = map[principal.ProcID]execdFile{}
+	}
+	x.m[id] = execdFile{dev: uint64(st.Dev), ino: st.Ino, hash: h}
 }
 
-// Interpret decides a read open of rel (label l) by res that runs it: an
-// interpreter naming it as its program, or the load of a shared library.
-// Content below act is decided by the act gate as an exec ("interpret");
-// anything else is a plain read (0).
-func (g *Gate) Interpret(res *principal.Resolved, rel string, l *label.Label) syscall.Errno {
+// ran reports whether process id exec'd the file st and hash (the content
+// it holds now) is the content that exec was decided on.
+func (x *execd) ran(id principal.ProcID, st *syscall.Stat_t, hash func() (authority.Hash, error)) bool {
+	x.mu.Lock()
+	f, ok := x.m[id]
+	x.mu.Unlock()
+	if !ok || st == nil || f.dev != uint64(st.Dev) || f.ino != st.Ino {
+		return false
+	}
+	h, err := hash()
+	return err == nil && h == f.hash
+}
+
+// Interpret decides a read open of the file st at rel (label l) by res
+// that runs it: an interpreter naming it as its program, or the load of a
+// shared library. Content below act is decided by the act gate as an exec
+// ("interpret"); anything else is a plain read (0).
+func (g *Gate) Interpret(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) syscall.Errno {
 	if l == nil || label.StampOf(l).Class == authority.Act || !res.Identified {
 		return 0
 	}
 	base := path.Base(rel)
 	lib := strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
-	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && runs(res.Proc.ID.Tgid, rel)) {
+	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || g.runsAny(res.Proc.ID.Tgid, rel))) {
 		return 0
 	}
-	if g.execd.take(res.Proc.ID, rel) {
-		return 0 // the interpreter of a file the act gate just let this process exec
+	if g.execd.ran(res.Proc.ID, st, func() (authority.Hash, error) { return g.hashOf(rel, st) }) {
+		return 0 // the interpreter of the content the act gate let this process exec
 	}
-	return g.Exec(res, "interpret", rel, l)
+	return g.Exec(res, "interpret", rel, st, l)
+}
+
+// runsAny reports whether the command line of process pid names the file
+// at rel, under rel or under a name it had a moment ago (renamed.go), as
+// the program it runs.
+func (g *Gate) runsAny(pid int, rel string) bool {
+	names, ok := g.renames.names(rel)
+	if !ok {
+		return true
+	}
+	for _, n := range names {
+		if runs(pid, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // runs reports whether the command line of process pid names rel (a

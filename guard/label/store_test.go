@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 
 	"github.com/aerfs/aerfs/policy"
@@ -80,5 +81,47 @@ func BenchmarkLabelStoreMemory(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/100000, "B/label")
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/100k")
 		runtime.KeepAlive(s)
+	}
+}
+
+// A label the journal could not take (a full disk) is written with the
+// next change once there is room, so the next mount still has it.
+func TestLabelJournalCatchesUpAfterFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("tmpfs: %v (needs root)", err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	p := filepath.Join(dir, "labels.jsonl")
+	s, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := filepath.Join(dir, "fill")
+	f, _ := os.Create(fill)
+	for {
+		if _, err := f.Write(make([]byte, 512)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	web := &Label{Origin: policy.Web, Taint: policy.WebDerived}
+	if err := s.Set(Key{1, 2}, web); err == nil {
+		t.Fatal("a label written to a full disk reported stored")
+	}
+	os.Remove(fill)
+	if err := s.Set(Key{1, 3}, web); err != nil {
+		t.Fatalf("the next label once space is back: %v", err)
+	}
+	s.Close()
+	s, err = Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range []Key{{1, 2}, {1, 3}} {
+		if s.Get(k) == nil {
+			t.Errorf("label of %v lost", k)
+		}
 	}
 }

@@ -100,9 +100,13 @@ var ErrChanged = errors.New("the file changed since the change was planned")
 // reviewed base): decided under the path's lock, a change that landed
 // after the plan is never overwritten — Set changes nothing and returns
 // ErrChanged when rel holds neither from nor h (h: the change was made
-// already, as a resumed restore finds it). It returns the previous hash
-// ("" when the file was absent) and the record's id.
-func (r *Recovery) Set(rel, h string, base, from *string, mk func(old string) *evidence.Record) (string, string, error) {
+// already, as a resumed restore finds it). owner: the owner wrote or
+// reviewed the content (an edit, an approval), which gets the owner's
+// label; any other content put back (a restore, a rollback, a drift
+// repair, a change completed) gets the label its version was published
+// with. It returns the previous hash ("" when the file was absent) and the
+// record's id.
+func (r *Recovery) Set(rel, h string, base, from *string, owner bool, mk func(old string) *evidence.Record) (string, string, error) {
 	if rel == "" || strings.HasPrefix(rel, "/") || strings.Contains("/"+rel+"/", "/../") {
 		return "", "", fmt.Errorf("bad path %q", rel)
 	}
@@ -199,7 +203,11 @@ func (r *Recovery) Set(rel, h string, base, from *string, mk func(old string) *e
 			if err != nil {
 				return backing.Errno(err)
 			}
-			l := r.c.Flow.Next(flow.Move{Op: flow.Restore, To: flow.Dest{Path: rel, Hash: h, Guarded: true}})
+			var sources []*label.Label
+			if !owner {
+				sources = r.c.Labels.Versions(h)
+			}
+			l, _ := r.c.Flow.Next(flow.Move{Op: flow.Restore, Sources: sources, To: flow.Dest{Path: rel, Hash: h, Guarded: true}})
 			r.c.Index.SetGuarded(label.KeyOf(nst), rel)
 			l.Record = id
 			l.Bind(nst)
@@ -255,7 +263,7 @@ func (r *Recovery) Check(rel string) (*Drift, error) {
 		return nil, nil
 	}
 	if st, err := r.c.Dir.Lstat(rel); err == nil {
-		l := r.c.Flow.Next(flow.Move{Op: flow.Drift, To: flow.Dest{Path: rel, Hash: found}})
+		l, _ := r.c.Flow.Next(flow.Move{Op: flow.Drift, To: flow.Dest{Path: rel, Hash: found}})
 		l.Bind(st)
 		r.c.Labels.Set(label.KeyOf(st), l)
 	}
@@ -301,7 +309,7 @@ func (r *Recovery) Adopt(rel string, mk func(old *label.Label, h string) *eviden
 		return nil, "", "", err
 	}
 	c, _, _ := r.c.Policy().Classify(rel)
-	nl := r.c.Flow.Next(flow.Move{Op: flow.Adopt, To: flow.Dest{Path: rel, Hash: h, Guarded: c.Guarded()}})
+	nl, _ := r.c.Flow.Next(flow.Move{Op: flow.Adopt, To: flow.Dest{Path: rel, Hash: h, Guarded: c.Guarded()}})
 	if nl != nil {
 		nl.Record = id
 		nl.Bind(nst)

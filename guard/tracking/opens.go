@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"sync"
+	"time"
 
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/principal"
@@ -146,6 +147,24 @@ func (o *Opens) Writing(k label.Key) bool {
 	defer o.mu.Unlock()
 	f := o.files[k]
 	return f != nil && f.writers > 0
+}
+
+// Passthrough reports whether k is open for writing through a plain
+// handle, whose writes the kernel serves without the daemon. A close
+// returns before the kernel's release of its handle reaches the daemon:
+// a handle that goes within wait is not counted.
+func (o *Opens) Passthrough(k label.Key, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		o.mu.Lock()
+		f := o.files[k]
+		open := f != nil && len(f.settle) > 0
+		o.mu.Unlock()
+		if !open || !time.Now().Before(deadline) {
+			return open
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // ReadOpened notes that res opened k to read it; Closed says when the

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -110,7 +111,14 @@ type readSet struct {
 	last     string              // newest reads record
 	flushing bool                // a background listing is under way
 	res      *principal.Resolved // a reader of the set, for the records' principal, pid and exe
+	// wrote: for each plain file the reader wrote, the parents its last
+	// write record named (Wrote).
+	wrote map[string]string
 }
+
+// wroteMax bounds a reader's memory of the plain files it wrote; past it
+// the memory starts again (a write may then be recorded twice).
+const wroteMax = 4096
 
 // Reads is what every reader read through the mount. Its own lock keeps
 // the read path off every other.
@@ -270,6 +278,48 @@ func (t *Reads) Parents(res *principal.Resolved, last string) []string {
 		add(id)
 	}
 	return out
+}
+
+// Wrote is the parents of a record of res's write of the plain file rel
+// (last: the record of rel's current version, "" when none) when res, or
+// a session it was started from, read anything through the mount that no
+// record of its writes of rel named yet; nil otherwise. A plain file a
+// clean writer wrote carries no label, so this record is what ties it to
+// what its writer read: whoever reads the file later is downstream of
+// those reads too (aerfs scope, restore --contaminated-by).
+func (t *Reads) Wrote(res *principal.Resolved, rel, last string) []string {
+	t.mu.Lock()
+	read := false
+	for k, s := readerOf(res), res.Session; ; {
+		if rs := t.sets[k]; rs != nil && (len(rs.pending) > 0 || rs.last != "" || len(rs.labelled) > 0) {
+			read = true
+			break
+		}
+		if s == nil {
+			break
+		}
+		if s = s.Parent(); s == nil {
+			break
+		}
+		k = reader{session: s.ID}
+	}
+	t.mu.Unlock()
+	if !read {
+		return nil
+	}
+	ps := t.Parents(res, last)
+	key := strings.Join(ps, ",")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rs := t.set(readerOf(res), res)
+	if rs.wrote[rel] == key {
+		return nil
+	}
+	if rs.wrote == nil || len(rs.wrote) >= wroteMax {
+		rs.wrote = map[string]string{}
+	}
+	rs.wrote[rel] = key
+	return ps
 }
 
 // heads lists the newest reads records of res and of every session its

@@ -152,7 +152,10 @@ func TestHouseSizes(t *testing.T) {
 		}
 	}
 	t.Logf("%d files, the largest type %s with %d methods; guard.Guard %d exported methods", len(files), most, methods[most], exported["guard.Guard"])
-	if n := exported["guard.Guard"]; n == 0 || n > 12 {
-		t.Errorf("the facade guard.Guard has %d exported methods (at most 12)", n)
+	// A handful: the doors, the policy, status and explanations, the
+	// owner's changes, promotion, drift, expectations, authority,
+	// release of a quarantine, and Close at the mount's end.
+	if n := exported["guard.Guard"]; n == 0 || n > 13 {
+		t.Errorf("the facade guard.Guard has %d exported methods (at most 13)", n)
 	}
 }
