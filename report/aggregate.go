@@ -83,20 +83,22 @@ func aggregate(b *Bundle) Aggregates {
 	sess := map[string]*SessionRow{}
 	paths := map[string]*PathRow{}
 	rules := map[string]*RuleRow{}
+	var n int // the current record's weight
 	count := func(kind string, allowed, refused, quarantined *int) {
 		switch kind {
 		case "allow":
-			*allowed++
+			*allowed += n
 		case "deny":
-			*refused++
+			*refused += n
 		case "quarantine":
-			*quarantined++
+			*quarantined += n
 		}
 	}
 	for i := range b.Entries {
 		e := &b.Entries[i]
 		r := e.Rec
 		kind := markKind(r)
+		n = weight(r)
 		k := "s:" + r.Meta.Session
 		if r.Meta.Session == "" {
 			k = "p:" + r.Principal

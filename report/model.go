@@ -24,6 +24,15 @@ func markKind(r *evidence.Record) string {
 	return "event"
 }
 
+// weight is how many events a record stands for: a refusal folded with
+// the ones a caller repeated within a minute counts them all (meta.folded).
+func weight(r *evidence.Record) int {
+	if r.Meta.Folded > 1 {
+		return r.Meta.Folded
+	}
+	return 1
+}
+
 // isRefusal reports whether a record says a request was refused or held.
 func isRefusal(r *evidence.Record) bool {
 	k := markKind(r)
@@ -84,7 +93,7 @@ func refusalGroups(b *Bundle) []RefusalGroup {
 			order = append(order, k)
 			seenPath[k], seenSess[k] = map[string]bool{}, map[string]bool{}
 		}
-		g.Count++
+		g.Count += weight(r)
 		g.Last = fmtTime(e.Time)
 		if p := e.Path; p != "" && !seenPath[k][p] {
 			seenPath[k][p] = true
@@ -117,6 +126,7 @@ type Refusal struct {
 	Idx                                      int64
 	Time, Kind, Rule, Principal, Session, Op string
 	Path, Reason, Taint, ID                  string
+	Folded                                   int // the refusals this record stands for, when more than one
 }
 
 // refusals is the newest n refused or held requests, newest first, and
@@ -130,13 +140,13 @@ func refusals(b *Bundle, n int) ([]Refusal, int) {
 		if !isRefusal(r) {
 			continue
 		}
-		total++
+		total += weight(r)
 		if len(out) == n {
 			continue
 		}
 		out = append(out, Refusal{Idx: e.Idx, Time: fmtTime(e.Time), Kind: markKind(r), Rule: Printable(orDash(r.Meta.Rule)),
 			Principal: Printable(r.Principal), Session: Printable(orDash(r.Meta.Session)), Op: Printable(r.Meta.Op),
-			Path: e.Path, Reason: Printable(r.Meta.Reason), Taint: Printable(strings.Join(r.Taint, "|")), ID: short(e.ID)})
+			Path: e.Path, Reason: Printable(r.Meta.Reason), Taint: Printable(strings.Join(r.Taint, "|")), ID: short(e.ID), Folded: r.Meta.Folded})
 	}
 	return out, total - len(out)
 }

@@ -73,7 +73,7 @@ func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 		case "allow":
 			p.Allowed++
 		case "deny":
-			p.Denied++
+			p.Denied += weight(e.Rec)
 		case "quarantine":
 			p.Held++
 		}
@@ -256,7 +256,7 @@ th{background:#f0f2f5;font-weight:600}
 <details><summary>the newest {{len .Refusals}} refusals{{if .RefusalsBefore}} (and {{.RefusalsBefore}} earlier: aerfs log --refused){{end}}</summary>
 <table id="refusal-list">
 <tr><th>#</th><th>time</th><th>kind</th><th>rule</th><th>principal</th><th>session</th><th>op</th><th>path</th><th>taint</th><th>reason</th><th>record</th></tr>
-{{range .Refusals}}<tr><td>{{.Idx}}</td><td class="mono">{{.Time}}</td><td class="kind-{{.Kind}}">{{.Kind}}</td><td><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td>{{.Session}}</td><td>{{.Op}}</td><td><code>{{.Path}}</code></td><td>{{.Taint}}</td><td>{{.Reason}}</td><td><code>{{.ID}}</code></td></tr>
+{{range .Refusals}}<tr><td>{{.Idx}}</td><td class="mono">{{.Time}}</td><td class="kind-{{.Kind}}">{{.Kind}}{{if .Folded}} ×{{.Folded}}{{end}}</td><td><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td>{{.Session}}</td><td>{{.Op}}</td><td><code>{{.Path}}</code></td><td>{{.Taint}}</td><td>{{.Reason}}</td><td><code>{{.ID}}</code></td></tr>
 {{end}}</table></details>
 {{else}}<p class="note">No request was refused or quarantined.</p>{{end}}
 </section>

@@ -335,3 +335,26 @@ func TestTrustStateKey(t *testing.T) {
 		t.Errorf("the trust statement of a page verified with the state directory's key is wrong:\n%s", page[strings.Index(page, `<section id="trust"`):strings.Index(page, `<section id="summary"`)])
 	}
 }
+
+// A refusal folded with the ones its caller repeated within a minute
+// counts as all of them, in the summary, the rule table and the list.
+func TestFoldedRefusalsCount(t *testing.T) {
+	b := &Bundle{blobs: map[string][]byte{}}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i, folded := range []int{0, 0, 0, 41} {
+		r := &evidence.Record{Type: evidence.TypeVerdict, Principal: "WEB",
+			Meta: evidence.Meta{Session: "w", Verdict: "deny", Rule: "R3-principal", Path: "MEMORY.md", Op: "open", Folded: folded}}
+		b.Entries = append(b.Entries, Entry{Idx: int64(i), ID: fmt.Sprintf("%064x", i), Rec: r, Time: t0.Add(time.Duration(i) * time.Second), Path: "MEMORY.md"})
+	}
+	b.Manifest.Complete = true
+	var out bytes.Buffer
+	if err := Render(&out, b, Trust{Pinned: true, Fingerprint: "x"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, want := range []string{`<b>44</b> refused`, `<td class="nw"><code>R3-principal</code></td><td class="kind-deny">44</td>`, "deny ×41"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

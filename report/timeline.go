@@ -111,7 +111,7 @@ func timeline(b *Bundle) Timeline {
 		}
 		st.records++
 		if isRefusal(e.Rec) {
-			st.refus++
+			st.refus += weight(e.Rec)
 		}
 	}
 	lanes := chooseLanes(order)
@@ -166,7 +166,7 @@ func timeline(b *Bundle) Timeline {
 		case "allow":
 			ln.Allow++
 		case "deny", "quarantine":
-			ln.Refused++
+			ln.Refused += weight(e.Rec)
 		}
 		if e.Rec.Type == evidence.TypeSessionStart || e.Rec.Type == evidence.TypeSessionEnd {
 			continue // the lane's bar shows them
@@ -177,7 +177,7 @@ func timeline(b *Bundle) Timeline {
 			c = &cell{first: e, from: e.Time}
 			cells[li*cols+col] = c
 		}
-		c.counts[markOrder(kind)]++
+		c.counts[markOrder(kind)] += weight(e.Rec)
 		c.to = e.Time
 		if c.worstEntry == nil || markOrder(kind) > markOrder(markKind(c.worstEntry.Rec)) {
 			c.worstEntry = e
@@ -186,7 +186,7 @@ func timeline(b *Bundle) Timeline {
 			if c.rules == nil {
 				c.rules = map[string]int{}
 			}
-			c.rules[orDash(e.Rec.Meta.Rule)]++
+			c.rules[orDash(e.Rec.Meta.Rule)] += weight(e.Rec)
 		}
 	}
 	keys := make([]int, 0, len(cells))
