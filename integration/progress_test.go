@@ -18,14 +18,8 @@ func TestProgressOnTerminalOnly(t *testing.T) {
 		t.Fatal("script(1) is needed (Debian: util-linux)")
 	}
 	e := newEnv(t, nil)
-	gen := filepath.Join(t.TempDir(), "genlog")
-	if out, err := exec.Command("go", "build", "-o", gen, "../scripts/bench/genlog").CombinedOutput(); err != nil {
-		t.Fatalf("build genlog: %v\n%s", err, out)
-	}
 	// Without its index, the first mount reads the whole log.
-	if out, err := exec.Command(gen, "-state", e.State, "-workspace", e.WS, "-records", "60000", "-sessions", "600", "-no-index").CombinedOutput(); err != nil {
-		t.Fatalf("genlog: %v\n%s", err, out)
-	}
+	genlog(t, e, 60000, "-no-index")
 	onTTY := func(args ...string) Result {
 		t.Helper()
 		q := make([]string, len(args))

@@ -27,15 +27,8 @@ func TestReportScale100k(t *testing.T) {
 		records = n
 	}
 	e := newEnv(t, nil)
-	gen := filepath.Join(t.TempDir(), "genlog")
-	if out, err := exec.Command("go", "build", "-o", gen, "../scripts/bench/genlog").CombinedOutput(); err != nil {
-		t.Fatalf("build genlog: %v\n%s", err, out)
-	}
 	start := time.Now()
-	if out, err := exec.Command(gen, "-state", e.State, "-workspace", e.WS, "-records", strconv.Itoa(records),
-		"-sessions", strconv.Itoa(records/100)).CombinedOutput(); err != nil {
-		t.Fatalf("genlog: %v\n%s", err, out)
-	}
+	genlog(t, e, records)
 	t.Logf("genlog: %d records in %s", records, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	e.Mount()
@@ -85,5 +78,20 @@ func TestReportScale100k(t *testing.T) {
 				os.WriteFile(filepath.Join(a, "scale-"+filepath.Base(f)), b, 0o644)
 			}
 		}
+	}
+}
+
+// genlog writes a signed log of about records records, with records/100
+// sessions, into e's state directory and the files it describes into its
+// workspace (scripts/bench/genlog), before e is mounted.
+func genlog(t *testing.T, e *Env, records int, flags ...string) {
+	t.Helper()
+	gen := filepath.Join(t.TempDir(), "genlog")
+	if out, err := exec.Command("go", "build", "-o", gen, "../scripts/bench/genlog").CombinedOutput(); err != nil {
+		t.Fatalf("build genlog: %v\n%s", err, out)
+	}
+	args := append([]string{"-state", e.State, "-workspace", e.WS, "-records", strconv.Itoa(records), "-sessions", strconv.Itoa(records / 100)}, flags...)
+	if out, err := exec.Command(gen, args...).CombinedOutput(); err != nil {
+		t.Fatalf("genlog: %v\n%s", err, out)
 	}
 }

@@ -1,7 +1,8 @@
 package report
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 
 	"github.com/aerfs/aerfs/evidence"
 )
@@ -25,21 +26,31 @@ const (
 	maxAggRows = 100
 )
 
+// Counts are what the per-session and per-path tables count.
+type Counts struct {
+	Records, Allowed, Refused, Quarantined int
+	Changes                                int // guarded changes
+}
+
+// busier orders rows by their refusals, then guarded changes, then
+// records, the most first.
+func busier(x, y Counts) int {
+	return cmp.Or(cmp.Compare(y.Refused+y.Quarantined, x.Refused+x.Quarantined), cmp.Compare(y.Changes, x.Changes), cmp.Compare(y.Records, x.Records))
+}
+
 // SessionRow counts the records of one session (or of a principal acting
 // outside sessions).
 type SessionRow struct {
-	Session, Principal                     string
-	Records, Allowed, Refused, Quarantined int
-	Changes                                int
-	First, Last                            string
+	Session, Principal string
+	Counts
+	First, Last string
 }
 
 // PathRow counts the records about one path.
 type PathRow struct {
-	Path                                   string
-	Records, Allowed, Refused, Quarantined int
-	Changes                                int
-	Last                                   string
+	Path string
+	Counts
+	Last string
 }
 
 // RuleRow counts the verdicts of one rule.
@@ -142,43 +153,20 @@ func aggregate(b *Bundle) Aggregates {
 	for _, s := range sess {
 		a.Sessions = append(a.Sessions, *s)
 	}
-	sort.Slice(a.Sessions, func(i, j int) bool {
-		x, y := a.Sessions[i], a.Sessions[j]
-		if x.Refused+x.Quarantined != y.Refused+y.Quarantined {
-			return x.Refused+x.Quarantined > y.Refused+y.Quarantined
-		}
-		if x.Records != y.Records {
-			return x.Records > y.Records
-		}
-		return x.Session < y.Session
+	slices.SortFunc(a.Sessions, func(x, y SessionRow) int {
+		return cmp.Or(busier(x.Counts, y.Counts), cmp.Compare(x.Session, y.Session), cmp.Compare(x.Principal, y.Principal))
 	})
 	a.Sessions, a.SessionsMore, a.MoreSessions = split(a.Sessions)
 	for _, p := range paths {
 		a.Paths = append(a.Paths, *p)
 	}
-	sort.Slice(a.Paths, func(i, j int) bool {
-		x, y := a.Paths[i], a.Paths[j]
-		if x.Refused+x.Quarantined != y.Refused+y.Quarantined {
-			return x.Refused+x.Quarantined > y.Refused+y.Quarantined
-		}
-		if x.Changes != y.Changes {
-			return x.Changes > y.Changes
-		}
-		if x.Records != y.Records {
-			return x.Records > y.Records
-		}
-		return x.Path < y.Path
-	})
+	slices.SortFunc(a.Paths, func(x, y PathRow) int { return cmp.Or(busier(x.Counts, y.Counts), cmp.Compare(x.Path, y.Path)) })
 	a.Paths, a.PathsMore, a.MorePaths = split(a.Paths)
 	for _, r := range rules {
 		a.Rules = append(a.Rules, *r)
 	}
-	sort.Slice(a.Rules, func(i, j int) bool {
-		x, y := a.Rules[i], a.Rules[j]
-		if x.Refused+x.Quarantine != y.Refused+y.Quarantine {
-			return x.Refused+x.Quarantine > y.Refused+y.Quarantine
-		}
-		return x.Rule < y.Rule
+	slices.SortFunc(a.Rules, func(x, y RuleRow) int {
+		return cmp.Or(cmp.Compare(y.Refused+y.Quarantine, x.Refused+x.Quarantine), cmp.Compare(x.Rule, y.Rule))
 	})
 	return a
 }
