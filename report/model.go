@@ -335,32 +335,50 @@ func index(b *Bundle) *snapshot.Index {
 	return x
 }
 
+// The default source is looked for among the newest tainted sources
+// only, within a time budget: computing a source's scope walks the
+// provenance graph, and on a long log one walk takes seconds.
+const (
+	maxSourceCandidates = 12
+	sourceBudget        = 5 * time.Second
+)
+
 // DefaultSource picks the source with the largest contamination scope:
-// among the paths written with a taint, the one whose scope changed the
-// most guarded files, then has the most records. "" when there is none.
+// among the newest paths written with a taint (maxSourceCandidates, as
+// many as sourceBudget allows, at least one), the one whose scope changed
+// the most guarded files, then has the most records. "" when there is
+// none.
 func DefaultSource(b *Bundle, x *snapshot.Index) string {
+	src, _ := pickSource(b, x)
+	return src
+}
+
+// pickSource is DefaultSource with the chosen source's scope.
+func pickSource(b *Bundle, x *snapshot.Index) (string, *snapshot.Scope) {
 	seen := map[string]bool{}
 	var cands []string
-	for _, e := range b.Entries {
-		r := e.Rec
+	for i := len(b.Entries) - 1; i >= 0 && len(cands) < maxSourceCandidates; i-- {
+		r := b.Entries[i].Rec
 		if r.Type != evidence.TypeWrite || len(r.Taint) == 0 || r.Meta.Path == "" || seen[r.Meta.Path] {
 			continue
 		}
 		seen[r.Meta.Path] = true
 		cands = append(cands, r.Meta.Path)
-		if len(cands) >= 200 {
+	}
+	start := time.Now()
+	best, bestFiles, bestRecs := "", -1, -1
+	var bestScope *snapshot.Scope
+	for i, c := range cands {
+		if i > 0 && time.Since(start) > sourceBudget {
 			break
 		}
-	}
-	best, bestFiles, bestRecs := "", -1, -1
-	for _, c := range cands {
 		sc, err := x.Scope(c)
 		if err != nil {
 			continue
 		}
 		if len(sc.Files) > bestFiles || (len(sc.Files) == bestFiles && sc.Records > bestRecs) {
-			best, bestFiles, bestRecs = c, len(sc.Files), sc.Records
+			best, bestFiles, bestRecs, bestScope = c, len(sc.Files), sc.Records, sc
 		}
 	}
-	return best
+	return best, bestScope
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/aerfs/aerfs/snapshot"
 )
 
 // Options choose what the page shows.
@@ -96,13 +98,17 @@ func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 		}
 	}
 	src := strings.TrimSuffix(strings.TrimPrefix(o.Source, "./"), "/")
+	var picked *snapshot.Scope
 	if src == "" {
-		src = DefaultSource(b, x)
+		src, picked = pickSource(b, x)
 	}
 	if src == "" {
 		p.NoSource = "No file was written with a taint in this bundle, so there is no source to follow. Choose one with --source PATH."
 	} else {
-		sc, err := x.Scope(src)
+		sc, err := picked, error(nil)
+		if sc == nil {
+			sc, err = x.Scope(src)
+		}
 		if err != nil {
 			if o.Source != "" {
 				return fmt.Errorf("report: --source %s: %v", o.Source, err)
