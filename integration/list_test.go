@@ -55,7 +55,7 @@ func TestListAndMountedHints(t *testing.T) {
 
 	// Mounting it again.
 	again := runCmd("/", nil, aerfsBin, "mount", "--state", e1.State, e1.WS)
-	if again.Code != 1 || !strings.Contains(again.Stderr, "is already mounted") || !strings.Contains(again.Stderr, "hint: aerfs list") {
+	if again.Code != 1 || !strings.Contains(again.Stderr, "is already mounted") || !strings.Contains(again.Stderr, "aerfs list every mount") {
 		t.Errorf("a second mount of a mounted workspace: %s", again)
 	}
 	// Its state directory, at another path.

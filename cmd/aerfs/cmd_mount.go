@@ -71,7 +71,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		ws = r
 	}
 	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws && !staleMount(ws) {
-		return fail(exitError, "aerfs list shows every mount, aerfs status --workspace "+ws+" this one; aerfs unmount "+ws+" first to mount it again",
+		return fail(exitError, "aerfs status --workspace "+ws+" shows it, aerfs list every mount; aerfs unmount "+ws+" first to mount it again",
 			"%s is already mounted (state %s)", ws, m.StateDir)
 	}
 	state := gopts.state
