@@ -189,7 +189,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer roots.close()
-	gc := guard.Config{RootFd: rootFd, StateDir: o.StateDir, Policy: pol,
+	gc := guard.Config{RootFd: rootFd, Path: ws, StateDir: o.StateDir, Policy: pol,
 		Registry: reg, Labels: labels, Recorder: rec, Log: o.Log, Roots: roots.guards(),
 		Authority: authority.New(authorityConfig(pol), nil), Namespaces: true, OnCommit: onCommit, OnBurst: onBurst}
 	fromIndex(&gc)
@@ -382,6 +382,16 @@ type events struct{ m *guarded }
 func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why string, p principal.Proc) {
 	e.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: added.Names(),
 		Meta: evidence.Meta{Session: s.ID, Pid: p.ID.Tgid, Exe: p.Exe, UID: p.UID, Reason: why}})
+}
+
+func (e *events) ImplicitUnplaced(s *principal.Session, p principal.Proc, err error) {
+	rec := &evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: nonNil(s.Taint().Names()),
+		Meta: evidence.Meta{Pid: p.ID.Tgid, Exe: p.Exe, UID: p.UID,
+			Reason: "its implicit session has no cgroup of its own (" + err.Error() + "): its taint follows the process and what it starts by identity and ancestry"}}
+	if errors.As(err, new(*principal.HostLockError)) {
+		rec.Meta.Rule = policy.RuleHostLock.ID()
+	}
+	e.m.Record(rec)
 }
 
 func (e *events) SessionEnded(s *principal.Session) {

@@ -178,7 +178,7 @@ func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, reg *principal.Re
 	}
 	// A burst in a root quarantines the session and rolls back all it
 	// changed, in every root: the workspace's guard routes the paths.
-	gc := guard.Config{RootFd: fd, StateDir: o.StateDir, Policy: r.Policy,
+	gc := guard.Config{RootFd: fd, Path: r.Dir, StateDir: o.StateDir, Policy: r.Policy,
 		Registry: reg, Labels: g.labels, Recorder: rec, Log: o.Log.With().Str("root", r.Name).Logger(), Root: r.Name,
 		OnCommit: onCommit, OnBurst: onBurst}
 	fromIndex(&gc)

@@ -330,8 +330,9 @@ func (s *controlServer) handleConn(c *net.UnixConn, p *peer) {
 // that connected, and serves req with that resolution.
 func (s *controlServer) serveRequest(p *peer, req Request) *Response {
 	switch req.Op {
-	case "ping", "sync", "status", "network-mode":
-		// Open to any caller: they change nothing.
+	case "ping", "sync", "network-mode":
+		// Open to any caller: they change nothing and tell nothing of
+		// sessions.
 		return s.handle(p.pid, req)
 	}
 	res := s.reg.Resolve(p.pid)
@@ -432,8 +433,14 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		addRootStatus(s.m, &st)
 		// The sessions the registry holds: those live, and those ended
 		// and not yet retired (principal/archive.go); aerfs session list
-		// --all shows the retired ones from the log.
+		// --all shows the retired ones from the log. A session sees only
+		// itself and those started from within it: another session's
+		// hosts and taint would reach it without tainting it.
+		caller := s.resolveCaller(pid)
 		for _, x := range s.reg.Sessions() {
+			if !visibleTo(caller, x) {
+				continue
+			}
 			st.Sessions = append(st.Sessions, SessionStatus{ID: x.ID, Principal: x.Principal.String(),
 				Taint: nonNil(x.Taint().Names()), Started: x.Started, Live: s.reg.Live(x), Quarantined: x.Quarantined(),
 				Confinement: s.shared.conf.describe(x.ID)})
@@ -481,6 +488,13 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	rec := &evidence.Record{Type: evidence.TypeSessionStart, Principal: p.String(),
 		Meta: evidence.Meta{Session: req.Session, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 			Op: "register", Rule: v.Rule.ID(), Reason: v.Rule.Reason()}, Payload: &evidence.Payload{Detail: "sandbox: " + req.Sandbox + netDetail(plan, s.m.Policy()) + agentDetail(req.Agent)}}
+	if hl := new(*principal.HostLockError); errors.As(err, hl) {
+		// Fail closed: the process is not moved without the lock.
+		rec.Type, rec.Meta.Verdict, rec.Meta.Reason = evidence.TypeVerdict, "deny", (*hl).Error()
+		s.m.Record(rec)
+		return &Response{Refused: true, Rule: v.Rule.ID(), Error: "cannot start the session: " + (*hl).Error(),
+			Hint: "try again: an aerfs daemon holds the lock while it moves a process, or the root process named holds it"}
+	}
 	if err != nil {
 		return &Response{Error: err.Error(), Hint: "session names use letters, digits, '-', '_' and '.' (at most 64)"}
 	}

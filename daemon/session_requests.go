@@ -19,9 +19,9 @@ import (
 
 // # Sessions, explanations and the owner's changes
 //
-// session-list, why: any identified caller may ask; a session sees only
-// itself and the sessions started from within it, the owner's channel
-// everything. session-release, session-end, edit-get, edit and adopt: the
+// session-list, why and the sessions of status: any identified caller may
+// ask; a session sees only itself and the sessions started from within it,
+// the owner's channel everything. session-release, session-end, edit-get, edit and adopt: the
 // owner's channel only (RO-owner), recorded either way.
 
 // RuleOwner is the rule id of the owner's channel requests: refused from

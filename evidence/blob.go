@@ -17,8 +17,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Blobs are stored once under evidence/blobs/<first two hex>/<other 62>,
-// named by the SHA-256 of their content.
+// Blobs are stored once, named by the SHA-256 of their content: content
+// that travels through the journal as an entry of a pack under
+// evidence/packs/ (pack.go), larger content (and every blob written before
+// packs) as a file of its own under evidence/blobs/<first two hex>/<other
+// 62>.
+
+// blobStored reports whether content hash is in dir's store (packed or a
+// file), without reading it.
+func blobStored(dir, hash string) bool {
+	if packsOf(dir).has(hash) {
+		return true
+	}
+	_, err := os.Stat(blobPath(dir, hash))
+	return err == nil
+}
 
 func blobPath(dir, hash string) string {
 	return filepath.Join(dir, blobsName, hash[:2], hash[2:])
@@ -88,6 +101,9 @@ func (l *Log) putBlobMem(data []byte) string {
 	if known {
 		return h
 	}
+	if l.packs.has(h) {
+		return h
+	}
 	if _, err := os.Stat(l.blobPath(h)); err == nil {
 		l.dirsMu.Lock() // see putBlob: a file being placed is queued once this returns
 		l.dirsMu.Unlock()
@@ -123,9 +139,9 @@ func (l *Log) takePending() map[string][]byte {
 	return out
 }
 
-// materialize writes the blobs a durable frame carries as blob files (not
-// flushed: the frame is their durable copy until the next checkpoint,
-// which flushes them first). journaled are marked, then written.
+// materialize packs the blobs a durable frame carries (not flushed: the
+// frame is their durable copy until the next checkpoint, which flushes
+// the packs first). journaled are marked, then written.
 func (l *Log) materialize(journaled map[string][]byte) {
 	if len(journaled) == 0 {
 		return
@@ -138,7 +154,7 @@ func (l *Log) materialize(journaled map[string][]byte) {
 	}
 	l.dirsMu.Unlock()
 	for h, body := range journaled {
-		if err := l.writeBlobBody(h, body, true); err != nil {
+		if err := l.writeBlobBody(h, body); err != nil {
 			// Stays in memory (and in the journal) until the next batch
 			// tries again; readers in this process still find it.
 			continue
@@ -149,7 +165,7 @@ func (l *Log) materialize(journaled map[string][]byte) {
 	}
 }
 
-// writeMemBlobs writes blobs held in memory as blob files, flushed with
+// writeMemBlobs packs blobs held in memory, flushed with
 // the next checkpoint: those a durable frame carries that materialize
 // could not write (journaledOnly: before a checkpoint ends the journal's
 // copy), or all of them (a reader's flush or Close: content no record
@@ -164,7 +180,7 @@ func (l *Log) writeMemBlobs(journaledOnly bool) error {
 	}
 	l.dirsMu.Unlock()
 	for h, body := range left {
-		if err := l.writeBlobBody(h, body, true); err != nil {
+		if err := l.writeBlobBody(h, body); err != nil {
 			return err
 		}
 		l.dirsMu.Lock()
@@ -174,29 +190,12 @@ func (l *Log) writeMemBlobs(journaledOnly bool) error {
 	return nil
 }
 
-// writeBlobBody writes a blob file whose bytes (raw or zstd) are known,
-// temp file then rename; late: flushed with the next checkpoint rather
-// than the next batch.
-func (l *Log) writeBlobBody(h string, body []byte, late bool) error {
-	tmp, err := createBlobTemp(filepath.Join(l.dir, blobsName), ".tmp-blob-", 0o400)
-	if err != nil {
-		return err
-	}
-	renamed := false
-	defer func() {
-		tmp.Close()
-		if !renamed {
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(body); err != nil {
-		return err
-	}
-	if err := l.placeBlob(tmp.Name(), h, late); err != nil {
-		return err
-	}
-	renamed = true
-	return nil
+// writeBlobBody stores content whose blob bytes (raw or zstd) are known
+// and that a durable journal frame carries (or that is about to be
+// flushed): appended to this process's pack (pack.go), flushed with the
+// next checkpoint.
+func (l *Log) writeBlobBody(h string, body []byte) error {
+	return l.packs.put(h, body)
 }
 
 // putBlob writes to a temp file in the blob tree while hashing and renames
@@ -340,6 +339,17 @@ func (l *Log) syncBlobDirs(late bool) error {
 		wg.Add(1)
 		go flush(f, syncPath)
 	}
+	if late {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.packs.sync(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
 	wg.Wait()
 	if len(errs) > 0 {
 		l.requeue(files, dirs, false) // flushed again with the next batch
@@ -389,7 +399,7 @@ func (l *Log) syncLateBlobs() error {
 		l.requeue(files, dirs, true)
 		return err
 	}
-	return l.syncBlobDirs(false)
+	return l.syncBlobDirs(true)
 }
 
 // syncfsFrom is how many waiting blob files make a checkpoint flush them
@@ -424,6 +434,16 @@ func ReadBlob(stateDir, hash string) ([]byte, error) { return readBlob(evDir(sta
 func readBlob(dir, hash string) ([]byte, error) {
 	if !IsHash(hash) {
 		return nil, fmt.Errorf("evidence: blob %q: not a lowercase hex SHA-256", hash)
+	}
+	packed, ok, err := packsOf(dir).get(hash)
+	if ok && err == nil {
+		d, derr := decodeBlob(hash, packed)
+		if derr == nil {
+			return d, nil
+		}
+		if _, serr := os.Stat(blobPath(dir, hash)); serr != nil {
+			return nil, derr // damaged in its pack, and no file of its own
+		}
 	}
 	b, err := os.ReadFile(blobPath(dir, hash))
 	if err != nil {

@@ -272,9 +272,7 @@ func TestTailRecordWithLostBlob(t *testing.T) {
 			// (when lost) the blob's name never reached the disk.
 			writeFile(t, ev(d, "checkpoint"), string(cp))
 			if lost {
-				if err := os.Remove(blobPath(ev(d, ""), h)); err != nil {
-					t.Fatal(err)
-				}
+				loseBlob(t, ev(d, ""), h)
 				os.Truncate(ev(d, "journal"), 0)
 			}
 			l = openLog(t, d)

@@ -122,9 +122,19 @@ func StoredBlobs(stateDir string) (map[string]int64, error) {
 		return nil
 	})
 	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
+		err = nil
 	}
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	packed, err := packsOf(evDir(stateDir)).sizes()
+	if err != nil {
+		return nil, err
+	}
+	for h, n := range packed {
+		out[h] = n
+	}
+	return out, nil
 }
 
 // pruneReq is a gc's request to the committer.
@@ -265,9 +275,11 @@ func (l *Log) prune(p *pruneReq) error {
 	l.liveMu.Unlock()
 	for _, h := range hashes {
 		bp := l.blobPath(h)
-		if err := os.Remove(bp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			continue
+		if err := os.Remove(bp); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue // packed, or gone already
 		}
 		delete(l.blobFiles, bp)
 		delete(l.lateFiles, bp)
@@ -277,6 +289,13 @@ func (l *Log) prune(p *pruneReq) error {
 		if err := syncDir(d); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	drop := make(map[string]bool, len(hashes))
+	for _, h := range hashes {
+		drop[h] = true
+	}
+	if err := l.packs.repack(drop); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("evidence: gc: %w", errors.Join(errs...))

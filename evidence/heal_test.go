@@ -206,11 +206,10 @@ func recordWithCutBlob(t *testing.T, framed bool) {
 	if err := os.WriteFile(filepath.Join(evDir(d), checkpointName), cp, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bp := blobPath(evDir(d), h)
-	os.Chmod(bp, 0o600)
-	if err := os.Truncate(bp, 5); err != nil {
-		t.Fatal(err)
-	}
+	damageBlob(t, evDir(d), h, func(p string, off, n int64) {
+		// The rest of the blob's bytes never reached the disk.
+		writeAt(t, p, make([]byte, n-5), off+5)
+	})
 	if !framed {
 		os.Truncate(filepath.Join(evDir(d), journalName), 0)
 	}

@@ -206,7 +206,7 @@ func (l *Log) openJournal(cp Checkpoint) (int, error) {
 			if _, err := decodeBlob(h, body); err != nil {
 				continue // not the content its hash names: never written
 			}
-			if err := l.writeBlobBody(h, body, true); err != nil {
+			if err := l.writeBlobBody(h, body); err != nil {
 				return 0, fmt.Errorf("evidence: journal: blob %s: %w", h, err)
 			}
 		}

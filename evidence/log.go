@@ -81,6 +81,8 @@ type Log struct {
 	blobDirs  map[string]bool // blob directories with names not yet synced
 	subdirs   map[string]bool // blob directories known to exist (under dirsMu)
 	blobFiles map[string]bool // blobs whose content is not yet synced
+	// packs: where content from the journal is stored (pack.go).
+	packs *packSet
 	// lateDirs, lateFiles: the same for blob files written from a
 	// durable journal frame, flushed before the next checkpoint instead of
 	// with the next batch.
@@ -164,6 +166,12 @@ func Open(stateDir string) (*Log, error) {
 			l.closeFiles()
 		}
 	}()
+	// The packs as they are on disk now (a crash, another process may
+	// have changed them since this process last read them).
+	l.packs = packsOf(dir)
+	if err := l.packs.own(); err != nil {
+		return nil, err
+	}
 	skey, err := os.ReadFile(filepath.Join(dir, keyName))
 	if err != nil {
 		return nil, fmt.Errorf("evidence: open: %w", err)
@@ -326,8 +334,7 @@ func (l *Log) HasBlob(hash string) bool {
 	if mem {
 		return true
 	}
-	_, err := os.Stat(l.blobPath(hash))
-	return err == nil
+	return blobStored(l.dir, hash)
 }
 
 func (l *Log) enqueue(r *Record) (*appendReq, error) { return l.enqueueReq(r, false) }
@@ -586,9 +593,14 @@ func (l *Log) committer() {
 // records themselves are durable when acknowledged (the log is flushed);
 // recovery rebuilds what the checkpoint does not cover yet. Deferring it
 // keeps a stream of guarded commits to one round of flushes each instead
-// of three (log; index and hashes; checkpoint).
+// of three (log; index and hashes; checkpoint). The pause is long enough
+// that the think time of a writer committing one change after another
+// (a few milliseconds) does not end it: a checkpoint costs six flushes
+// (log, index, hashes, packs, the checkpoint and its directory), which
+// paid after every commit of such a stream doubled its flushes and
+// delayed the next commit behind them.
 var (
-	checkpointDelay = 5 * time.Millisecond
+	checkpointDelay = 50 * time.Millisecond
 	checkpointEvery = 200 * time.Millisecond
 )
 
@@ -952,6 +964,9 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) closeFiles() error {
+	if l.packs != nil {
+		l.packs.disown()
+	}
 	if l.idt != nil {
 		l.idt.close()
 	}

@@ -127,8 +127,12 @@ func TestBlobs(t *testing.T) {
 		t.Fatalf("PutBlobFile %s %v", h3, err)
 	}
 	l.Flush()
-	if _, err := os.Stat(filepath.Join(dir, "evidence", "blobs", "2c", h1[2:])); err != nil {
-		t.Fatal(err)
+	// Small content is an entry of a pack, not a file of its own.
+	if _, _, _, ok := packedAt(t, filepath.Join(dir, "evidence"), h1); !ok {
+		t.Fatal("blob not packed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evidence", "blobs", "2c", h1[2:])); err == nil {
+		t.Fatal("a small blob has a file of its own")
 	}
 	b, err := ReadBlob(dir, h1)
 	if err != nil || !bytes.Equal(b, []byte("hello")) {

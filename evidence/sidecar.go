@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -213,6 +212,5 @@ func BlobStored(stateDir, hash string) bool {
 	if !IsHash(hash) {
 		return false
 	}
-	_, err := os.Stat(blobPath(evDir(stateDir), hash))
-	return err == nil
+	return blobStored(evDir(stateDir), hash)
 }

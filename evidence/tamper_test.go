@@ -271,12 +271,10 @@ func TestTamperState(t *testing.T) {
 			flipByteAt(t, ev(d, "log"), recordOffset(t, d, 2))
 		}, kind: KindSchema, msg: "record 2:"},
 		{name: "blob byte flip", mutate: func(t *testing.T, f *fixture, d string) {
-			p := blobPath(ev(d, ""), f.blobs[1])
-			os.Chmod(p, 0o600)
-			flipByteAt(t, p, 0)
+			damageBlob(t, ev(d, ""), f.blobs[1], func(p string, off, _ int64) { flipByteAt(t, p, off) })
 		}, kind: KindIntegrity, msg: ": hash mismatch"},
 		{name: "blob deleted", mutate: func(t *testing.T, f *fixture, d string) {
-			os.Remove(blobPath(ev(d, ""), f.blobs[0]))
+			loseBlob(t, ev(d, ""), f.blobs[0])
 		}, kind: KindIntegrity, msg: "missing (referenced by record 5)"},
 		{name: "stored hash flip", mutate: func(t *testing.T, f *fixture, d string) {
 			flipByteAt(t, ev(d, "hashes"), 0)

@@ -518,7 +518,7 @@ func VerifyStateProgress(stateDir, pubkey string, progress Progress) (*Report, e
 					if KindOf(err) != 0 {
 						return nil, err.(*VerifyError)
 					}
-					if _, serr := os.Stat(blobPath(dir, h)); serr != nil {
+					if !blobStored(dir, h) {
 						// Missing: fine only if a gc record pruned it.
 						if _, seen := missing[h]; !seen {
 							missing[h] = i

@@ -18,6 +18,9 @@ type MountOptions struct {
 	// mount without CAP_SYS_ADMIN must: for comparison, and for kernels
 	// whose passthrough misbehaves.
 	NoPassthrough bool
+	// FUSE over io_uring (Linux 6.14+, the fuse module's enable_uring)
+	// keeps each request on its caller's CPU; the opt-in belongs here
+	// once go-fuse serves it (docs/performance.md, "FUSE over io_uring").
 }
 
 // Mount serves the guard's backing directory at mountpoint (usually the

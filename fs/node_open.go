@@ -17,14 +17,25 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	rel := n.rel()
 	var fh gofs.FileHandle
 	var fl uint32
-	o, errno := n.door.Open(caller(ctx), rel, flags, func(decided *syscall.Stat_t) syscall.Errno {
-		var errno syscall.Errno
-		if fh, fl, errno = n.loopOpen(ctx, flags); errno == 0 && !sameFile(ctx, fh, decided) {
-			fh.(gofs.FileReleaser).Release(ctx)
-			fh, errno = nil, syscall.ESTALE
+	var o *guard.Opened
+	var errno syscall.Errno
+	// The file decided on is the file opened: when the name holds another
+	// file by the open (a guarded commit replaced it in between), the open
+	// is decided again on the new one — a few times, under a storm of
+	// commits, before the caller is told ESTALE.
+	for attempt := 0; attempt < staleRetries; attempt++ {
+		o, errno = n.door.Open(caller(ctx), rel, flags, func(decided *syscall.Stat_t) syscall.Errno {
+			var errno syscall.Errno
+			if fh, fl, errno = n.loopOpen(ctx, flags); errno == 0 && !sameFile(ctx, fh, decided) {
+				fh.(gofs.FileReleaser).Release(ctx)
+				fh, errno = nil, syscall.ESTALE
+			}
+			return errno
+		})
+		if errno != syscall.ESTALE {
+			break
 		}
-		return errno
-	})
+	}
 	if errno != 0 {
 		if fh != nil {
 			// Opened, then refused (the writer's label could not be kept).
@@ -41,7 +52,26 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if guard.WriteIntent(flags) {
 		killSUIDGID(ctx, n.door, rel, o.Stat)
 	}
-	return plainHandle(fh, o), fl | keepCache(o), 0
+	return plainHandle(fh, o), fl | keepCache(o) | noFlush(o), 0
+}
+
+// staleRetries bounds how often an open is decided again because the
+// name was given another file between the decision and the open.
+const staleRetries = 16
+
+// noFlush spares the kernel a FLUSH at every close of a plain handle
+// whose flush has nothing to do: one whose writers the guard does not
+// follow (a read-only open, an unidentified writer of an unlabelled file).
+// The loopback's own flush only closes a duplicate of the backing
+// descriptor, which matters for locks held in the server, and this mount
+// leaves locks to the kernel. A followed writer keeps its FLUSH: it is
+// how the guard learns which process closed (and so wrote through) a
+// handle that passthrough writes never show it.
+func noFlush(o *guard.Opened) uint32 {
+	if o.Plain == nil {
+		return fuse.FOPEN_NOFLUSH
+	}
+	return 0
 }
 
 // sameFile reports whether the handle fh opened the file decided
@@ -98,7 +128,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return ch, &stagedFile{node: ch.Operations().(*Node), d: o.Draft}, fuse.FOPEN_DIRECT_IO, 0
 	}
 	killSUIDGID(ctx, n.door, rel, o.Stat)
-	return ch, plainHandle(fh, o), fl | keepCache(o), 0
+	return ch, plainHandle(fh, o), fl | keepCache(o) | noFlush(o), 0
 }
 
 // plainHandle is the handle of a plain file: the bare loopback handle, or

@@ -32,7 +32,8 @@ const RuleReserved = "RX-reserved"
 
 // Config is what New needs.
 type Config struct {
-	RootFd   int // the backing directory, opened before the mount covered it
+	RootFd   int    // the backing directory, opened before the mount covered it
+	Path     string // the absolute path the root is mounted at (processes name its files under it)
 	StateDir string
 	Policy   *policy.Policy
 	Registry *principal.Registry
@@ -106,7 +107,7 @@ func New(c Config) (*Guard, error) {
 		mon = authority.New(authority.Config{}, nil)
 	}
 	h.flow = flow.New(flow.Config{Labels: h.labels, Authority: mon, Reads: h.reads, Objects: h.objs, Ledger: h.led, Index: h.idx, Opens: h.opens, Forget: h.txn.Forget})
-	h.gate = gate.New(gate.Config{Policy: c.Policy, Registry: c.Registry, Dir: h.dir, Ledger: h.led, Labels: h.labels,
+	h.gate = gate.New(gate.Config{Path: c.Path, Policy: c.Policy, Registry: c.Registry, Dir: h.dir, Ledger: h.led, Labels: h.labels,
 		Index: h.idx, Opens: h.opens, Changes: h.changes, Reads: h.reads, Flow: h.flow, OnBurst: c.OnBurst})
 	h.rec = recovery.New(recovery.Config{Dir: h.dir, Ledger: h.led, Labels: h.labels, Index: h.idx, Changes: h.changes,
 		Txn: h.txn, Flow: h.flow, StagingDir: h.staging, Policy: h.gate.Policy, Reserved: isReserved,

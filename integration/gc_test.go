@@ -8,15 +8,18 @@ import (
 	"testing"
 )
 
-// evidenceBytes is the size of the state directory's blob store.
+// evidenceBytes is the size of the state directory's blob store: its
+// packs and its blob files.
 func evidenceBytes(t *testing.T, e *Env) int64 {
 	var n int64
-	filepath.Walk(filepath.Join(e.State, "evidence", "blobs"), func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			n += fi.Size()
-		}
-		return nil
-	})
+	for _, d := range []string{"packs", "blobs"} {
+		filepath.Walk(filepath.Join(e.State, "evidence", d), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				n += fi.Size()
+			}
+			return nil
+		})
+	}
 	return n
 }
 

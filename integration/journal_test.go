@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,6 +151,7 @@ func losePastCheckpoint(t *testing.T, stateDir string) (int, []byte) {
 		}
 	})
 	cut := 0
+	lost := map[string]bool{}
 	lines(log[cpEnd:], func(r *evidence.Record) {
 		cut++
 		if r.Payload == nil {
@@ -158,9 +160,13 @@ func losePastCheckpoint(t *testing.T, stateDir string) (int, []byte) {
 		for _, h := range r.Payload.BlobRefs() {
 			if h != "" && !keep[h] {
 				os.Remove(filepath.Join(ev, "blobs", h[:2], h[2:]))
+				lost[h] = true
 			}
 		}
 	})
+	if len(lost) > 0 && losePackedSince(t, ev, lost) == 0 {
+		t.Fatalf("none of the %d versions past the checkpoint is in a pack", len(lost))
+	}
 	if base == nil {
 		base = []byte("base\n")
 	}
@@ -170,4 +176,35 @@ func losePastCheckpoint(t *testing.T, stateDir string) (int, []byte) {
 		}
 	}
 	return cut, base
+}
+
+// losePackedSince does to the packs what a power loss does to entries
+// appended since their last flush: the first entry holding content in lost
+// and everything after it in its pack keep their place (the size reached
+// the disk) and lose their bytes. Packs are read as
+// docs/evidence-format.md describes them.
+func losePackedSince(t *testing.T, ev string, lost map[string]bool) int {
+	t.Helper()
+	zeroed := 0
+	des, _ := os.ReadDir(filepath.Join(ev, "packs"))
+	for _, de := range des {
+		p := filepath.Join(ev, "packs", de.Name())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for o := 0; o+48 <= len(b) && string(b[o:o+8]) == "aerfsPK1"; {
+			n := int(binary.BigEndian.Uint64(b[o+40 : o+48]))
+			if lost[hex.EncodeToString(b[o+8:o+40])] {
+				zeroed += len(b) - o
+				clear(b[o:])
+				if err := os.WriteFile(p, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			o += 48 + n
+		}
+	}
+	return zeroed
 }

@@ -416,13 +416,13 @@ func TestSandboxUserWork(t *testing.T) {
 echo "sandbox=$AERFS_SANDBOX"
 git init -q . && git add README && git commit -qm first && git log --oneline | wc -l
 echo scratch > /tmp/aerfs-sbx-scratch.$$ && rm /tmp/aerfs-sbx-scratch.$$
-cd hello && go build -o hello . && ./hello && cd ..
+cd hello && go build -o hello . && ./hello && echo "gocache $(go env GOCACHE)" && cd ..
 `)
 	if exec.Command("npm", "--version").Run() != nil {
 		toolMissing(t, "npm")
 	} else if r.Code == 0 {
 		// npm install of a small package from a local tarball, its cache
-		// in ~/.npm.
+		// the session's own.
 		r2 := s.session("USER", "u1", `set -e
 mkdir -p pkgsrc && cd pkgsrc && printf '{"name":"tiny","version":"1.0.0","main":"index.js"}' > package.json && echo 'module.exports = 42' > index.js && npm pack --silent >/dev/null && cd ..
 mkdir -p app && cd app && printf '{"name":"app","version":"1.0.0"}' > package.json
@@ -438,8 +438,9 @@ npm install --offline --no-audit --no-fund --silent ../pkgsrc/tiny-1.0.0.tgz && 
 	if !strings.Contains(r.Stdout, "sandbox=landlock abi") {
 		t.Errorf("the session was not confined: %s", r.Stdout)
 	}
-	if _, err := os.Stat(filepath.Join(s.home, ".cache", "go-build")); err != nil {
-		t.Errorf("no go build cache: %v", err)
+	// The build cache is the session's own, not the owner's.
+	if gc := parseAttempts(r.Stdout)["gocache"]; !strings.HasPrefix(gc, "/tmp/aerfs-cache-") {
+		t.Errorf("the go build cache of a confined session is %q, want its own", gc)
 	}
 	if exec.Command("/usr/bin/python3", "-c", "import venv, ensurepip").Run() != nil {
 		toolMissing(t, "python3 venv/ensurepip")
@@ -507,13 +508,23 @@ try:
     fcntl.ioctl(0, termios.TIOCSTI, b"#")
     print("tiocsti ok")
 except OSError as e:
-    print("tiocsti", errno.errorcode[e.errno])`
+    print("tiocsti", errno.errorcode[e.errno])
+try:
+    fcntl.ioctl(0, 0x541C, b"\x0b")  # TIOCLINUX, TIOCL_GETKMSGREDIRECT
+    print("tioclinux ok")
+except OSError as e:
+    print("tioclinux", errno.errorcode[e.errno])`
 	for _, mode := range []string{"on", "off"} {
 		line := aerfsBin + " run --workspace " + s.WS + " --principal WEB --session tty-" + mode + " --sandbox=" + mode + " -- /usr/bin/python3 -c '" + py + "'"
 		r := s.asOwner("script", "-qec", line, "/dev/null")
 		t.Logf("--sandbox=%s: %s", mode, strings.TrimSpace(r.Stdout))
 		if mode == "on" && !strings.Contains(r.Stdout, "tiocsti EPERM") {
 			t.Errorf("TIOCSTI from a confined session: %s", r)
+		}
+		// The kernel refuses TIOCLINUX on a terminal that is not the
+		// caller's own with EPERM too: here it is the caller's.
+		if on := strings.Contains(r.Stdout, "tioclinux EPERM"); on != (mode == "on") {
+			t.Errorf("TIOCLINUX from a session with --sandbox=%s: %s", mode, r)
 		}
 		if mode == "off" && legacy && !strings.Contains(r.Stdout, "tiocsti ok") {
 			t.Errorf("TIOCSTI from an unconfined session: %s", r)
@@ -588,5 +599,28 @@ q>=0 and l.msgctl(q,0,None)`, strconv.Itoa(key))
 	r = s.asOwner("sh", "-c", aerfsBin+" run --workspace "+s.WS+" --principal WEB --session ipc2 -- readlink /proc/self/ns/ipc")
 	if got := strings.TrimSpace(r.Stdout); got == "" || got == host {
 		t.Errorf("a confined session's IPC namespace %q, the host's %q: %s", got, host, r)
+	}
+}
+
+// POSIX shared memory is the session's own: what a confined session leaves
+// in /dev/shm (shm_open's files) the owner's processes never see, and the
+// owner's segments are not the session's to read.
+func TestSandboxOwnDevShm(t *testing.T) {
+	s := newOwnedEnv(t, map[string]string{"README": "hi\n"})
+	mine := "/dev/shm/aerfs-owner-" + strconv.Itoa(os.Getpid())
+	theirs := "/dev/shm/aerfs-session-" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(mine, []byte("OWNER-SHM-CONTENT\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(mine); os.Remove(theirs) })
+	r := s.asOwner("sh", "-c", aerfsBin+" run --workspace "+s.WS+" --principal WEB --session shm -- sh -c 'echo poison > "+theirs+"; cat "+mine+" 2>&1; echo done'")
+	if !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("the session did not run: %s", r)
+	}
+	if strings.Contains(r.Stdout, "OWNER-SHM-CONTENT") {
+		t.Errorf("a confined session read the owner's /dev/shm: %s", r)
+	}
+	if _, err := os.Stat(theirs); err == nil {
+		t.Errorf("a confined session's /dev/shm file reached the owner's /dev/shm")
 	}
 }

@@ -32,7 +32,11 @@ func TestGoldenIndexV1(t *testing.T) {
 			copyFile(t, filepath.Join(tl.dir, f), filepath.Join(dir, f))
 		}
 		copyDir(t, filepath.Join(tl.dir, "evidence", "ix"), filepath.Join(dir, "evidence", "ix"))
-		copyDir(t, filepath.Join(tl.dir, "evidence", "blobs"), filepath.Join(dir, "evidence", "blobs"))
+		for _, d := range []string{"blobs", "packs"} { // content: blob files and packs
+			if _, err := os.Stat(filepath.Join(tl.dir, "evidence", d)); err == nil {
+				copyDir(t, filepath.Join(tl.dir, "evidence", d), filepath.Join(dir, "evidence", d))
+			}
+		}
 		want := collect(t, whole(t, tl.dir), tl)
 		b, _ := json.MarshalIndent(summary(want), "", " ")
 		os.WriteFile(filepath.Join(dir, "expected.json"), append(b, '\n'), 0o644)

@@ -18,10 +18,14 @@ func (p *Policy) Decide(s Subject, op Op, t Target) Verdict {
 	// R9: default deny on doubt. Plain requests of an unidentified caller
 	// pass: the kernel sends some (pid 0) on its own behalf.
 	if !s.Identified || !s.Principal.Valid() {
-		// Refused: anything in a session, on a secret, a promotion, and
-		// every mutation of a guarded class, of the shared namespace or of
-		// the sessions directory.
-		private := t.Namespace == NSSession || t.Class == Secret || op == OpPromote
+		// Refused: anything in a session, on a secret, a promotion, a
+		// read or run of labelled content with blocking taint (its taint
+		// would reach no subject: a process of another mount's session
+		// would carry it back there clean), and every mutation of a
+		// guarded class, of the shared namespace or of the sessions
+		// directory.
+		private := t.Namespace == NSSession || t.Class == Secret || op == OpPromote ||
+			(op == OpRead || op == OpExec) && t.LabelTaint&blocking != 0
 		if private || mut && (t.Class.Guarded() || t.Namespace == NSShared || t.Namespace == NSSessionsRoot) {
 			return deny(RuleUnidentified)
 		}

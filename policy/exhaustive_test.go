@@ -245,6 +245,9 @@ func exClass(t *testing.T, p *Policy, c Class, blocking Taint, labels [exLabels]
 											wantAllow = trusted && clean && s.Identified && srcOK
 										case c == Secret:
 											wantAllow = s.Identified && (trusted || op == OpLookup)
+										case !s.Identified && (op == OpRead || op == OpExec) && label&blocking != 0:
+											// Its taint would reach no subject.
+											wantAllow = false
 										}
 										if v.Allow != wantAllow {
 											fail(s, op, tg, v, "wrong verdict outside the namespaces")

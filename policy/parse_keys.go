@@ -449,7 +449,11 @@ func (ps *parser) sandboxPaths(v *yaml.Node, what string) ([]string, error) {
 			return nil, err
 		}
 		if msg := checkSandboxPath(p); msg != "" {
-			return nil, ps.errf(it, `write an absolute path such as /tmp, or one in the owner's home such as ~/.cache/go-build`, "%s %q %s", what, p, msg)
+			return nil, ps.errf(it, `write an absolute path such as /tmp, or one in the owner's home such as ~/scratch`, "%s %q %s", what, p, msg)
+		}
+		if msg := ownerCache(p); msg != "" && what == "sandbox.writable" {
+			return nil, ps.errf(it, "remove it: each confined session gets build and package caches of its own (docs/confinement.md)",
+				"%s %q %s: a session that writes it has the owner's own builds run its code", what, p, msg)
 		}
 		if line, dup := seen[p]; dup {
 			return nil, ps.errf(it, fmt.Sprintf("remove one of the two; the first is on line %d", line), "%s %q listed twice", what, p)

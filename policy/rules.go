@@ -34,6 +34,7 @@ const (
 	RuleSymlinkEscape             // RX-symlink-escape: a labelled symlink that leads out of the policy's sight is not followed
 	RuleOwnerTaint                // RO-tainted: a tainted process is never the owner's channel
 	RuleNetLocal                  // RN-local: the proxy reaches the host's own addresses only for a host the policy names
+	RuleHostLock                  // RH-hostlock: no process is moved between cgroups without the host's lock
 	numRules
 )
 
@@ -68,6 +69,7 @@ var ruleIDs = [numRules]string{
 	RuleSymlinkEscape: "RX-symlink-escape",
 	RuleOwnerTaint:    "RO-tainted",
 	RuleNetLocal:      "RN-local",
+	RuleHostLock:      "RH-hostlock",
 }
 
 var ruleReasons = [numRules]string{
@@ -101,6 +103,7 @@ var ruleReasons = [numRules]string{
 	RuleSymlinkEscape: "a symlink an untrusted or tainted session made is not followed out of the mount or into a directory where the names the policy guards are not guarded: what it reaches is not content the gate sees",
 	RuleOwnerTaint:    "a tainted process is never the owner's channel, whatever it read it from",
 	RuleNetLocal:      "the proxy does not reach this host's own loopback, link-local or interface addresses unless the policy's network.hosts or the session's model endpoint names the host",
+	RuleHostLock:      "the host's cgroup lock was not taken in time: no process is moved between sessions without it",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

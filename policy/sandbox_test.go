@@ -8,14 +8,14 @@ import (
 func TestSandboxWritable(t *testing.T) {
 	p := Default()
 	got := strings.Join(p.SandboxWritable("/home/o"), " ")
-	if got != "/tmp /var/tmp /home/o/.cache/go-build /home/o/.npm" {
+	if got != "/tmp /var/tmp" {
 		t.Errorf("default writable = %q", got)
 	}
-	q, err := Parse("p.yaml", []byte("version: 1\nsandbox:\n  writable: [/scratch, ~/.cargo/registry]\n"))
+	q, err := Parse("p.yaml", []byte("version: 1\nsandbox:\n  writable: [/scratch, ~/.local/share/scratch]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(q.SandboxWritable("/home/o/"), " "); got != "/scratch /home/o/.cargo/registry" {
+	if got := strings.Join(q.SandboxWritable("/home/o/"), " "); got != "/scratch /home/o/.local/share/scratch" {
 		t.Errorf("writable = %q", got)
 	}
 	if !p.SandboxPrivateTmp() {
@@ -42,7 +42,7 @@ func TestSandboxWritable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(q.SandboxWritable("/h")) != 4 {
+	if len(q.SandboxWritable("/h")) != 2 {
 		t.Errorf("sandbox without writable does not keep the default: %q", q.SandboxWritable("/h"))
 	}
 	q, _ = Parse("p.yaml", []byte("version: 1\nsandbox: {writable: []}\n"))
@@ -63,6 +63,13 @@ func TestSandboxErrors(t *testing.T) {
 		{"sandbox:\n  writable: [/a, /a]\n", `p.yaml:3: sandbox.writable "/a" listed twice`},
 		{"sandbox:\n  writable: [\"/tmp/*\"]\n", `p.yaml:3: sandbox.writable "/tmp/*" contains a wildcard`},
 		{"sandbox:\n  writable: /tmp\n", `p.yaml:3: sandbox.writable must be a list`},
+		// The owner's build and package caches: code the owner's builds
+		// run, in them, beneath them or above them.
+		{"sandbox:\n  writable: [~/.cache/go-build]\n", `p.yaml:3: sandbox.writable "~/.cache/go-build" is the owner's build or package cache ~/.cache/go-build`},
+		{"sandbox:\n  writable: [/tmp, ~/.npm]\n", `p.yaml:3: sandbox.writable "~/.npm" is the owner's build or package cache ~/.npm`},
+		{"sandbox:\n  writable: [~/.cache]\n", `p.yaml:3: sandbox.writable "~/.cache" holds the owner's build or package cache ~/.cache/go-build`},
+		{"sandbox:\n  writable: [~/go]\n", `p.yaml:3: sandbox.writable "~/go" holds the owner's build or package cache ~/go/pkg/mod`},
+		{"sandbox:\n  writable: [~/.cargo/registry]\n", `p.yaml:3: sandbox.writable "~/.cargo/registry" is in the owner's build or package cache ~/.cargo`},
 		{"sandbox:\n  private_tmp: yes please\n", `p.yaml:3: sandbox.private_tmp must be true or false`},
 		{"sandbox:\n  sockets: [run/nscd/socket]\n", `p.yaml:3: sandbox.sockets "run/nscd/socket" is relative`},
 		{"sandbox:\n  sockets: [/run/x, /run/x]\n", `p.yaml:3: sandbox.sockets "/run/x" listed twice`},

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,6 +141,79 @@ func TestImplicitSessionTaintsLaterChildren(t *testing.T) {
 	s := r.Resolve(kid).Subject()
 	if s.Taint&policy.WebDerived == 0 || s.Session != "" || s.Principal != policy.User {
 		t.Fatalf("child of a tainted process: %+v", s)
+	}
+}
+
+// An implicit session holds what the process starts after its taint, not
+// the children it had before: in cgroup mode and in ancestry mode alike.
+func TestImplicitSessionSparesEarlierChildren(t *testing.T) {
+	for _, mode := range []string{"cgroup", "ancestry"} {
+		t.Run(mode, func(t *testing.T) {
+			r, _ := newTestRegistry(t)
+			if mode == "cgroup" {
+				var cg *Cgroups
+				r, cg = cgroupRegistry(t)
+				defer cg.RemoveEmpty()
+			}
+			cmd := exec.Command("sh", "-c", "sleep 30 & read x; sleep 30 & wait")
+			in, _ := cmd.StdinPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			early := waitChildren(t, cmd.Process.Pid, 1)[0]
+			time.Sleep(50 * time.Millisecond) // past the start times' 10 ms ticks
+			res := r.Resolve(cmd.Process.Pid)
+			if !res.AddTaint(policy.WebDerived) {
+				t.Fatal("taint did not grow")
+			}
+			in.Write([]byte("go\n"))
+			kids := waitChildren(t, cmd.Process.Pid, 2)
+			defer func() {
+				for _, k := range kids {
+					syscall.Kill(k, syscall.SIGKILL)
+				}
+			}()
+			for _, k := range kids {
+				s := r.Resolve(k).Subject()
+				if tainted := s.Taint&policy.WebDerived != 0; tainted != (k != early) {
+					t.Errorf("child %d (started before the taint: %v): %+v", k, k == early, s)
+				}
+			}
+		})
+	}
+}
+
+// A tainted process that leaves its implicit session's cgroup (root may)
+// is still tainted, and so is what it starts afterwards.
+func TestImplicitTaintFollowsProcessOutOfItsCgroup(t *testing.T) {
+	r, cg := cgroupRegistry(t)
+	cmd := exec.Command("sh", "-c", "read x; sleep 30 & wait")
+	in, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	was, _ := cgroupOf(pid)
+	res := r.Resolve(pid)
+	res.AddTaint(policy.WebDerived)
+	rel := "i-" + strconv.Itoa(res.Proc.ID.Tgid) + "-" + strconv.FormatUint(res.Proc.ID.Start, 10)
+	defer cg.Set(rel, "cgroup.kill", "1")
+	if now, _ := cgroupOf(pid); now != cg.Root()+"/"+rel {
+		t.Fatalf("not moved into its implicit session: %s", now)
+	}
+	if err := cg.MoveTo(pid, was); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Resolve(pid).Subject(); s.Taint&policy.WebDerived == 0 {
+		t.Fatalf("the process that left its cgroup: %+v", s)
+	}
+	in.Write([]byte("go\n"))
+	kid := waitChildren(t, pid, 1)[0]
+	defer syscall.Kill(kid, syscall.SIGKILL)
+	if s := r.Resolve(kid).Subject(); s.Taint&policy.WebDerived == 0 {
+		t.Errorf("a child started after the process left its cgroup: %+v", s)
 	}
 }
 

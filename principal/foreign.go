@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +38,8 @@ import (
 //     that read something tainted through that mount: it is still the
 //     owner here (what it read there is that mount's business, as any
 //     owner process's reads there are), and it is never moved out of it.
+//     Once it reads something tainted here, that cgroup is this mount's
+//     implicit session for it as well (implicit.go).
 //   - By its mount namespace. aerfs run covers the state directory of a
 //     confined session's own mount namespace with a tmpfs whose source is
 //     sandbox.SessionMarker. A caller in such a namespace that is not a
@@ -46,16 +50,46 @@ import (
 //     children inherit both.
 //
 // Moving a process between cgroups is one step across daemons: every root
-// daemon on the host takes the same lock (flock on HostFile) around
+// daemon on the host takes the same lock (flock on HostLock) around
 // "check where the process is, move it", so that no daemon moves a process
 // that another has just put into a session. After each move it bumps a
-// counter kept in that file, which every daemon maps: a resolution cached
+// counter kept in HostFile, which every daemon maps: a resolution cached
 // before any move on the host is resolved again at its next request (a
 // process cached here as the owner that another daemon has since made the
 // root of a session is not served from the cache).
+//
+// The lock is root's alone. HostLock has mode 0000: only a process with
+// CAP_DAC_OVERRIDE opens it, and a session has no capabilities (a root
+// owner's session included), so no session can take it and stall every
+// daemon's moves. The counter is world-readable (rootless daemons map it)
+// and locked by nobody. A daemon waits for the lock at most HostLockWait:
+// past it the move is given up and the caller fails closed and says why
+// (HostLockError): a registration is refused (RH-hostlock), an implicit
+// session stays without its cgroup and its taint follows the process by
+// identity and ancestry (implicit.go). No request waits forever.
 
-// HostFile is the host-wide lock and move counter of the root daemons.
+// HostFile is the move counter of the root daemons.
 const HostFile = "/run/aerfs/cgroups"
+
+// HostLock is the lock every root daemon takes around a move.
+const HostLock = "/run/aerfs/cgroups.lock"
+
+// HostLockWait bounds a daemon's wait for HostLock: 2 s, or
+// AERFS_HOST_LOCK_WAIT_MS (tests), from 10 ms to 30 s.
+var HostLockWait = func() time.Duration {
+	if ms, err := strconv.Atoi(os.Getenv("AERFS_HOST_LOCK_WAIT_MS")); err == nil {
+		return min(max(time.Duration(ms)*time.Millisecond, 10*time.Millisecond), 30*time.Second)
+	}
+	return 2 * time.Second
+}()
+
+// HostLockError says why a move between cgroups was given up: HostLock
+// could not be taken (not free within HostLockWait, or not usable).
+type HostLockError struct{ Why string }
+
+func (e *HostLockError) Error() string {
+	return "cannot take the host's cgroup lock " + HostLock + ": " + e.Why
+}
 
 // cgroupTop is where every mount's subtree lives in the hierarchy.
 const cgroupTop = "/aerfs"
@@ -144,13 +178,19 @@ func outsider(p Proc, stateDir string) string {
 	return fmt.Sprintf("pid %d lives in the mount namespace of a confined session of another aerfs mount (state %s)", p.ID.Tgid, st)
 }
 
-// The host file: a page holding the move counter, shared by every daemon.
+// The host file: a page holding the move counter, shared by every daemon;
+// and the host lock.
 var host struct {
-	mu  sync.Mutex
-	f   *os.File
-	rw  bool
-	gen atomic.Pointer[atomic.Uint64]
+	mu   sync.Mutex
+	f    *os.File
+	rw   bool
+	gen  atomic.Pointer[atomic.Uint64]
+	lock *os.File // HostLock, once opened
 }
+
+// hostMoves lets one move at a time of this daemon at the host lock: a
+// flock belongs to the open file, which every goroutine shares.
+var hostMoves = make(chan struct{}, 1)
 
 // openHost maps HostFile: read-write (created if missing) for a daemon
 // that moves processes between cgroups, read-only otherwise (and only if a
@@ -222,23 +262,105 @@ func hostMapped(refresh bool) bool {
 	return host.gen.Load() != nil
 }
 
-// lockHost takes the host-wide move lock; the returned function bumps the
-// move counter and releases it. Without the host file (it cannot be made)
-// moves go on unlocked: each still checks where the process is first.
-func lockHost() func() {
+// lockHost takes the host-wide move lock within HostLockWait; the
+// returned function bumps the move counter and releases it. It fails with
+// a *HostLockError, and the caller gives the move up.
+func lockHost() (func(), error) {
 	openHost(true)
-	host.mu.Lock()
-	f := host.f
-	host.mu.Unlock()
-	if f == nil || !host.rw {
-		return func() {}
+	deadline := time.Now().Add(HostLockWait)
+	t := time.NewTimer(HostLockWait)
+	defer t.Stop()
+	select {
+	case hostMoves <- struct{}{}:
+	case <-t.C:
+		return nil, &HostLockError{Why: fmt.Sprintf("not free within %v (another move of this daemon holds it)", HostLockWait)}
 	}
-	for unix.Flock(int(f.Fd()), unix.LOCK_EX) == unix.EINTR {
+	f, err := openHostLock()
+	if err != nil {
+		<-hostMoves
+		return nil, &HostLockError{Why: err.Error()}
+	}
+	fd := int(f.Fd())
+	for d := time.Millisecond; ; d = min(2*d, 20*time.Millisecond) {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			<-hostMoves
+			return nil, &HostLockError{Why: err.Error()}
+		}
+		if time.Now().After(deadline) {
+			<-hostMoves
+			return nil, &HostLockError{Why: fmt.Sprintf("not free within %v%s", HostLockWait, lockHolder(f))}
+		}
+		time.Sleep(d)
 	}
 	return func() {
 		if g := host.gen.Load(); g != nil {
 			g.Add(1)
 		}
-		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		unix.Flock(fd, unix.LOCK_UN)
+		<-hostMoves
+	}, nil
+}
+
+// openHostLock opens HostLock, making it (mode 0000, root's) if missing.
+func openHostLock() (*os.File, error) {
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	if host.lock != nil {
+		return host.lock, nil
 	}
+	if err := os.Mkdir(filepath.Dir(HostLock), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	f, err := os.OpenFile(HostLock, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != 0 {
+		f.Close()
+		return nil, errors.New("it is not a regular file of root's")
+	}
+	if st.Mode&0o7777 != 0 {
+		// Only root opens it: a session that could would hold it.
+		if err := unix.Fchmod(int(f.Fd()), 0); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	host.lock = f
+	return f, nil
+}
+
+// lockHolder names the process /proc/locks says holds f's flock
+// (" (held by pid N, EXE)"), or "" when it cannot tell.
+func lockHolder(f *os.File) string {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return ""
+	}
+	b, err := os.ReadFile(procRoot + "/locks")
+	if err != nil {
+		return ""
+	}
+	ino := ":" + strconv.FormatUint(st.Ino, 10)
+	for _, line := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) < 6 || fs[1] != "FLOCK" || !strings.HasSuffix(fs[5], ino) {
+			continue
+		}
+		pid, err := strconv.Atoi(fs[4])
+		if err != nil || pid <= 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (held by pid %d, %s)", pid, exePath(pid))
+	}
+	return ""
 }

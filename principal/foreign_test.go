@@ -1,10 +1,13 @@
 package principal
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,4 +152,48 @@ func TestSessionNamespaceMarker(t *testing.T) {
 	if s := r.Resolve(plain.Process.Pid).Subject(); !s.Identified {
 		t.Errorf("a process in an unmarked namespace is unidentified")
 	}
+}
+
+// The host lock is root's alone (mode 0000), and a daemon that cannot take
+// it within HostLockWait gives the move up with a HostLockError naming the
+// holder instead of waiting.
+func TestHostLockBoundedAndRootOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the host lock is root's")
+	}
+	done, err := lockHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	fi, err := os.Stat(HostLock)
+	if err != nil || fi.Mode().Perm() != 0 {
+		t.Fatalf("%s: %v, mode %v", HostLock, err, fi.Mode())
+	}
+	f, err := os.Open(HostLock) // another open file: its flock conflicts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	wait := HostLockWait
+	HostLockWait = 50 * time.Millisecond
+	defer func() { HostLockWait = wait }()
+	t0 := time.Now()
+	_, err = lockHost()
+	var hl *HostLockError
+	if !errors.As(err, &hl) || !strings.Contains(err.Error(), "held by pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("lockHost with the lock held elsewhere: %v", err)
+	}
+	if time.Since(t0) > 10*time.Second {
+		t.Fatalf("lockHost waited %v", time.Since(t0))
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	done, err = lockHost()
+	if err != nil {
+		t.Fatalf("lockHost once free: %v", err)
+	}
+	done()
 }

@@ -56,8 +56,9 @@ func TestReadProcVanished(t *testing.T) {
 }
 
 type recordedEvents struct {
-	mu      sync.Mutex
-	tainted []string
+	mu       sync.Mutex
+	tainted  []string
+	unplaced []string
 }
 
 func (r *recordedEvents) SessionTainted(s *Session, added policy.Taint, why string, p Proc) {
@@ -66,6 +67,11 @@ func (r *recordedEvents) SessionTainted(s *Session, added policy.Taint, why stri
 	r.mu.Unlock()
 }
 func (r *recordedEvents) SessionEnded(*Session) {}
+func (r *recordedEvents) ImplicitUnplaced(s *Session, p Proc, err error) {
+	r.mu.Lock()
+	r.unplaced = append(r.unplaced, s.ID+": "+err.Error())
+	r.mu.Unlock()
+}
 
 func newTestRegistry(t *testing.T) (*Registry, *recordedEvents) {
 	pol := policy.Default()

@@ -30,8 +30,12 @@ type Session struct {
 	// and is never joined or named by a registration.
 	Implicit bool
 	restored bool // known from the log of an earlier mount
-	taint    atomic.Uint32
-	held     atomic.Bool // quarantined after a burst of refusals
+	// settled, for an implicit session moved into a cgroup of its own, is
+	// closed once the move is over (done or given up): reads wait for it
+	// (implicit.go).
+	settled chan struct{}
+	taint   atomic.Uint32
+	held    atomic.Bool // quarantined after a burst of refusals
 
 	confinement atomic.Pointer[string] // what the registration asked for (owner.go)
 	agent       atomic.Pointer[string] // the agent it runs (aerfs run --agent), "" for none
@@ -113,10 +117,14 @@ func (s *Session) addOwnTaint(t policy.Taint) bool {
 }
 
 // member is how a process belongs to a session: the session and the
-// principal its registration granted.
+// principal its registration granted. since, when set, is the moment (in
+// the clock ticks of /proc/<pid>/stat start times) the process joined:
+// only what it starts from then on is in the session with it (an owner
+// process made an implicit session keeps the children it had before).
 type member struct {
 	sess      *Session
 	principal policy.Principal
+	since     uint64
 }
 
 // Resolved is a caller as identified from /proc.
@@ -133,6 +141,11 @@ type Resolved struct {
 	own atomic.Uint32 // taint of a process outside every session
 	reg *Registry     // where an implicit session is made
 	hg  uint64        // the host's move counter when resolved (foreign.go)
+	// also is the implicit session the process belongs to by its identity
+	// or ancestry when its cgroup names another session of this mount: a
+	// tainted owner process that moved itself (root may) into a clean
+	// session's cgroup carries its taint there (implicit.go).
+	also *Session
 }
 
 // Subject is the policy's view of the caller, with taint as of now.
@@ -149,6 +162,7 @@ func (r *Resolved) Subject() policy.Subject {
 		}
 		s.Taint |= r.Session.Taint()
 	}
+	s.Taint |= r.also.Taint()
 	return s
 }
 
@@ -159,8 +173,18 @@ func (r *Resolved) AddTaint(t policy.Taint) bool {
 		return false
 	}
 	if r.Session != nil {
-		return r.Session.AddTaint(t)
+		grew := r.Session.AddTaint(t)
+		r.Session.settle()
+		return grew
 	}
+	if r.reg != nil {
+		return r.reg.taintOutside(r, t)
+	}
+	return r.addOwn(t)
+}
+
+// addOwn raises the taint kept on the resolution itself.
+func (r *Resolved) addOwn(t policy.Taint) bool {
 	for {
 		old := r.own.Load()
 		nw := old | uint32(t)
@@ -168,9 +192,6 @@ func (r *Resolved) AddTaint(t policy.Taint) bool {
 			return false
 		}
 		if r.own.CompareAndSwap(old, nw) {
-			if r.reg != nil {
-				r.reg.implicitSession(r, policy.Taint(nw))
-			}
 			return true
 		}
 	}
@@ -180,6 +201,10 @@ func (r *Resolved) AddTaint(t policy.Taint) bool {
 type Events interface {
 	SessionTainted(s *Session, added policy.Taint, why string, p Proc)
 	SessionEnded(s *Session)
+	// ImplicitUnplaced: the implicit session s made for p could not be
+	// given its cgroup (err says why, a *HostLockError when the host lock
+	// was not taken); its taint follows p by identity and ancestry only.
+	ImplicitUnplaced(s *Session, p Proc, err error)
 }
 
 // Registry knows every session and resolves callers to subjects.
@@ -190,7 +215,7 @@ type Registry struct {
 
 	mu       sync.RWMutex
 	sessions map[string]*Session
-	members  map[ProcID]member    // session roots and descendants seen so far
+	members  map[ProcID]member    // session roots, implicit sessions' processes and descendants seen so far
 	procs    map[ProcID]*Resolved // resolved processes
 	gen      uint64               // bumped at every registration: negative results expire
 	neg      map[ProcID]uint64    // processes known to be outside sessions, at gen
@@ -206,7 +231,7 @@ type Registry struct {
 	// cgroup mode (nil: sessions are followed by ancestry and events)
 	cg       *Cgroups
 	byCg     map[string]member   // registration cgroup (relative to the subtree) → member
-	implicit map[ProcID]*Session // implicit sessions by the process they were made for
+	implicit map[ProcID]*Session // implicit sessions by the process whose taint they hold (implicit.go)
 	cgErr    string              // why cgroup mode is not in force
 }
 
@@ -417,8 +442,16 @@ func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 	// Where the caller lies on the host comes first: a process in another
 	// mount's session is nobody here (foreign.go).
 	m, inSession, why := r.cgroupSession(cg, p)
-	if why == "" && cg == nil {
+	var also *Session
+	if why == "" && !inSession {
+		// Outside this mount's cgroups (or without cgroups): a member by
+		// identity or ancestry (a process that left its session's cgroup,
+		// the rootless fallback).
 		m, inSession = r.findSession(p)
+	} else if why == "" && !m.sess.Implicit && r.implicitCount() > 0 {
+		if im, ok := r.findSession(p); ok && im.sess.Implicit {
+			also = im.sess
+		}
 	}
 	if why == "" && !inSession {
 		why = outsider(p, stateDir)
@@ -427,7 +460,7 @@ func (r *Registry) resolve(p Proc, prev *Resolved) *Resolved {
 		// Fail closed: never guess a session.
 		return &Resolved{Proc: p, Reason: why, hg: hg}
 	}
-	res := &Resolved{Proc: p, Identified: true, reg: r, hg: hg}
+	res := &Resolved{Proc: p, Identified: true, reg: r, hg: hg, also: also}
 	if prev != nil {
 		// exec in place: same process, new program. Keep its taint.
 		res.own.Store(prev.own.Load())
@@ -489,7 +522,14 @@ func (r *Registry) cgroupSession(cg *Cgroups, p Proc) (member, bool, string) {
 	switch placeCgroup(abs, cg) {
 	case cgForeign:
 		return member{}, false, fmt.Sprintf("pid %d is in another aerfs mount's session (cgroup %s)", p.ID.Tgid, abs)
-	case cgOutside, cgForeignImplicit:
+	case cgForeignImplicit:
+		// Another mount's implicit session is a session here too: the
+		// taint this mount gave one of its processes is all of theirs.
+		if m, ok := r.foreignImplicit(abs); ok {
+			return m, true, ""
+		}
+		return member{}, false, ""
+	case cgOutside:
 		return member{}, false, ""
 	}
 	rel, _ := cg.Within(abs)
@@ -517,65 +557,10 @@ func (r *Registry) cgroupSession(cg *Cgroups, p Proc) (member, bool, string) {
 	return m, true, ""
 }
 
-// implicitSession gives res, a process outside every session that has just
-// been tainted, a session of its own: a cgroup it is moved into, carrying
-// its taint, so that the children it forks from now on are tainted too.
-func (r *Registry) implicitSession(res *Resolved, t policy.Taint) {
-	r.mu.Lock()
-	cg := r.cg
-	if cg == nil || res.Session != nil {
-		r.mu.Unlock()
-		return
-	}
-	if s := r.implicit[res.Proc.ID]; s != nil {
-		r.mu.Unlock()
-		s.AddTaint(t)
-		return
-	}
-	id := fmt.Sprintf("implicit-%d-%d", res.Proc.ID.Tgid, res.Proc.ID.Start)
-	rel := fmt.Sprintf("i-%d-%d", res.Proc.ID.Tgid, res.Proc.ID.Start)
-	s := &Session{ID: id, Principal: res.Principal, Started: time.Now().UTC(), Root: res.Proc.ID, Implicit: true}
-	s.taint.Store(uint32(t))
-	r.implicit[res.Proc.ID] = s
-	r.byCg[rel] = member{sess: s, principal: res.Principal}
-	r.mu.Unlock()
-	if err := cg.Make(rel); err != nil {
-		return
-	}
-	// Only out of the root or a cgroup that is not aerfs's: never out of
-	// another mount's session or implicit session, which another daemon
-	// may have moved it into since it was resolved.
-	done := lockHost()
-	if abs, err := cgroupOf(res.Proc.ID.Tgid); err != nil || !movable(abs, cg) || placeCgroup(abs, cg) == cgOwn {
-		done()
-		return
-	}
-	err := cg.Move(res.Proc.ID.Tgid, rel)
-	done()
-	if err != nil {
-		return
-	}
-	if !Alive(res.Proc.ID) {
-		// The pid now belongs to another process: it must not inherit.
-		if abs, err := cgroupOf(res.Proc.ID.Tgid); err == nil && abs == cg.Root()+"/"+rel {
-			cg.Move(res.Proc.ID.Tgid, "")
-		}
-		return
-	}
-	r.mu.Lock()
-	r.members[res.Proc.ID] = member{sess: s, principal: res.Principal}
-	r.invalidate()
-	r.mu.Unlock()
-}
-
 // invalidate drops cached resolutions: a process's session changed (a
-// registration or an implicit session). Taint of processes outside
-// sessions is kept. Called with r.mu held.
+// registration or an implicit session). Called with r.mu held.
 func (r *Registry) invalidate() {
-	for id, res := range r.procs {
-		if res.own.Load() != 0 && res.Session == nil && r.implicit[id] == nil {
-			continue
-		}
+	for id := range r.procs {
 		delete(r.procs, id)
 	}
 	for tid := range r.threads {
@@ -585,17 +570,25 @@ func (r *Registry) invalidate() {
 }
 
 // findSession walks from p towards init until it meets a process known to be
-// in a session. Every process met on the way is remembered.
+// in a session, and started the process below it on the way after it
+// joined. Every process met on the way is remembered.
 func (r *Registry) findSession(p Proc) (member, bool) {
+	r.mu.RLock()
+	none := len(r.members) == 0
+	r.mu.RUnlock()
+	if none {
+		return member{}, false
+	}
 	var chain []ProcID
 	cur := p
+	var below uint64 // start time of the process cur started on the way
 	for depth := 0; depth < 4096; depth++ {
 		r.mu.RLock()
 		m, ok := r.members[cur.ID]
 		g, negOK := r.neg[cur.ID]
 		gen := r.gen
 		r.mu.RUnlock()
-		if ok {
+		if ok && (depth == 0 || below >= m.since) {
 			r.remember(chain, m)
 			return m, true
 		}
@@ -603,6 +596,7 @@ func (r *Registry) findSession(p Proc) (member, bool) {
 			break
 		}
 		chain = append(chain, cur.ID)
+		below = cur.ID.Start
 		if cur.PPid <= 1 {
 			break
 		}
@@ -624,6 +618,7 @@ func (r *Registry) remember(chain []ProcID, m member) {
 	if len(chain) == 0 {
 		return
 	}
+	m.since = 0 // they joined when they started
 	r.mu.Lock()
 	for _, id := range chain {
 		r.members[id] = m
@@ -674,6 +669,20 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 	if !ValidSessionID(id) || strings.HasPrefix(id, "implicit-") {
 		return nil, peer, v, fmt.Errorf("invalid session name %q", id)
 	}
+	r.mu.RLock()
+	cgMode := r.cg != nil
+	r.mu.RUnlock()
+	if cgMode {
+		// Where the peer is when it is moved, under the host's move
+		// lock: another daemon may have made it a session of its own
+		// mount since it was resolved, and it must stay there. Taken
+		// before the registry's lock, which resolutions need.
+		done, err := lockHost()
+		if err != nil {
+			return nil, peer, policy.Verdict{Rule: policy.RuleHostLock}, err
+		}
+		defer done()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var parent *Session
@@ -721,25 +730,17 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 		if err := r.cg.Make(rel); err != nil {
 			return nil, peer, v, fmt.Errorf("cannot make the session's cgroup: %w", err)
 		}
-		// Where the peer is now, under the host's move lock: another
-		// daemon may have made it a session of its own mount since it
-		// was resolved, and it must stay there.
-		done := lockHost()
 		old, err := cgroupOf(peer.Proc.ID.Tgid)
 		if err != nil || placeCgroup(old, r.cg) == cgForeign {
-			done()
 			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
 		}
 		if err := r.cg.Move(peer.Proc.ID.Tgid, rel); err != nil {
-			done()
 			return nil, peer, v, fmt.Errorf("cannot move the process into the session's cgroup: %w", err)
 		}
 		if !Alive(peer.Proc.ID) {
 			r.cg.MoveTo(peer.Proc.ID.Tgid, old)
-			done()
 			return nil, peer, policy.Verdict{Rule: policy.RuleUnidentified}, nil
 		}
-		done()
 		r.byCg[rel] = member{sess: s, principal: p}
 		reg.Cgroup = rel
 	}
@@ -886,58 +887,26 @@ func (r *Registry) Prune() {
 	r.pruneImplicit()
 }
 
-// pruneImplicit removes the implicit sessions whose cgroup is empty: the
-// process they were made for and every child it started have exited.
-func (r *Registry) pruneImplicit() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cg == nil {
-		return
-	}
-	for id := range r.implicit {
-		if Alive(id) {
-			continue
-		}
-		rel := fmt.Sprintf("i-%d-%d", id.Tgid, id.Start)
-		if err := unix.Rmdir(r.cg.dir(rel)); err != nil && !errors.Is(err, unix.ENOENT) {
-			continue // still populated
-		}
-		delete(r.byCg, rel)
-		delete(r.implicit, id)
-	}
-}
-
 // Fork records that child was started by parent: a session member's child is
-// a member even after it is re-parented to init.
+// a member even after it is re-parented to init. In cgroup mode, where the
+// kernel puts a child in its parent's cgroup, only an implicit session's
+// forks are recorded: its process may have left its cgroup, or have none.
 func (r *Registry) Fork(parentTgid, childTgid int) {
 	r.mu.RLock()
-	if r.cg != nil {
-		// The kernel put the child in its parent's cgroup already.
-		r.mu.RUnlock()
-		return
-	}
-	pm, found := r.members[r.byTgid[parentTgid]]
-	pres := r.procs[r.byTgid[parentTgid]]
+	pid, known := r.byTgid[parentTgid]
+	pm, found := r.members[pid]
+	cgMode := r.cg != nil
 	r.mu.RUnlock()
-	if !found {
-		// Ancestry mode's stand-in for implicit sessions: a tainted
-		// process outside sessions passes its taint to the children it
-		// forks, as far as the fork event arrives before the child's
-		// first request.
-		if pres != nil && pres.Session == nil && pres.own.Load() != 0 {
-			if p, err := ReadProc(childTgid); err == nil && p.ID.Tgid == childTgid {
-				r.resolve(p, pres)
-			}
-		}
+	if !known || !found || (cgMode && !pm.sess.Implicit) {
 		return
 	}
 	st, err := startTime(childTgid)
-	if err != nil {
+	if err != nil || (pm.since != 0 && st < pm.since) {
 		return
 	}
 	id := ProcID{childTgid, st}
 	r.mu.Lock()
-	r.members[id] = pm
+	r.members[id] = member{sess: pm.sess, principal: pm.principal}
 	r.byTgid[childTgid] = id
 	r.mu.Unlock()
 }

@@ -85,6 +85,29 @@ func SetupMounts(m Mounts) (private, writable []string, err error) {
 		}
 		private = append(private, "/dev/mqueue")
 	}
+	// POSIX shared memory (shm_open, sem_open) by path: the session's own
+	// too, as its System V IPC is; a file a session leaves there is no
+	// message to the owner's processes.
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if err := tmpfs("/dev/shm", "1777"); err != nil {
+			return nil, nil, fmt.Errorf("private /dev/shm: %w", err)
+		}
+		private = append(private, "/dev/shm")
+	}
+	// Terminals: a devpts of the session's own, whose ptmx is the one
+	// /dev/ptmx opens. The owner's other terminals are not there to open
+	// by path (/dev/pts/N: type into a shell of the owner's, read what the
+	// owner types); the session's own terminal comes as its descriptors,
+	// and the terminals it makes (script, tmux, a pty library) are its own.
+	if isMountPoint("/dev/pts") {
+		if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+			return nil, nil, fmt.Errorf("private /dev/pts: %w", err)
+		}
+		if err := unix.Mount("/dev/pts/ptmx", "/dev/ptmx", "", unix.MS_BIND, ""); err != nil {
+			return nil, nil, fmt.Errorf("private /dev/ptmx: %w", err)
+		}
+		private = append(private, "/dev/pts")
+	}
 	run := "/run/user/" + strconv.Itoa(m.UID)
 	if fi, err := os.Stat(run); err == nil && fi.IsDir() {
 		if err := tmpfs(run, "0700"); err != nil {

@@ -49,6 +49,22 @@ func confinedChild(ws, out, hidden string) int {
 	if _, err := unix.PidfdGetfd(0, 0, 0); !errors.Is(err, unix.EPERM) {
 		return fail("pidfd_getfd: want EPERM, got", err)
 	}
+	if _, err := unix.Socket(unix.AF_UNIX, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); !errors.Is(err, unix.EPERM) {
+		return fail("socket(AF_UNIX, SOCK_RAW): want EPERM, got", err)
+	}
+	if _, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0); !errors.Is(err, unix.EAFNOSUPPORT) {
+		return fail("socket(AF_VSOCK): want EAFNOSUPPORT, got", err)
+	}
+	if _, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_GENERIC); !errors.Is(err, unix.EPROTONOSUPPORT) {
+		return fail("socket(AF_NETLINK, NETLINK_GENERIC): want EPROTONOSUPPORT, got", err)
+	}
+	for _, f := range [][3]int{{unix.AF_UNIX, unix.SOCK_STREAM, 0}, {unix.AF_INET6, unix.SOCK_DGRAM, 0}, {unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}} {
+		fd, err := unix.Socket(f[0], f[1], f[2])
+		if err != nil {
+			return fail("socket of an allowed family:", err)
+		}
+		unix.Close(fd)
+	}
 	return 0
 }
 

@@ -80,6 +80,7 @@ const (
 	offArch = 4
 	offArg0 = 16
 	offArg1 = 24
+	offArg2 = 32
 )
 
 // asm builds a classic BPF program with symbolic jump targets.
@@ -163,13 +164,35 @@ func Filter() ([]unix.SockFilter, error) {
 	a.jump(jeq, unix.SYS_SECCOMP, "seccomp", "")
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	// A datagram Unix socket sends to any path without connect(), which
-	// is where path sockets are decided (unotify.go).
+	// is where path sockets are decided (unotify.go), and so does a
+	// socketpair of them: a session gets only the Unix sockets that reach
+	// a peer through connect(). SOCK_RAW is SOCK_DGRAM to the kernel, so
+	// the types are a list of what is allowed, and a type with a flag
+	// bit besides SOCK_NONBLOCK and SOCK_CLOEXEC is refused too.
+	//
+	// Of the other families only those a session's work needs: IPv4 and
+	// IPv6 (the session's own network namespace, or the host's with
+	// sandbox.network: open) and netlink for the routing tables
+	// (getaddrinfo, ip), socket diagnostics (ss) and device events (a
+	// browser's device monitor). vsock reaches the hypervisor around the
+	// network namespace and the proxy; the rest is kernel attack surface.
+	// The kernel reads the family and the protocol as ints: the filter
+	// compares their low halves.
 	a.label("socket")
 	a.stmt(ldAbs, offArg0)
-	a.jump(jeq, unix.AF_UNIX, "", "allow")
+	a.jump(jeq, unix.AF_INET, "allow", "")
+	a.jump(jeq, unix.AF_INET6, "allow", "")
+	a.jump(jeq, unix.AF_NETLINK, "netlink", "")
+	a.jump(jeq, unix.AF_UNIX, "", "eafnosupport")
 	a.stmt(ldAbs, offArg1)
-	a.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, 0xf) // the type without SOCK_CLOEXEC, SOCK_NONBLOCK
-	a.jump(jeq, unix.SOCK_DGRAM, "eperm", "allow")
+	a.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, ^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC))
+	a.jump(jeq, unix.SOCK_STREAM, "allow", "")
+	a.jump(jeq, unix.SOCK_SEQPACKET, "allow", "eperm")
+	a.label("netlink")
+	a.stmt(ldAbs, offArg2)
+	a.jump(jeq, unix.NETLINK_ROUTE, "allow", "")
+	a.jump(jeq, unix.NETLINK_SOCK_DIAG, "allow", "")
+	a.jump(jeq, unix.NETLINK_KOBJECT_UEVENT, "allow", "eprotonosupport")
 	// A filter of the session's own with a listener would take connect()
 	// notifications before the daemon's, and could let them through.
 	a.label("seccomp")
@@ -190,6 +213,10 @@ func Filter() ([]unix.SockFilter, error) {
 	a.stmt(ret, unix.SECCOMP_RET_ALLOW)
 	a.label("eperm")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+	a.label("eafnosupport")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EAFNOSUPPORT))
+	a.label("eprotonosupport")
+	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPROTONOSUPPORT))
 	a.label("enosys")
 	a.stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
 	return a.link()

@@ -27,8 +27,8 @@ import (
 // duplicate, so what it decided is what happens. daemon/sockets.go decides.
 //
 // The rest closes the ways around it: a datagram Unix socket can send to
-// any path without connect() (socket and socketpair of AF_UNIX,
-// SOCK_DGRAM are refused), io_uring issues connect without a system call
+// any path without connect() (socket and socketpair of AF_UNIX allow only
+// SOCK_STREAM and SOCK_SEQPACKET: SOCK_RAW is a datagram socket), io_uring issues connect without a system call
 // (io_uring_* are refused), and a newer filter of the session's own with a
 // listener would take the notifications first and could let the kernel
 // continue (seccomp() asking for a listener is refused).

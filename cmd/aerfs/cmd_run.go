@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/policy"
@@ -85,6 +87,9 @@ func runRun(o runOptions, args []string) error {
 	if o.sandbox != "on" && o.sandbox != "off" {
 		return fail(exitUsage, "write --sandbox=on (the default) or --sandbox=off", "unknown --sandbox value %q", o.sandbox)
 	}
+	if err := startPlace(); err != nil { // run_start.go
+		return err
+	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		code := exitRunNotFound
@@ -128,8 +133,38 @@ func runRun(o runOptions, args []string) error {
 	}
 	env = append(env, confinement...)
 	env = append(env, agentEnv(o.agent)...)
+	if o.sandbox == "on" {
+		closeInheritedSockets()
+	}
 	// Same pid: the registration names this process as the session root.
 	return syscall.Exec(path, args, lastWins(env))
+}
+
+// closeInheritedSockets closes the sockets a confined session would
+// inherit beyond its standard descriptors: a socket the owner's shell left
+// open lives in the owner's network namespace (a UDP socket re-aimed with
+// connect() reaches the host's services around the proxy, untainted) or
+// is connected to one of the owner's services. Files and pipes are passed
+// as they are (a jobserver's pipe, a redirection).
+func closeInheritedSockets() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue // not inherited
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			unix.Close(fd)
+		}
+	}
 }
 
 // Exit codes of aerfs run. The command's own status passes through; run's

@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -133,6 +135,19 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 			os.Chdir(t.workspace)
 		}
 	}
+	// Build and package caches of the session's own (sandbox/cache.go):
+	// a session started from within another keeps its parent's.
+	cache := os.Getenv(sandbox.CacheEnvVar)
+	if !confined() || !filepath.IsAbs(cache) {
+		var err error
+		if cache, err = sandbox.SessionCache(sc.inNS); err != nil {
+			return nil, fail(exitError, "run it unconfined with --sandbox=off if this system cannot give it a directory in /tmp", "cannot make the caches of session %s: %v", session, err)
+		}
+		if sc.inNS {
+			private = append(private, cache)
+		}
+	}
+	sc.cfg.Writable = append(sc.cfg.Writable, cache)
 	// Every connect() of the session is the daemon's to decide (path
 	// sockets: sandbox/unotify.go), unless this session is started from
 	// within a confined one, whose filter and supervisor cover it already.
@@ -178,6 +193,7 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 	}
 	env := append([]string{"AERFS_SANDBOX=" + rep.String()}, sc.net.env()...)
 	env = append(env, quietClients()...)
+	env = append(env, sandbox.CacheEnv(cache)...)
 	if len(rep.Warnings) > 0 && !sc.inNS {
 		// With a namespace the state directory is covered whatever
 		// Landlock could not keep out of it.
@@ -302,6 +318,17 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 	}
 	cmd := exec.Command(self, os.Args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A terminal of the session's own in place of the owner's
+	// (run_tty.go); without one the owner's terminal is the session's.
+	tty, err := openSessionTTY()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aerfs: cannot give the session a terminal of its own: %v\nhint: start it with its standard input and output away from the terminal (< /dev/null > out 2>&1), or unconfined with --sandbox=off\n", err)
+		return exitError, true
+	}
+	ctty := -1
+	if tty != nil {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr, ctty = tty.stdio()
+	}
 	cmd.Env = append(os.Environ(), mountNSEnv+"="+mountNS())
 	flags, caps := uintptr(syscall.CLONE_NEWUSER|syscall.CLONE_NEWNS|syscall.CLONE_NEWIPC), []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
 	if withNet {
@@ -329,35 +356,59 @@ func runInNamespace(withNet bool) (code int, ok bool) {
 		// capability clears it). The signal follows the thread that
 		// started the child: keep this goroutine on it.
 		Pdeathsig: syscall.SIGKILL,
+		// The session is a session of its own, always: with a terminal
+		// of its own, that terminal is its controlling terminal (^C on
+		// it signals the session's command); without one it has none,
+		// so /dev/tty is never the owner's terminal, even when none of
+		// its standard descriptors is.
+		Setsid:  true,
+		Setctty: tty != nil,
+		Ctty:    ctty,
 	}
 	runtime.LockOSThread()
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
+		if tty != nil {
+			tty.master.Close()
+			tty.slave.Close()
+		}
 		return 0, false
 	}
-	// A terminal sends SIGINT and SIGQUIT to the whole foreground group,
-	// the session included: forward them only when it cannot have.
-	pg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
-	fromTTY := err == nil && pg == unix.Getpgrp()
+	// The session is in no process group of the owner's terminal: what
+	// the terminal sends aerfs run (^C, ^\) is forwarded to it.
 	go func() {
 		for s := range sigs {
-			if fromTTY && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
-				continue
-			}
 			cmd.Process.Signal(s)
 		}
 	}()
-	err = cmd.Wait()
+	if tty == nil {
+		return exitCode(cmd.Wait()), true
+	}
+	tty.start()
+	ws, err := waitStopping(cmd.Process.Pid, tty)
+	tty.stop()
+	cmd.Process.Release()
+	switch {
+	case err != nil:
+		return exitError, true
+	case ws.Signaled():
+		return 128 + int(ws.Signal()), true
+	}
+	return ws.ExitStatus(), true
+}
+
+// exitCode is aerfs run's status for the session command's err.
+func exitCode(err error) int {
 	if ee, isExit := err.(*exec.ExitError); isExit {
 		if ws, isWS := ee.Sys().(syscall.WaitStatus); isWS && ws.Signaled() {
-			return 128 + int(ws.Signal()), true
+			return 128 + int(ws.Signal())
 		}
-		return ee.ExitCode(), true
+		return ee.ExitCode()
 	}
 	if err != nil {
-		return exitError, true
+		return exitError
 	}
-	return 0, true
+	return 0
 }

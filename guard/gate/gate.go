@@ -19,6 +19,9 @@ import (
 
 // Config is what the gate decides with.
 type Config struct {
+	// Path is the absolute path the root is mounted at: where processes
+	// name its files.
+	Path     string
 	Policy   *policy.Policy
 	Registry *principal.Registry
 	Dir      *backing.Dir

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/principal"
@@ -37,15 +39,29 @@ var sourceExts = []struct {
 	exts []string
 }{
 	{"python", []string{".py", ".pyc", ".pyw", ".pth"}},
-	{"node", []string{".js", ".mjs", ".cjs"}},
+	{"pypy", []string{".py", ".pyc", ".pyw", ".pth"}},
+	{"node", []string{".js", ".mjs", ".cjs", ".ts", ".mts", ".cts"}},
+	{"deno", []string{".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx"}},
+	{"bun", []string{".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx"}},
 	{"bash", []string{".sh", ".bash"}},
 	{"dash", []string{".sh"}},
 	{"zsh", []string{".sh", ".zsh"}},
 	{"ksh", []string{".sh", ".ksh"}},
+	{"mksh", []string{".sh", ".ksh", ".mksh"}},
+	{"yash", []string{".sh"}},
+	{"busybox", []string{".sh"}},
+	{"fish", []string{".fish"}},
 	{"sh", []string{".sh"}},
 	{"perl", []string{".pl", ".pm"}},
 	{"ruby", []string{".rb"}},
 	{"php", []string{".php"}},
+	{"lua", []string{".lua"}},
+	{"tclsh", []string{".tcl", ".tm"}},
+	{"wish", []string{".tcl", ".tm"}},
+	{"awk", []string{".awk"}},
+	{"gawk", []string{".awk"}},
+	{"mawk", []string{".awk"}},
+	{"Rscript", []string{".R", ".r"}},
 }
 
 // ownSource reports whether base has a source extension of the
@@ -77,6 +93,14 @@ var interpOpts = map[string]bool{
 // inline are the options whose value is the program itself (a command
 // string, a module name): the file is then no program of theirs.
 var inline = map[string]bool{"-e": true, "-E": true, "-p": true, "--eval": true, "--print": true, "-m": true, "-r": true}
+
+// runnerModules are the modules that run the program their command line
+// names next (python3 -m cProfile x.py runs x.py).
+var runnerModules = map[string]bool{
+	"cProfile": true, "profile": true, "pdb": true, "trace": true, "runpy": true, "timeit": true,
+	"coverage": true, "pyinstrument": true, "scalene": true, "memray": true, "viztracer": true,
+	"debugpy": true, "pytest": true, "unittest": true, "doctest": true, "IPython": true,
+}
 
 // execd remembers, per process, the file the act gate let it exec (device,
 // inode) and the content it decided on, so that the interpreter the kernel
@@ -149,48 +173,175 @@ func (g *Gate) runsAny(pid int, rel string) bool {
 		return true
 	}
 	for _, n := range names {
-		if runs(pid, n) {
+		if runs(pid, g.names(pid, n)) {
 			return true
 		}
 	}
 	return false
 }
 
-// runs reports whether the command line of process pid names rel (a
-// workspace-relative path) as the program it runs.
-func runs(pid int, rel string) bool {
+// names returns the test of a path the process pid names (absolute, as
+// the process sees it) against the workspace file rel: the same path, a
+// descriptor of the process open on it (/dev/fd/N, /proc/self/fd/N), or a
+// path whose symlinks in the workspace lead to it.
+func (g *Gate) names(pid int, rel string) func(string) bool {
+	return func(a string) bool {
+		if a == rel || strings.HasSuffix(a, "/"+rel) {
+			return true
+		}
+		if fd, ok := fdPath(a); ok {
+			t, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + fd)
+			if err != nil {
+				return false
+			}
+			a = t
+			if a == rel || strings.HasSuffix(a, "/"+rel) {
+				return true
+			}
+		}
+		r, ok := g.wsRel(a)
+		return ok && g.follow(r) == rel
+	}
+}
+
+// fdPath reports whether a names one of its process's descriptors, and
+// which.
+func fdPath(a string) (string, bool) {
+	switch a {
+	case "/dev/stdin":
+		return "0", true
+	case "/dev/stdout":
+		return "1", true
+	case "/dev/stderr":
+		return "2", true
+	}
+	for _, p := range []string{"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"} {
+		if fd, ok := strings.CutPrefix(a, p); ok && fd != "" && !strings.Contains(fd, "/") {
+			return fd, true
+		}
+	}
+	return "", false
+}
+
+// wsRel is the root-relative path of the absolute path a, when a lies in
+// the root.
+func (g *Gate) wsRel(a string) (string, bool) {
+	root := g.c.Path
+	switch {
+	case root == "":
+		return "", false
+	case a == root:
+		return ".", true
+	case strings.HasPrefix(a, root+"/"):
+		return a[len(root)+1:], true
+	}
+	return "", false
+}
+
+// follow resolves the symlinks along the root-relative path rel through
+// the backing directory (at most 40, as the kernel) and returns where they
+// lead: rel itself when it has none or does not exist, "" when they leave
+// the root.
+func (g *Gate) follow(rel string) string {
+	for hops := 0; hops <= 40; hops++ {
+		parts := strings.Split(rel, "/")
+		next := ""
+		for i := range parts {
+			pre := strings.Join(parts[:i+1], "/")
+			st, err := g.c.Dir.Lstat(pre)
+			if err != nil {
+				return rel
+			}
+			if st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+				continue
+			}
+			t, ok := g.readlink(pre)
+			if !ok {
+				return ""
+			}
+			if strings.HasPrefix(t, "/") {
+				if t, ok = g.wsRel(path.Clean(t)); !ok {
+					return ""
+				}
+			} else {
+				t = path.Join(path.Dir(pre), t)
+			}
+			next = path.Join(t, strings.Join(parts[i+1:], "/"))
+			break
+		}
+		if next == "" {
+			return rel
+		}
+		if next == ".." || strings.HasPrefix(next, "../") {
+			return ""
+		}
+		rel = next
+	}
+	return ""
+}
+
+// readlink is what the symlink at rel names.
+func (g *Gate) readlink(rel string) (string, bool) {
+	fd, name, done, err := g.c.Dir.ParentAt(rel)
+	if err != nil {
+		return "", false
+	}
+	defer done()
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(fd, name, buf)
+	if err != nil {
+		return "", false
+	}
+	return string(buf[:n]), true
+}
+
+// runs reports whether the command line of process pid names a file
+// (names: an absolute path as the process sees it) as the program it
+// runs: the first argument that is not an option, the file of each -f,
+// the file a runner module (-m cProfile) is given, a file a shell's -c
+// string sources.
+func runs(pid int, names func(string) bool) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
 		return false
 	}
 	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	cwd, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
-	names := func(a string) bool {
+	abs := func(a string) bool {
 		if a == "" {
 			return false
 		}
 		if !strings.HasPrefix(a, "/") {
 			a = cwd + "/" + a
 		}
-		a = path.Clean(a)
-		return a == rel || strings.HasSuffix(a, "/"+rel)
+		return names(path.Clean(a))
 	}
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--":
-			return i+1 < len(args) && names(args[i+1])
+			return i+1 < len(args) && abs(args[i+1])
 		case a == "-c":
-			return i+1 < len(args) && sources(args[i+1], names)
+			return i+1 < len(args) && sources(args[i+1], abs)
 		case a == "-f":
-			return i+1 < len(args) && names(args[i+1])
+			// awk -f a -f b: every program file counts.
+			if i+1 < len(args) && abs(args[i+1]) {
+				return true
+			}
+			i++
+		case a == "-m":
+			// A module that runs the file named after it.
+			if i+1 >= len(args) || !runnerModules[strings.SplitN(args[i+1], ".", 2)[0]] {
+				return false
+			}
+			i++
 		case inline[a]:
 			return false
 		case interpOpts[a]:
 			i++
 		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
 		default:
-			return names(a)
+			return abs(a)
 		}
 	}
 	return false
