@@ -58,10 +58,9 @@ func runStatus(out io.Writer, asJSON bool) error {
 		st.Allowed, st.Denied, st.Committed, st.Quarantined, st.Labels)
 	printDrift(out, "drift:       ", &st, t.flags())
 	fmt.Fprintf(out, "sessions:    %d\n", len(st.Sessions))
-	// A confinement report is a few hundred characters, and most sessions
-	// got the same one: it is wrapped, and said once (--verbose: for
-	// every session).
-	confinedAs := map[string]string{}
+	// A confinement report is a few hundred characters of paths: status
+	// names what each session got, --verbose (and aerfs session list) the
+	// whole report, wrapped.
 	for _, s := range st.Sessions {
 		taint := strings.Join(s.Taint, "|")
 		if taint == "" {
@@ -73,17 +72,15 @@ func runStatus(out io.Writer, asJSON bool) error {
 		}
 		fmt.Fprintf(out, "  %-20s %-11s taint=%s live=%d%s\n", line(s.ID), line(s.Principal), line(taint), s.Live, held)
 		if c := line(s.Confinement); c != "" {
-			if first, ok := confinedAs[c]; ok && !gopts.verbose {
-				fmt.Fprintf(out, "  %-20s confined: as session %s\n", "", line(first))
-			} else {
-				confinedAs[c] = s.ID
-				for i, l := range wrapList(c, statusWidth-len(confinedIndent)) {
-					lead := "  " + strings.Repeat(" ", 20) + " confined: "
-					if i > 0 {
-						lead = confinedIndent
-					}
-					fmt.Fprintf(out, "%s%s\n", lead, l)
+			if !gopts.verbose {
+				c = confinementSummary(c)
+			}
+			for i, l := range wrapList(c, statusWidth-len(confinedIndent)) {
+				lead := "  " + strings.Repeat(" ", 20) + " confined: "
+				if i > 0 {
+					lead = confinedIndent
 				}
+				fmt.Fprintf(out, "%s%s\n", lead, l)
 			}
 		}
 		printSessionNet(out, s)
@@ -135,6 +132,32 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// confinementSummary names the parts of a confinement report without
+// their paths ("landlock abi 7, writes, hidden, user+mount+net namespaces,
+// seccomp …"), and what the kernel showed only as a count; the report is
+// one of aerfs run's, checked by the daemon (docs/confinement.md).
+func confinementSummary(c string) string {
+	what, kernel, _ := strings.Cut(c, "; kernel: ")
+	var parts []string
+	for _, clause := range strings.Split(what, ", ") {
+		head := clause
+		if i := strings.Index(head, " ("); i >= 0 {
+			head = head[:i]
+		}
+		if i := strings.Index(head, " /"); i >= 0 {
+			head = head[:i]
+		}
+		if head != "" {
+			parts = append(parts, head)
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if kernel != "" {
+		s += "; the kernel shows it (--verbose: every path and what /proc shows)"
+	}
+	return s
 }
 
 // statusWidth is the width status wraps long lists to.

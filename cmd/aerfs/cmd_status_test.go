@@ -25,3 +25,16 @@ func TestWrapList(t *testing.T) {
 		t.Errorf("wrapping lost text:\n%s\n%s", got, in)
 	}
 }
+
+func TestConfinementSummary(t *testing.T) {
+	in := "landlock abi 7 (scoped signal,abstract_unix_socket), writes /home/a/agent /tmp /var/tmp /tmp/aerfs-cache-1, hidden /home/a/.local/state/aerfs/x, " +
+		"user+mount+net namespaces (private /tmp /dev/shm), seccomp, no_new_privs, no capabilities, sockets via the daemon; kernel: no_new_privs, seccomp filter, CapEff=0"
+	want := "landlock abi 7, writes, hidden, user+mount+net namespaces, seccomp, no_new_privs, no capabilities, sockets via the daemon; " +
+		"the kernel shows it (--verbose: every path and what /proc shows)"
+	if got := confinementSummary(in); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := confinementSummary("none: --sandbox=off"); got != "none: --sandbox=off" {
+		t.Errorf("an unconfined session: %q", got)
+	}
+}
