@@ -75,6 +75,12 @@ type indexLine struct {
 // when out ends in ".zip". It needs no lock. out must not exist; the
 // bundle is built beside it and renamed into place.
 func Export(stateDir string, f Filter, out string) (*Manifest, error) {
+	return ExportProgress(stateDir, f, out, nil)
+}
+
+// ExportProgress is Export, telling p how far it has come: the records
+// read of the checkpoint's, then the blobs written.
+func ExportProgress(stateDir string, f Filter, out string, p Progress) (*Manifest, error) {
 	if _, err := os.Lstat(out); err == nil {
 		return nil, fmt.Errorf("evidence: export: %s already exists", out)
 	}
@@ -90,7 +96,7 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: export: %w", err)
 	}
-	m, err := exportTo(stateDir, f, w)
+	m, err := exportTo(stateDir, f, w, p)
 	if err == nil {
 		if err = os.Rename(tmp, out); err != nil {
 			err = fmt.Errorf("evidence: export: %w", err)
@@ -107,10 +113,10 @@ func Export(stateDir string, f Filter, out string) (*Manifest, error) {
 // ExportZip writes the bundle Export would write, as a zip, to dst (the
 // owner's `aerfs export` served by a root daemon streams it this way).
 func ExportZip(stateDir string, f Filter, dst io.Writer) (*Manifest, error) {
-	return exportTo(stateDir, f, &zipWriter{z: zip.NewWriter(dst)})
+	return exportTo(stateDir, f, &zipWriter{z: zip.NewWriter(dst)}, nil)
 }
 
-func exportTo(stateDir string, f Filter, w bundleWriter) (*Manifest, error) {
+func exportTo(stateDir string, f Filter, w bundleWriter, progress Progress) (*Manifest, error) {
 	vkey, err := PublicKey(stateDir)
 	if err != nil {
 		return nil, err
@@ -160,6 +166,7 @@ func exportTo(stateDir string, f Filter, w bundleWriter) (*Manifest, error) {
 		if idx >= cp.Size {
 			return nil
 		}
+		progress.tick("records", idx+1, cp.Size)
 		all[id] = idx
 		if r.Payload != nil {
 			for _, h := range r.Payload.Pruned {
@@ -233,7 +240,8 @@ func exportTo(stateDir string, f Filter, w bundleWriter) (*Manifest, error) {
 		names = append(names, h)
 	}
 	sort.Strings(names)
-	for _, h := range names {
+	for i, h := range names {
+		progress.tick("blobs", int64(i+1), int64(len(names)))
 		b, err := ReadBlob(stateDir, h)
 		if err != nil {
 			if pruned[h] && errors.Is(err, fs.ErrNotExist) {

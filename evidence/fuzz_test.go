@@ -103,7 +103,7 @@ func FuzzZipReader(f *testing.F) {
 		if len(files) > lim.MaxEntries || total > int(lim.MaxTotalSize) {
 			t.Fatal("limits not enforced")
 		}
-		verifyBundleFiles(files, "") // must not panic
+		verifyBundleFiles(files, "", nil) // must not panic
 	})
 }
 

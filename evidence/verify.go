@@ -43,11 +43,17 @@ func VerifyBundle(path, pubkey string) (*Report, error) {
 
 // VerifyBundleLimits is VerifyBundle with explicit resource limits.
 func VerifyBundleLimits(path, pubkey string, lim Limits) (*Report, error) {
+	return VerifyBundleProgress(path, pubkey, lim, nil)
+}
+
+// VerifyBundleProgress is VerifyBundleLimits, telling p how many of the
+// bundle's records it has checked.
+func VerifyBundleProgress(path, pubkey string, lim Limits, p Progress) (*Report, error) {
 	files, err := ReadBundleFiles(path, lim)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := verifyBundleFiles(files, pubkey)
+	rep, err := verifyBundleFiles(files, pubkey, p)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +156,15 @@ func parseIndexLine(what string, b []byte) (*indexLine, error) {
 	return &il, nil
 }
 
-func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) {
+// VerifyBundleFiles checks a bundle already read with ReadBundleFiles, as
+// VerifyBundle does: a caller that verifies and then uses the bundle's
+// content (aerfs report) checks exactly the bytes it uses, with no second
+// read that a bundle changed meanwhile could answer differently.
+func VerifyBundleFiles(files map[string][]byte, pubkey string, p Progress) (*Report, error) {
+	return verifyBundleFiles(files, pubkey, p)
+}
+
+func verifyBundleFiles(files map[string][]byte, pubkey string, progress Progress) (*Report, error) {
 	// Layout: the fixed files, plus blobs/<hash>, and nothing else.
 	for name := range files {
 		switch name {
@@ -237,6 +251,7 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 	var rb rootBuilder
 	last := int64(-1)
 	for k, line := range recs {
+		progress.tick("records", int64(k+1), int64(len(recs)))
 		il, err := parseIndexLine(fmt.Sprintf("index.jsonl line %d", k+1), idxs[k])
 		if err != nil {
 			return nil, err
@@ -363,6 +378,12 @@ func verifyBundleFiles(files map[string][]byte, pubkey string) (*Report, error) 
 // log shorter than its checkpoint is an integrity failure: Open only
 // ever cuts past the checkpoint.
 func VerifyState(stateDir, pubkey string) (*Report, error) {
+	return VerifyStateProgress(stateDir, pubkey, nil)
+}
+
+// VerifyStateProgress is VerifyState, telling p how many of the
+// checkpoint's records it has checked.
+func VerifyStateProgress(stateDir, pubkey string, progress Progress) (*Report, error) {
 	dir := evDir(stateDir)
 	rep := &Report{Source: stateDir, KeySource: "argument", Complete: true}
 	if pubkey == "" {
@@ -435,6 +456,7 @@ func VerifyState(stateDir, pubkey string) (*Report, error) {
 	var ent [indexEntrySize]byte
 	line := make([]byte, 0, 4096)
 	for i := int64(0); i < N; i++ {
+		progress.tick("records", i+1, N)
 		what := fmt.Sprintf("record %d", i)
 		if _, err := io.ReadFull(idxr, ent[:]); err != nil {
 			return nil, ioErr("index: %v", err)

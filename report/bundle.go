@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +60,11 @@ type Trust struct {
 	// Pinned is true when the user named the key (--key); otherwise the
 	// key is the bundle's (or state directory's) own and proves integrity
 	// only, not origin.
-	Pinned    bool
+	Pinned bool
+	// StateKey is true when the key is the state directory's own
+	// (key.pub), read by aerfs report from the workspace it reports on:
+	// the same key aerfs verify --state checks the live log against.
+	StateKey  bool
 	KeySource string // human words for where the key came from
 }
 
@@ -73,35 +75,26 @@ func Fingerprint(key string) string {
 }
 
 // Open reads the bundle at path (a directory or a .zip) once, verifies
-// exactly the bytes it read, and parses them. The bytes are verified from
-// a private copy, so a bundle changed while it is read cannot show one
-// content to the verifier and another to the page. key is the trusted
-// verifier key; "" trusts the bundle's own key (integrity, not origin).
+// exactly the bytes it read, and parses them: a bundle changed while it is
+// read cannot show one content to the verifier and another to the page.
+// key is the trusted verifier key; "" trusts the bundle's own key
+// (integrity, not origin).
 func Open(path, key string, lim evidence.Limits) (*Bundle, Trust, error) {
+	return OpenProgress(path, key, lim, nil)
+}
+
+// OpenProgress is Open, telling p how far the verification ("records")
+// and the parsing ("parsing") have come.
+func OpenProgress(path, key string, lim evidence.Limits, p evidence.Progress) (*Bundle, Trust, error) {
 	files, err := evidence.ReadBundleFiles(path, lim)
 	if err != nil {
 		return nil, Trust{}, err
 	}
-	tmp, err := os.MkdirTemp("", "aerfs-report-")
+	rep, err := evidence.VerifyBundleFiles(files, key, p)
 	if err != nil {
 		return nil, Trust{}, err
 	}
-	defer os.RemoveAll(tmp)
-	copyDir := filepath.Join(tmp, "bundle")
-	for name, data := range files {
-		p := filepath.Join(copyDir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, Trust{}, err
-		}
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			return nil, Trust{}, err
-		}
-	}
-	rep, err := evidence.VerifyBundleLimits(copyDir, key, lim)
-	if err != nil {
-		return nil, Trust{}, err
-	}
-	b, err := parse(files)
+	b, err := parse(files, p)
 	if err != nil {
 		return nil, Trust{}, err
 	}
@@ -122,7 +115,7 @@ func Open(path, key string, lim evidence.Limits) (*Bundle, Trust, error) {
 
 // parse reads the manifest, the records with their index lines, and the
 // blobs of an already verified bundle.
-func parse(files map[string][]byte) (*Bundle, error) {
+func parse(files map[string][]byte, p evidence.Progress) (*Bundle, error) {
 	b := &Bundle{blobs: map[string][]byte{}}
 	if err := json.Unmarshal(files["manifest.json"], &b.Manifest); err != nil {
 		return nil, fmt.Errorf("report: manifest: %v", err)
@@ -133,6 +126,9 @@ func parse(files map[string][]byte) (*Bundle, error) {
 		return nil, fmt.Errorf("report: %d records, %d index lines", len(recs), len(idxs))
 	}
 	for i, line := range recs {
+		if p != nil && (i%1024 == 0 || i == len(recs)-1) {
+			p("parsing", int64(i+1), int64(len(recs)))
+		}
 		var il struct {
 			Idx int64  `json:"idx"`
 			ID  string `json:"id"`

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +22,15 @@ func markKind(r *evidence.Record) string {
 		return "allow"
 	}
 	return "event"
+}
+
+// weight is how many events a record stands for: a refusal folded with
+// the ones a caller repeated within a minute counts them all (meta.folded).
+func weight(r *evidence.Record) int {
+	if r.Meta.Folded > 1 {
+		return r.Meta.Folded
+	}
+	return 1
 }
 
 // isRefusal reports whether a record says a request was refused or held.
@@ -83,7 +93,7 @@ func refusalGroups(b *Bundle) []RefusalGroup {
 			order = append(order, k)
 			seenPath[k], seenSess[k] = map[string]bool{}, map[string]bool{}
 		}
-		g.Count++
+		g.Count += weight(r)
 		g.Last = fmtTime(e.Time)
 		if p := e.Path; p != "" && !seenPath[k][p] {
 			seenPath[k][p] = true
@@ -116,20 +126,29 @@ type Refusal struct {
 	Idx                                      int64
 	Time, Kind, Rule, Principal, Session, Op string
 	Path, Reason, Taint, ID                  string
+	Folded                                   int // the refusals this record stands for, when more than one
 }
 
-func refusals(b *Bundle) []Refusal {
+// refusals is the newest n refused or held requests, newest first, and
+// how many came before them.
+func refusals(b *Bundle, n int) ([]Refusal, int) {
 	var out []Refusal
-	for _, e := range b.Entries {
+	total := 0
+	for i := len(b.Entries) - 1; i >= 0; i-- {
+		e := &b.Entries[i]
 		r := e.Rec
 		if !isRefusal(r) {
 			continue
 		}
+		total += weight(r)
+		if len(out) == n {
+			continue
+		}
 		out = append(out, Refusal{Idx: e.Idx, Time: fmtTime(e.Time), Kind: markKind(r), Rule: Printable(orDash(r.Meta.Rule)),
 			Principal: Printable(r.Principal), Session: Printable(orDash(r.Meta.Session)), Op: Printable(r.Meta.Op),
-			Path: e.Path, Reason: Printable(r.Meta.Reason), Taint: Printable(strings.Join(r.Taint, "|")), ID: short(e.ID)})
+			Path: e.Path, Reason: Printable(r.Meta.Reason), Taint: Printable(strings.Join(r.Taint, "|")), ID: short(e.ID), Folded: r.Meta.Folded})
 	}
-	return out
+	return out, total - len(out)
 }
 
 func fmtTime(t time.Time) string {
@@ -147,6 +166,10 @@ type Change struct {
 	Rule, Record                         string
 	Lines                                []DiffLine
 	Note                                 string // why there is no diff
+
+	// what to compare: the change's path, its old and new content
+	path, aName, bName string
+	oldHash, newHash   string
 }
 
 // DiffLine is one line of a unified diff and its class.
@@ -157,10 +180,17 @@ type DiffLine struct {
 // maxDiff bounds the diff text shown for one change.
 const maxDiff = 256 << 10
 
+// maxDiffsTotal bounds the diff text of the whole page: past it, the
+// older changes shown say where to read their diff instead.
+const maxDiffsTotal = 4 << 20
+
 func changeAnchor(idx int64, path string) string {
 	return fmt.Sprintf("change-%d-%s", idx, Fingerprint(path)[:8])
 }
 
+// changes lists every guarded change in log order, without diffs: the
+// versions the log records, then the writes held in quarantine (their diff
+// is what approving them would do).
 func changes(b *Bundle, x *snapshot.Index) []Change {
 	byIdx := map[int64]*Entry{}
 	for i := range b.Entries {
@@ -171,30 +201,19 @@ func changes(b *Bundle, x *snapshot.Index) []Change {
 		for _, v := range x.History(p) {
 			c := Change{Anchor: changeAnchor(v.Idx, p), Idx: v.Idx, Time: fmtTime(v.Time), Type: v.Type,
 				Path: Printable(p), Principal: Printable(v.Principal), Session: Printable(orDash(v.Session)),
-				Record: short(v.Record)}
+				Record: short(v.Record), path: p, aName: p, bName: p, oldHash: v.OldHash, newHash: v.Hash}
 			if e := byIdx[v.Idx]; e != nil {
 				c.Rule = Printable(orDash(e.Rec.Meta.Rule))
 			}
-			old, okOld := b.content(v.OldHash)
-			cur, okNew := b.content(v.Hash)
-			switch {
-			case !okOld || !okNew:
-				c.Note = "content not in the bundle"
-			default:
-				aName, bName := p, p
-				if v.OldHash == "" {
-					aName = "/dev/null"
-				}
-				if v.Hash == "" {
-					bName = "/dev/null"
-				}
-				c.Lines, c.Note = diff(aName, bName, old, cur)
+			if v.OldHash == "" {
+				c.aName = "/dev/null"
+			}
+			if v.Hash == "" {
+				c.bName = "/dev/null"
 			}
 			out = append(out, c)
 		}
 	}
-	// A write held in quarantine is a change proposed and not applied:
-	// its diff is what approving it would do.
 	for i := range b.Entries {
 		e := &b.Entries[i]
 		r := e.Rec
@@ -203,22 +222,53 @@ func changes(b *Bundle, x *snapshot.Index) []Change {
 		}
 		c := Change{Anchor: changeAnchor(e.Idx, e.Path), Idx: e.Idx, Time: fmtTime(e.Time), Type: "quarantined (not applied)",
 			Path: e.Path, Principal: Printable(r.Principal), Session: Printable(orDash(r.Meta.Session)),
-			Rule: Printable(orDash(r.Meta.Rule)), Record: short(e.ID)}
-		old, okOld := b.content(r.Payload.OldHash)
-		cur, okNew := b.content(r.Payload.NewHash)
-		if !okOld || !okNew {
-			c.Note = "content not in the bundle"
-		} else {
-			aName := r.Meta.Path
-			if r.Payload.OldHash == "" {
-				aName = "/dev/null"
-			}
-			c.Lines, c.Note = diff(aName, r.Meta.Path, old, cur)
+			Rule: Printable(orDash(r.Meta.Rule)), Record: short(e.ID),
+			path: r.Meta.Path, aName: r.Meta.Path, bName: r.Meta.Path, oldHash: r.Payload.OldHash, newHash: r.Payload.NewHash}
+		if r.Payload.OldHash == "" {
+			c.aName = "/dev/null"
 		}
 		out = append(out, c)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Idx < out[j].Idx })
 	return out
+}
+
+// shownChanges picks the changes the page shows with their diff: the
+// newest n, and every one another part of the page links to (want, by
+// anchor), newest first within the page's budget. It returns them in log
+// order and how many changes are not shown.
+func shownChanges(b *Bundle, all []Change, n int, want map[string]bool) ([]Change, int) {
+	pick := make([]bool, len(all))
+	for i := len(all) - 1; i >= 0; i-- {
+		if len(all)-i <= n || want[all[i].Anchor] {
+			pick[i] = true
+		}
+	}
+	budget := maxDiffsTotal
+	var out []Change
+	for i := len(all) - 1; i >= 0; i-- {
+		if !pick[i] {
+			continue
+		}
+		c := all[i]
+		if budget <= 0 {
+			c.Note = fmt.Sprintf("diff not shown: the page holds %d MiB of diffs already; aerfs diff %s shows it", maxDiffsTotal>>20, c.Path)
+		} else {
+			old, okOld := b.content(c.oldHash)
+			cur, okNew := b.content(c.newHash)
+			if !okOld || !okNew {
+				c.Note = "content not in the bundle"
+			} else {
+				c.Lines, c.Note = diff(c.aName, c.bName, old, cur)
+				for _, l := range c.Lines {
+					budget -= len(l.Text) + 30
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	slices.Reverse(out)
+	return out, len(all) - len(out)
 }
 
 // maxDiffInput bounds the content compared for one change: the diff's
@@ -285,32 +335,50 @@ func index(b *Bundle) *snapshot.Index {
 	return x
 }
 
+// The default source is looked for among the newest tainted sources
+// only, within a time budget: computing a source's scope walks the
+// provenance graph, and on a long log one walk takes seconds.
+const (
+	maxSourceCandidates = 12
+	sourceBudget        = 5 * time.Second
+)
+
 // DefaultSource picks the source with the largest contamination scope:
-// among the paths written with a taint, the one whose scope changed the
-// most guarded files, then has the most records. "" when there is none.
+// among the newest paths written with a taint (maxSourceCandidates, as
+// many as sourceBudget allows, at least one), the one whose scope changed
+// the most guarded files, then has the most records. "" when there is
+// none.
 func DefaultSource(b *Bundle, x *snapshot.Index) string {
+	src, _ := pickSource(b, x)
+	return src
+}
+
+// pickSource is DefaultSource with the chosen source's scope.
+func pickSource(b *Bundle, x *snapshot.Index) (string, *snapshot.Scope) {
 	seen := map[string]bool{}
 	var cands []string
-	for _, e := range b.Entries {
-		r := e.Rec
+	for i := len(b.Entries) - 1; i >= 0 && len(cands) < maxSourceCandidates; i-- {
+		r := b.Entries[i].Rec
 		if r.Type != evidence.TypeWrite || len(r.Taint) == 0 || r.Meta.Path == "" || seen[r.Meta.Path] {
 			continue
 		}
 		seen[r.Meta.Path] = true
 		cands = append(cands, r.Meta.Path)
-		if len(cands) >= 200 {
+	}
+	start := time.Now()
+	best, bestFiles, bestRecs := "", -1, -1
+	var bestScope *snapshot.Scope
+	for i, c := range cands {
+		if i > 0 && time.Since(start) > sourceBudget {
 			break
 		}
-	}
-	best, bestFiles, bestRecs := "", -1, -1
-	for _, c := range cands {
 		sc, err := x.Scope(c)
 		if err != nil {
 			continue
 		}
 		if len(sc.Files) > bestFiles || (len(sc.Files) == bestFiles && sc.Records > bestRecs) {
-			best, bestFiles, bestRecs = c, len(sc.Files), sc.Records
+			best, bestFiles, bestRecs, bestScope = c, len(sc.Files), sc.Records, sc
 		}
 	}
-	return best
+	return best, bestScope
 }

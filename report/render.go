@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/aerfs/aerfs/snapshot"
 )
 
 // Options choose what the page shows.
@@ -17,6 +19,10 @@ type Options struct {
 	Now time.Time
 	// Version is the aerfs version that made the page.
 	Version string
+	// Recent is how many of the newest records, refusals and guarded
+	// changes are shown in full (0: DefaultRecent); everything is
+	// counted whatever it is.
+	Recent int
 }
 
 type page struct {
@@ -28,23 +34,37 @@ type page struct {
 	Timeline Timeline
 	Groups   []RefusalGroup
 	Refusals []Refusal
-	Graph    *Graph
-	NoSource string
-	Changes  []Change
-	Allowed  int
-	Denied   int
-	Held     int
-	Sessions int
-	Filtered string
-	Net      []NetRow
-	NetMore  int
+	// RefusalsBefore is how many refusals older than those shown there are.
+	RefusalsBefore int
+	Agg            Aggregates
+	Events         []Event
+	EventsBefore   int
+	ChangesTotal   int
+	ChangesHidden  int
+	Recent         int
+	Graph          *Graph
+	NoSource       string
+	Changes        []Change
+	Allowed        int
+	Denied         int
+	Held           int
+	Sessions       int
+	Filtered       string
+	Net            []NetRow
+	NetMore        int
 }
 
 // Render writes the report page of a verified bundle to w.
 func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 	x := index(b)
+	if o.Recent <= 0 {
+		o.Recent = DefaultRecent
+	}
+	all := changes(b, x)
 	p := page{Trust: t, Records: len(b.Entries), Version: o.Version, Timeline: timeline(b),
-		Groups: refusalGroups(b), Refusals: refusals(b), Changes: changes(b, x)}
+		Groups: refusalGroups(b), Agg: aggregate(b), Recent: o.Recent, ChangesTotal: len(all)}
+	p.Refusals, p.RefusalsBefore = refusals(b, o.Recent)
+	p.Events, p.EventsBefore = recent(b, o.Recent)
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -55,7 +75,7 @@ func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 		case "allow":
 			p.Allowed++
 		case "deny":
-			p.Denied++
+			p.Denied += weight(e.Rec)
 		case "quarantine":
 			p.Held++
 		}
@@ -78,13 +98,17 @@ func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 		}
 	}
 	src := strings.TrimSuffix(strings.TrimPrefix(o.Source, "./"), "/")
+	var picked *snapshot.Scope
 	if src == "" {
-		src = DefaultSource(b, x)
+		src, picked = pickSource(b, x)
 	}
 	if src == "" {
 		p.NoSource = "No file was written with a taint in this bundle, so there is no source to follow. Choose one with --source PATH."
 	} else {
-		sc, err := x.Scope(src)
+		sc, err := picked, error(nil)
+		if sc == nil {
+			sc, err = x.Scope(src)
+		}
 		if err != nil {
 			if o.Source != "" {
 				return fmt.Errorf("report: --source %s: %v", o.Source, err)
@@ -92,7 +116,7 @@ func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 			p.NoSource = "The source " + Printable(src) + " has no scope: " + err.Error()
 		} else {
 			changeOf := map[int64]string{}
-			for _, c := range p.Changes {
+			for _, c := range all {
 				if _, ok := changeOf[c.Idx]; !ok {
 					changeOf[c.Idx] = "#" + c.Anchor
 				}
@@ -101,6 +125,17 @@ func Render(w io.Writer, b *Bundle, t Trust, o Options) error {
 			p.Graph = &g
 		}
 	}
+	// The diffs shown: the newest, and every one the graph links to.
+	linked := map[string]bool{}
+	if p.Graph != nil {
+		for _, n := range p.Graph.Nodes {
+			linked[strings.TrimPrefix(n.Href, "#")] = true
+		}
+		for _, f := range p.Graph.Files {
+			linked[strings.TrimPrefix(f.Href, "#")] = true
+		}
+	}
+	p.Changes, p.ChangesHidden = shownChanges(b, all, o.Recent, linked)
 	return pageTmpl.Execute(w, p)
 }
 
@@ -174,7 +209,8 @@ th{background:#f0f2f5;font-weight:600}
 <main>
 <section id="trust" class="trust{{if not .Trust.Pinned}} unpinned{{end}}">
 <h2>Verification</h2>
-{{if .Trust.Pinned}}<p class="ok">Verified with a key you gave (--key): integrity and origin verified.</p>
+{{if .Trust.StateKey}}<p class="ok">Verified with the state directory's key, as aerfs verify --state does: integrity verified, and the checkpoint is signed by the key of the state directory this log was read from (fingerprint below, the one <code>aerfs key</code> prints). Whoever receives this page checks its origin with <code>aerfs report BUNDLE --key</code> and the key they hold.</p>
+{{else if .Trust.Pinned}}<p class="ok">Verified with a key you gave (--key): integrity and origin verified.</p>
 {{else}}<p class="warn">Integrity verified, origin not verified: the checkpoint was checked against {{.Trust.KeySource}}, which anyone who made the bundle could have replaced. Pin the key with --key to verify its origin.</p>{{end}}
 <table class="kv">
 <tr><th>source</th><td><code>{{.Trust.Source}}</code></td></tr>
@@ -189,12 +225,15 @@ th{background:#f0f2f5;font-weight:600}
 
 <section id="summary">
 <h2>Summary</h2>
-<p class="stats"><span><b>{{.Sessions}}</b> sessions</span><span><b>{{.Allowed}}</b> allowed</span><span class="kind-deny"><b>{{.Denied}}</b> refused</span><span class="kind-quarantine"><b>{{.Held}}</b> quarantined</span><span><b>{{len .Changes}}</b> guarded changes</span></p>
+<p class="stats"><span><b>{{.Sessions}}</b> sessions</span><span><b>{{.Allowed}}</b> allowed</span><span class="kind-deny"><b>{{.Denied}}</b> refused</span><span class="kind-quarantine"><b>{{.Held}}</b> quarantined</span><span><b>{{.ChangesTotal}}</b> guarded changes</span></p>
+<p class="note">Every record of the bundle is counted in this summary, the tables below it and the timeline; the newest {{.Recent}} records, refusals and guarded changes are shown in full further down (<code>aerfs report --recent N</code> shows more), and <code>aerfs log</code> lists every record.</p>
 </section>
+
+
 
 <section id="timeline">
 <h2>Timeline of sessions and verdicts</h2>
-<p class="legend"><span><i class="sw allow"></i>allowed</span><span><i class="sw deny"></i>refused</span><span><i class="sw quarantine"></i>quarantined</span><span><i class="sw event"></i>other record</span> <span class="note">{{.Timeline.From}} → {{.Timeline.To}} UTC; hover a mark for its record</span></p>
+<p class="legend"><span><i class="sw allow"></i>allowed</span><span><i class="sw deny"></i>refused</span><span><i class="sw quarantine"></i>quarantined</span><span><i class="sw event"></i>other record</span> <span class="note">{{.Timeline.From}} → {{.Timeline.To}} UTC; a mark is the records of its lane in a column a few pixels wide, coloured by the most serious among them; hover it for what it holds</span></p>
 <div class="scroll">
 <svg id="timeline-svg" width="{{.Timeline.Width}}" height="{{.Timeline.Height}}" viewBox="0 0 {{.Timeline.Width}} {{.Timeline.Height}}" role="img" aria-label="timeline">
 {{range .Timeline.Lanes}}{{if .Stripe}}<rect class="lane" x="0" y="{{add .Y -14}}" width="{{$.Timeline.Width}}" height="28"></rect>{{end}}
@@ -220,12 +259,51 @@ th{background:#f0f2f5;font-weight:600}
 <tr><th>rule</th><th>principal</th><th>kind</th><th>count</th><th>paths</th><th>sessions</th><th>first</th><th>last</th><th>reason</th></tr>
 {{range .Groups}}<tr class="refusal-row"><td class="nw"><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td class="nw kind-{{.Kind}}">{{.Kind}}</td><td>{{.Count}}</td><td>{{range $i, $p := .Paths}}{{if $i}}, {{end}}<code>{{$p}}</code>{{end}}{{if .MorePaths}} and {{.MorePaths}} more{{end}}</td><td>{{range $i, $s := .Sessions}}{{if $i}}, {{end}}{{$s}}{{end}}</td><td class="mono">{{.First}}</td><td class="mono">{{.Last}}</td><td>{{.Reason}}</td></tr>
 {{end}}</table>
-<details><summary>every refusal ({{len .Refusals}})</summary>
+<details><summary>the newest {{len .Refusals}} refusals{{if .RefusalsBefore}} (and {{.RefusalsBefore}} earlier: aerfs log --refused){{end}}</summary>
 <table id="refusal-list">
 <tr><th>#</th><th>time</th><th>kind</th><th>rule</th><th>principal</th><th>session</th><th>op</th><th>path</th><th>taint</th><th>reason</th><th>record</th></tr>
-{{range .Refusals}}<tr><td>{{.Idx}}</td><td class="mono">{{.Time}}</td><td class="kind-{{.Kind}}">{{.Kind}}</td><td><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td>{{.Session}}</td><td>{{.Op}}</td><td><code>{{.Path}}</code></td><td>{{.Taint}}</td><td>{{.Reason}}</td><td><code>{{.ID}}</code></td></tr>
+{{range .Refusals}}<tr><td>{{.Idx}}</td><td class="mono">{{.Time}}</td><td class="kind-{{.Kind}}">{{.Kind}}{{if .Folded}} ×{{.Folded}}{{end}}</td><td><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td>{{.Session}}</td><td>{{.Op}}</td><td><code>{{.Path}}</code></td><td>{{.Taint}}</td><td>{{.Reason}}</td><td><code>{{.ID}}</code></td></tr>
 {{end}}</table></details>
 {{else}}<p class="note">No request was refused or quarantined.</p>{{end}}
+</section>
+
+<section id="rules">
+<h2>Rules</h2>
+{{if .Agg.Rules}}<table id="rule-table">
+<tr><th>rule</th><th>refused</th><th>quarantined</th><th>allowed</th></tr>
+{{range .Agg.Rules}}<tr class="rule-row"><td class="nw"><code>{{.Rule}}</code></td><td{{if .Refused}} class="kind-deny"{{end}}>{{.Refused}}</td><td{{if .Quarantine}} class="kind-quarantine"{{end}}>{{.Quarantine}}</td><td>{{.Allowed}}</td></tr>
+{{end}}</table>{{else}}<p class="note">No verdict names a rule.</p>{{end}}
+</section>
+
+<section id="sessions">
+<h2>Sessions</h2>
+<table id="session-table">
+<tr><th>session</th><th>principal</th><th>records</th><th>allowed</th><th>refused</th><th>quarantined</th><th>guarded changes</th><th>first</th><th>last</th></tr>
+{{range .Agg.Sessions}}{{template "sessrow" .}}{{end}}</table>
+{{if .Agg.SessionsMore}}<details><summary>{{len .Agg.SessionsMore}} more sessions</summary><table>
+{{range .Agg.SessionsMore}}{{template "sessrow" .}}{{end}}</table></details>{{end}}
+{{define "sessrow"}}<tr class="session-row"><td>{{.Session}}</td><td>{{.Principal}}</td><td>{{.Records}}</td><td>{{.Allowed}}</td><td{{if .Refused}} class="kind-deny"{{end}}>{{.Refused}}</td><td{{if .Quarantined}} class="kind-quarantine"{{end}}>{{.Quarantined}}</td><td>{{.Changes}}</td><td class="mono">{{.First}}</td><td class="mono">{{.Last}}</td></tr>
+{{end}}{{if .Agg.MoreSessions}}<p class="note">… and {{.Agg.MoreSessions}} more sessions with fewer refusals and records (aerfs session list --all).</p>{{end}}
+</section>
+
+<section id="paths">
+<h2>Paths</h2>
+<table id="path-table">
+<tr><th>path</th><th>records</th><th>allowed</th><th>refused</th><th>quarantined</th><th>guarded changes</th><th>last</th></tr>
+{{range .Agg.Paths}}{{template "pathrow" .}}{{end}}</table>
+{{if .Agg.PathsMore}}<details><summary>{{len .Agg.PathsMore}} more paths</summary><table>
+{{range .Agg.PathsMore}}{{template "pathrow" .}}{{end}}</table></details>{{end}}
+{{define "pathrow"}}<tr class="path-row"><td><code>{{.Path}}</code></td><td>{{.Records}}</td><td>{{.Allowed}}</td><td{{if .Refused}} class="kind-deny"{{end}}>{{.Refused}}</td><td{{if .Quarantined}} class="kind-quarantine"{{end}}>{{.Quarantined}}</td><td>{{.Changes}}</td><td class="mono">{{.Last}}</td></tr>
+{{end}}{{if .Agg.MorePaths}}<p class="note">… and {{.Agg.MorePaths}} more paths (aerfs log --path PATH).</p>{{end}}
+</section>
+
+<section id="recent">
+<h2>The newest records</h2>
+<p class="note">The newest {{len .Events}} of {{.Records}} records, newest first{{if .EventsBefore}}; the {{.EventsBefore}} before them are counted above and listed by aerfs log{{end}}.</p>
+<table id="recent-table">
+<tr><th>#</th><th>time</th><th>type</th><th>verdict</th><th>rule</th><th>principal</th><th>session</th><th>op</th><th>path</th><th>reason</th><th>record</th></tr>
+{{range .Events}}<tr><td>{{.Idx}}</td><td class="mono">{{.Time}}</td><td>{{.Type}}</td><td class="kind-{{.Kind}}">{{.Verdict}}</td><td><code>{{.Rule}}</code></td><td>{{.Principal}}</td><td>{{.Session}}</td><td>{{.Op}}</td><td><code>{{.Path}}</code></td><td>{{.Reason}}</td><td><code>{{.ID}}</code></td></tr>
+{{end}}</table>
 </section>
 
 <section id="network">
@@ -259,6 +337,7 @@ th{background:#f0f2f5;font-weight:600}
 
 <section id="changes">
 <h2>Diffs of guarded changes</h2>
+{{if .ChangesHidden}}<p class="note">The newest {{len .Changes}} of {{.ChangesTotal}} guarded changes (with every one the provenance graph links to); aerfs history PATH lists the versions of a file and aerfs diff PATH --from V --to W shows any of them.</p>{{end}}
 {{range .Changes}}<div class="diff" id="{{.Anchor}}"><h3>#{{.Idx}} {{.Type}} <code>{{.Path}}</code> · {{.Principal}} · session {{.Session}}{{if .Rule}} · {{.Rule}}{{end}} · {{.Time}} UTC · record <code>{{.Record}}</code></h3>
 {{if .Lines}}<pre>{{range .Lines}}<span class="{{.Class}}">{{.Text}}</span>{{end}}</pre>{{end}}{{if .Note}}<p class="note">&nbsp;{{.Note}}</p>{{end}}</div>
 {{else}}<p class="note">No guarded file changed.</p>{{end}}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,13 +211,79 @@ func TestTimelineLaneLimit(t *testing.T) {
 			Meta: evidence.Meta{Session: fmt.Sprintf("s%d", i), Verdict: "allow"}}
 		b.Entries = append(b.Entries, Entry{Idx: int64(i), Rec: r, Time: t0.Add(time.Duration(i) * time.Second)})
 	}
+	// A late session with refusals gets a lane of its own.
+	for i := 0; i < 3; i++ {
+		r := &evidence.Record{Type: evidence.TypeVerdict, Principal: "WEB",
+			Meta: evidence.Meta{Session: "late", Verdict: "deny", Rule: "R3-principal"}}
+		b.Entries = append(b.Entries, Entry{Idx: int64(len(b.Entries)), Rec: r, Time: t0.Add(time.Duration(len(b.Entries)) * time.Second)})
+	}
 	tl := timeline(b)
-	if len(tl.Lanes) != maxLanes+1 || tl.Lanes[maxLanes].Label != "further sessions" {
+	if len(tl.Lanes) != maxLanes || tl.Lanes[maxLanes-1].Label != "32 further sessions" {
 		t.Fatalf("%d lanes, last %q", len(tl.Lanes), tl.Lanes[len(tl.Lanes)-1].Label)
 	}
-	if len(tl.Marks) != maxLanes+30 {
-		t.Fatalf("%d marks", len(tl.Marks))
+	own := false
+	for _, l := range tl.Lanes {
+		own = own || l.Label == "session late · WEB"
 	}
+	if !own {
+		t.Error("the session with refusals has no lane of its own")
+	}
+	// Every record is in exactly one mark.
+	n := 0
+	for _, m := range tl.Marks {
+		if c, _, ok := strings.Cut(m.Title, " records, "); ok {
+			k, err := strconv.Atoi(c)
+			if err != nil {
+				t.Fatalf("mark title %q", m.Title)
+			}
+			n += k
+		} else {
+			n++
+		}
+	}
+	if n != maxLanes+33 {
+		t.Fatalf("the marks hold %d records, want %d", n, maxLanes+33)
+	}
+}
+
+// A year's log does not make a page a browser cannot open: 100,000
+// records of 2,000 sessions, most of them refusals, give a page of a few
+// MB whose every part is bounded — lanes × columns marks, the newest
+// records and refusals in full, counts of the rest.
+func TestRenderBoundedAt100k(t *testing.T) {
+	b := &Bundle{blobs: map[string][]byte{}}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const n = 100000
+	for i := 0; i < n; i++ {
+		s := fmt.Sprintf("sess-%d", i%2000)
+		r := &evidence.Record{Type: evidence.TypeVerdict, Principal: "WEB",
+			Meta: evidence.Meta{Session: s, Verdict: "allow", Op: "open", Path: fmt.Sprintf("notes/%d.md", i%5000)}}
+		if i%2 == 0 {
+			r.Meta.Verdict, r.Meta.Rule, r.Meta.Reason, r.Meta.Path = "deny", "R3-principal", "WEB may not change memory", "MEMORY.md"
+		}
+		b.Entries = append(b.Entries, Entry{Idx: int64(i), ID: fmt.Sprintf("%064x", i), Rec: r, Time: t0.Add(time.Duration(i) * 300 * time.Second), Path: r.Meta.Path})
+	}
+	b.Manifest.Complete = true
+	start := time.Now()
+	var out bytes.Buffer
+	if err := Render(&out, b, Trust{Pinned: true, Fingerprint: "x"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	page := out.String()
+	if out.Len() > 5<<20 {
+		t.Errorf("the page of %d records is %.1f MB, want at most 5", n, float64(out.Len())/1e6)
+	}
+	for _, want := range []string{"· 100000 records ·", "<b>50000</b> refused", "the newest 500 refusals (and 49500 earlier: aerfs log --refused)",
+		"The newest 500 of 100000 records", "… and 1900 more sessions", "… and 2401 more paths", `<td class="nw"><code>R3-principal</code></td><td class="kind-deny">50000</td>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if marks := strings.Count(page, `class="mark `); marks > maxLanes*(timelineW/columnW) {
+		t.Errorf("%d timeline marks", marks)
+	}
+	t.Logf("%d records: %.2f MB in %s", n, float64(out.Len())/1e6, took.Round(time.Millisecond))
 }
 
 func TestGraphNodeLimit(t *testing.T) {
@@ -247,5 +314,47 @@ func TestGraphNodeLimit(t *testing.T) {
 	// Every read hangs under the write: one edge each.
 	if len(g.Edges) != maxNodes-1 {
 		t.Fatalf("%d edges", len(g.Edges))
+	}
+}
+
+// A page made from the live log with the state directory's key says so, in
+// green, as aerfs verify --state verifies: never "origin not verified".
+func TestTrustStateKey(t *testing.T) {
+	f := makeBundle(t)
+	b, tr, err := Open(f.bundle, f.key, evidence.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.StateKey = true
+	var out bytes.Buffer
+	if err := Render(&out, b, tr, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	if strings.Contains(page, "origin not verified") || strings.Contains(page, `class="trust unpinned"`) || !strings.Contains(page, "as aerfs verify --state does") {
+		t.Errorf("the trust statement of a page verified with the state directory's key is wrong:\n%s", page[strings.Index(page, `<section id="trust"`):strings.Index(page, `<section id="summary"`)])
+	}
+}
+
+// A refusal folded with the ones its caller repeated within a minute
+// counts as all of them, in the summary, the rule table and the list.
+func TestFoldedRefusalsCount(t *testing.T) {
+	b := &Bundle{blobs: map[string][]byte{}}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i, folded := range []int{0, 0, 0, 41} {
+		r := &evidence.Record{Type: evidence.TypeVerdict, Principal: "WEB",
+			Meta: evidence.Meta{Session: "w", Verdict: "deny", Rule: "R3-principal", Path: "MEMORY.md", Op: "open", Folded: folded}}
+		b.Entries = append(b.Entries, Entry{Idx: int64(i), ID: fmt.Sprintf("%064x", i), Rec: r, Time: t0.Add(time.Duration(i) * time.Second), Path: "MEMORY.md"})
+	}
+	b.Manifest.Complete = true
+	var out bytes.Buffer
+	if err := Render(&out, b, Trust{Pinned: true, Fingerprint: "x"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, want := range []string{`<b>44</b> refused`, `<td class="nw"><code>R3-principal</code></td><td class="kind-deny">44</td>`, "deny ×41"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
 	}
 }

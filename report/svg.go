@@ -11,140 +11,6 @@ import (
 	"github.com/aerfs/aerfs/snapshot"
 )
 
-// Timeline is the laid-out SVG timeline: one lane per session (and one per
-// principal acting outside sessions), a mark per verdict.
-type Timeline struct {
-	Width, Height int
-	PlotX, PlotW  int
-	AxisY         int
-	Lanes         []Lane
-	Ticks         []Tick
-	Marks         []Mark
-	From, To      string
-}
-
-// Lane is one row of the timeline.
-type Lane struct {
-	Y, TextY       int
-	Label          string
-	BarX1, BarX2   int
-	Stripe         bool
-	Allow, Refused int
-}
-
-// Tick is one label of the time axis.
-type Tick struct {
-	X     int
-	Label string
-}
-
-// Mark is one record on the timeline.
-type Mark struct {
-	X, Y   int
-	Kind   string // allow, deny, quarantine, event
-	Points string // the diamond of a quarantine
-	Title  string
-}
-
-const (
-	maxLanes  = 120
-	laneH     = 28
-	labelW    = 250
-	timelineW = 1200
-)
-
-func timeline(b *Bundle) Timeline {
-	tl := Timeline{Width: timelineW, PlotX: labelW, PlotW: timelineW - labelW - 30}
-	var t0, t1 time.Time
-	for _, e := range b.Entries {
-		if e.Time.IsZero() {
-			continue
-		}
-		if t0.IsZero() || e.Time.Before(t0) {
-			t0 = e.Time
-		}
-		if e.Time.After(t1) {
-			t1 = e.Time
-		}
-	}
-	span := t1.Sub(t0)
-	if span <= 0 {
-		span = time.Second
-	}
-	// A margin so the first and last marks are not on the edge.
-	pad := span / 40
-	t0, t1 = t0.Add(-pad), t1.Add(pad)
-	span = t1.Sub(t0)
-	xOf := func(t time.Time) int {
-		return tl.PlotX + int(float64(t.Sub(t0))/float64(span)*float64(tl.PlotW))
-	}
-	lanes := map[string]int{}
-	top := 30
-	for _, e := range b.Entries {
-		if e.Time.IsZero() {
-			continue
-		}
-		k, label := laneKey(e.Rec)
-		li, ok := lanes[k]
-		if !ok && len(tl.Lanes) >= maxLanes {
-			// Past the limit, every further session shares one lane.
-			k, label = "more", "further sessions"
-			li, ok = lanes[k]
-		}
-		if !ok {
-			li = len(tl.Lanes)
-			lanes[k] = li
-			y := top + li*laneH + laneH/2
-			tl.Lanes = append(tl.Lanes, Lane{Y: y, TextY: y + 4, Label: clip(label, 34), BarX1: xOf(e.Time), Stripe: li%2 == 0})
-		}
-		ln := &tl.Lanes[li]
-		x := xOf(e.Time)
-		ln.BarX2 = x
-		kind := markKind(e.Rec)
-		switch kind {
-		case "allow":
-			ln.Allow++
-		case "deny", "quarantine":
-			ln.Refused++
-		}
-		if e.Rec.Type == evidence.TypeSessionStart || e.Rec.Type == evidence.TypeSessionEnd {
-			continue // the lane's bar shows them
-		}
-		m := Mark{X: x, Y: ln.Y, Kind: kind, Title: markTitle(&e)}
-		if kind == "quarantine" {
-			m.Points = fmt.Sprintf("%d,%d %d,%d %d,%d %d,%d", x, ln.Y-7, x+7, ln.Y, x, ln.Y+7, x-7, ln.Y)
-		}
-		tl.Marks = append(tl.Marks, m)
-	}
-	// Draw refusals over allows.
-	sort.SliceStable(tl.Marks, func(i, j int) bool { return markOrder(tl.Marks[i].Kind) < markOrder(tl.Marks[j].Kind) })
-	tl.AxisY = top + len(tl.Lanes)*laneH + 6
-	tl.Height = tl.AxisY + 40
-	step := tickStep(span)
-	layout := "15:04:05"
-	if step < time.Second {
-		layout = "15:04:05.000"
-	}
-	if span > 36*time.Hour {
-		layout = "Jan 2 15:04"
-	}
-	for t := t0.Truncate(step).Add(step); !t.After(t1); t = t.Add(step) {
-		tl.Ticks = append(tl.Ticks, Tick{X: xOf(t), Label: t.UTC().Format(layout)})
-	}
-	tl.From, tl.To = fmtTime(t0.Add(pad)), fmtTime(t1.Add(-pad))
-	return tl
-}
-
-func markOrder(k string) int {
-	switch k {
-	case "event":
-		return 0
-	case "allow":
-		return 1
-	}
-	return 2
-}
-
 func markTitle(e *Entry) string {
 	r := e.Rec
 	var sb strings.Builder
@@ -335,6 +201,32 @@ func graph(b *Bundle, x *snapshot.Index, sc *snapshot.Scope, changeOf map[int64]
 			sessFirst[gn.session] = gn.idx
 		}
 	}
+	// Each reached session's nodes in log order, with the last taint
+	// record at or before each: a refusal hangs under one of them, found
+	// by a binary search rather than a walk of every node.
+	type sessNodes struct{ at, lastTaint []int }
+	bySess := map[string]*sessNodes{}
+	for q, gn := range ns {
+		if gn.session == "" {
+			continue
+		}
+		sn := bySess[gn.session]
+		if sn == nil {
+			sn = &sessNodes{}
+			bySess[gn.session] = sn
+		}
+		sn.at = append(sn.at, q)
+	}
+	for _, sn := range bySess {
+		sort.SliceStable(sn.at, func(i, j int) bool { return ns[sn.at[i]].idx < ns[sn.at[j]].idx })
+		last := -1
+		for _, q := range sn.at {
+			if ns[q].typ == evidence.TypeTaint {
+				last = q
+			}
+			sn.lastTaint = append(sn.lastTaint, last)
+		}
+	}
 	for i := range b.Entries {
 		e := &b.Entries[i]
 		s := Printable(e.Rec.Meta.Session)
@@ -346,23 +238,14 @@ func graph(b *Bundle, x *snapshot.Index, sc *snapshot.Scope, changeOf map[int64]
 			continue
 		}
 		// Under the read that tainted the session, else its last record.
-		par, taint := -1, -1
-		for q, gn := range ns {
-			if gn.session != s || gn.idx >= e.Idx || gn.refused {
-				continue
-			}
-			if par < 0 || gn.idx > ns[par].idx {
-				par = q
-			}
-			if gn.typ == evidence.TypeTaint && (taint < 0 || gn.idx > ns[taint].idx) {
-				taint = q
-			}
-		}
-		if taint >= 0 {
-			par = taint
-		}
-		if par < 0 {
+		sn := bySess[s]
+		k := sort.Search(len(sn.at), func(i int) bool { return ns[sn.at[i]].idx >= e.Idx }) - 1
+		if k < 0 {
 			continue
+		}
+		par := sn.at[k]
+		if taint := sn.lastTaint[k]; taint >= 0 {
+			par = taint
 		}
 		gn := &gnode{idx: e.Idx, id: e.ID, typ: e.Rec.Type, path: e.Path, prin: Printable(e.Rec.Principal),
 			session: s, t: e.Time, treePar: par, refused: true, parents: []int{par}}

@@ -39,6 +39,7 @@ recorded version), so 'aerfs diff FILE' shows the last change.`,
 	}
 	c.Flags().StringVar(&o.from, "from", "", "the old side: a version number, a record id, or current")
 	c.Flags().StringVar(&o.to, "to", "current", "the new side: a version number, a record id, or current")
+	c.Flags().Bool("no-pager", false, "do not page the output on a terminal ($AERFS_PAGER, $PAGER or less)")
 	return c
 }
 

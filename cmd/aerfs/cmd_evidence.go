@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -71,6 +72,7 @@ func newExportCommand() *cobra.Command {
 				return err
 			}
 			syncLog(t.stateDir)
+			start := time.Now()
 			var m *evidence.Manifest
 			say := cmd.OutOrStdout()
 			if out == "-" {
@@ -79,7 +81,9 @@ func newExportCommand() *cobra.Command {
 				m, err = evidence.ExportZip(t.stateDir, f, cmd.OutOrStdout())
 				say = cmd.ErrOrStderr()
 			} else {
-				m, err = evidence.Export(t.stateDir, f, out)
+				pr := startProgress("export")
+				m, err = evidence.ExportProgress(t.stateDir, f, out, pr.fn())
+				pr.done()
 			}
 			if err != nil {
 				return err
@@ -96,6 +100,10 @@ func newExportCommand() *cobra.Command {
 			}
 			fmt.Fprintf(say, "exported %s: %d records, %d blobs, tree size %d, root %s\n",
 				out, m.RecordCount, m.BlobCount, m.TreeSize, m.RootHash)
+			if gopts.verbose {
+				fmt.Fprintf(say, "  %d parent records outside the selection proven by id; checkpoint of %s signed by key %s; took %s\n",
+					m.RefCount, m.Origin, m.KeyID, time.Since(start).Round(time.Millisecond))
+			}
 			return nil
 		},
 	}
@@ -158,7 +166,10 @@ type verifyResult struct {
 }
 
 func runVerify(out io.Writer, args []string, key string, asJSON bool) error {
-	rep, err := verify(args, key)
+	start := time.Now()
+	pr := startProgress("verify")
+	rep, err := verify(args, key, pr.fn())
+	pr.done()
 	if asJSON {
 		res := verifyResult{}
 		if rep != nil {
@@ -192,6 +203,10 @@ func runVerify(out io.Writer, args []string, key string, asJSON bool) error {
 	}
 	fmt.Fprintf(out, "verified %s: %d records, tree size %d, root %s, key %s (%s)\n",
 		rep.Source, rep.Records, rep.TreeSize, rep.Root, rep.KeyID, rep.KeySource)
+	if gopts.verbose {
+		fmt.Fprintf(out, "  %d record bytes hashed; %d parent records proven by id; %d blobs checked, %d pruned by aerfs gc; %d index entries past the checkpoint; took %s\n",
+			rep.Bytes, rep.Refs, rep.Blobs, rep.Pruned, rep.Uncommitted, time.Since(start).Round(time.Millisecond))
+	}
 	if rep.KeySource == "bundle" {
 		fmt.Fprintf(out, "ORIGIN NOT VERIFIED: the bundle was checked against the key it carries, which proves it is consistent, not who made it.\n")
 		return fail(exitUnpinned, "pass the key you trust: aerfs verify --key @aerfs.pub "+args[0]+" (aerfs key prints it on the machine that made the bundle)",
@@ -201,7 +216,7 @@ func runVerify(out io.Writer, args []string, key string, asJSON bool) error {
 }
 
 // verify checks a bundle (args[0]) or the live log, against key when given.
-func verify(args []string, key string) (*evidence.Report, error) {
+func verify(args []string, key string, p evidence.Progress) (*evidence.Report, error) {
 	if strings.HasPrefix(key, "@") {
 		if fi, err := os.Stat(key[1:]); err == nil && !fi.Mode().IsRegular() {
 			return nil, fail(exitIO, "name the file holding the public key", "cannot read key: %s is not a regular file", key[1:])
@@ -213,14 +228,14 @@ func verify(args []string, key string) (*evidence.Report, error) {
 		key = strings.TrimSpace(string(b))
 	}
 	if len(args) == 1 {
-		return evidence.VerifyBundle(args[0], key)
+		return evidence.VerifyBundleProgress(args[0], key, evidence.DefaultLimits, p)
 	}
 	t, err := findTarget(false)
 	if err != nil {
 		return nil, err
 	}
 	syncLog(t.stateDir)
-	return evidence.VerifyState(t.stateDir, key)
+	return evidence.VerifyStateProgress(t.stateDir, key, p)
 }
 
 func newProveCommand() *cobra.Command {

@@ -92,8 +92,12 @@ func runGC(out io.Writer, o gcOptions) error {
 		return err
 	}
 	var res daemon.GCResult
+	pr := startProgress("gc")
+	defer pr.done()
 	if t.mounted {
+		pr.spin("the daemon plans and prunes")
 		resp, err := call(t, daemon.Request{Op: "gc", KeepLast: o.keepLast, KeepWithin: o.keepWithin.String(), MaxBytes: maxBytes, DryRun: o.dryRun})
+		pr.done()
 		if err != nil {
 			return err
 		}
@@ -109,6 +113,7 @@ func runGC(out io.Writer, o gcOptions) error {
 			return fail(exitError, "aerfs verify --state "+t.stateDir, "%v", err)
 		}
 		defer l.Close()
+		pr.spin("reading the versions and pruning")
 		x, err := snapshot.Load(t.stateDir)
 		if err != nil {
 			return err
@@ -119,6 +124,7 @@ func runGC(out io.Writer, o gcOptions) error {
 			return fail(exitError, "", "gc: %v", err)
 		}
 		res = *r
+		pr.done()
 	}
 	if o.asJSON {
 		return writeJSON(out, res)

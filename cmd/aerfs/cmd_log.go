@@ -46,6 +46,7 @@ func newLogCommand() *cobra.Command {
 	c.Flags().StringVar(&o.typ, "type", "", "only records of this type (verdict, write, rename, delete, session_start, taint, …)")
 	c.Flags().IntVarP(&o.tail, "tail", "n", 0, "only the last N matching records (with -f: then follow)")
 	c.Flags().BoolVar(&o.refused, "refused", false, "only refusals (deny verdicts, refused content kept in quarantine)")
+	c.Flags().Bool("no-pager", false, "do not page the output on a terminal ($AERFS_PAGER, $PAGER or less)")
 	c.RegisterFlagCompletionFunc("type", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		return recordTypes, cobra.ShellCompDirectiveNoFileComp
 	})

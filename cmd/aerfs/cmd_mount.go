@@ -71,7 +71,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		ws = r
 	}
 	if m := daemon.FindMount(ws); m != nil && m.Mountpoint == ws && !staleMount(ws) {
-		return fail(exitError, "aerfs status --workspace "+ws+" shows it; aerfs unmount "+ws+" first to mount it again",
+		return fail(exitError, "aerfs status --workspace "+ws+" shows it, aerfs list every mount; aerfs unmount "+ws+" first to mount it again",
 			"%s is already mounted (state %s)", ws, m.StateDir)
 	}
 	state := gopts.state
@@ -86,6 +86,12 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	// extend any file on the system).
 	if _, err := os.Lstat(state); errors.Is(err, os.ErrNotExist) {
 		return notInitialised(ws, state, "no state directory "+state)
+	}
+	// One state directory serves one workspace: its log is locked by the
+	// daemon that serves it.
+	if at := mountedElsewhere(state); len(at) > 0 {
+		return fail(exitError, "aerfs list shows every mount; to move the state to "+ws+": aerfs unmount "+at[0]+", then aerfs mount --state "+state+" "+ws,
+			"the state directory %s already serves %s (mounted)", state, strings.Join(at, ", "))
 	}
 	if err := daemon.CheckStateEntries(state); err != nil {
 		return fail(exitRefused, "", "%v", err)
@@ -243,12 +249,17 @@ func startDaemon(ws, state string, o mountOptions) error {
 		return err
 	}
 	w.Close()
+	// A first mount of a long log builds its index before it serves.
+	pr := startProgress("mount")
+	pr.spin("the daemon reads the evidence log")
+	defer pr.done()
 	br := bufio.NewReader(r)
 	var line string
 	for {
 		l, err := br.ReadString('\n')
 		line = strings.TrimSpace(l)
 		if w, ok := strings.CutPrefix(line, "warn "); ok {
+			pr.done()
 			fmt.Fprintf(os.Stderr, "aerfs: warning: %s\n", printable.Line(w))
 			continue
 		}
@@ -257,6 +268,7 @@ func startDaemon(ws, state string, o mountOptions) error {
 		}
 	}
 	r.Close()
+	pr.done()
 	if line == "ready" {
 		// Drift found at mount: guarded files changed while unmounted.
 		var st daemon.Status

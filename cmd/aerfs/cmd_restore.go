@@ -125,7 +125,10 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 		return fail(exitUsage, "aerfs restore --help", "say exactly one of: FILE --to V, --snapshot ID, --before TIME, --contaminated-by SOURCE")
 	}
 	req.Yes = o.yes
+	pr := startProgress("restore")
+	pr.spin("the daemon plans and restores")
 	resp, err := daemon.Call(t.stateDir, req)
+	pr.done()
 	if err != nil {
 		return fail(exitNotMounted, "is the workspace mounted? aerfs status"+t.flags(), "%v", err)
 	}

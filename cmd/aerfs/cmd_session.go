@@ -95,7 +95,13 @@ func runSessionList(out io.Writer, asJSON, all bool) error {
 		if s.Parent != "" {
 			fmt.Fprintf(out, "  started from: %s\n", line(s.Parent))
 		}
-		fmt.Fprintf(out, "  confinement:  %s\n", line(orDash(s.Confinement)))
+		for i, l := range wrapList(line(orDash(s.Confinement)), statusWidth-16) {
+			lead := "  confinement:  "
+			if i > 0 {
+				lead = strings.Repeat(" ", 16)
+			}
+			fmt.Fprintf(out, "%s%s\n", lead, l)
+		}
 		if len(s.Taint) == 0 {
 			fmt.Fprintf(out, "  taint:        none\n")
 		} else {

@@ -58,6 +58,9 @@ func runStatus(out io.Writer, asJSON bool) error {
 		st.Allowed, st.Denied, st.Committed, st.Quarantined, st.Labels)
 	printDrift(out, "drift:       ", &st, t.flags())
 	fmt.Fprintf(out, "sessions:    %d\n", len(st.Sessions))
+	// A confinement report is a few hundred characters of paths: status
+	// names what each session got, --verbose (and aerfs session list) the
+	// whole report, wrapped.
 	for _, s := range st.Sessions {
 		taint := strings.Join(s.Taint, "|")
 		if taint == "" {
@@ -68,8 +71,17 @@ func runStatus(out io.Writer, asJSON bool) error {
 			held = "  QUARANTINED (burst of refusals)"
 		}
 		fmt.Fprintf(out, "  %-20s %-11s taint=%s live=%d%s\n", line(s.ID), line(s.Principal), line(taint), s.Live, held)
-		if s.Confinement != "" {
-			fmt.Fprintf(out, "  %-20s confined: %s\n", "", line(s.Confinement))
+		if c := line(s.Confinement); c != "" {
+			if !gopts.verbose {
+				c = confinementSummary(c)
+			}
+			for i, l := range wrapList(c, statusWidth-len(confinedIndent)) {
+				lead := "  " + strings.Repeat(" ", 20) + " confined: "
+				if i > 0 {
+					lead = confinedIndent
+				}
+				fmt.Fprintf(out, "%s%s\n", lead, l)
+			}
 		}
 		printSessionNet(out, s)
 	}
@@ -120,4 +132,86 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// confinementSummary names the parts of a confinement report without
+// their paths ("landlock abi 7, writes, hidden, user+mount+net namespaces,
+// seccomp …"), and what the kernel showed only as a count; the report is
+// one of aerfs run's, checked by the daemon (docs/confinement.md).
+func confinementSummary(c string) string {
+	what, kernel, _ := strings.Cut(c, "; kernel: ")
+	var parts []string
+	for _, clause := range strings.Split(what, ", ") {
+		head := clause
+		if i := strings.Index(head, " ("); i >= 0 {
+			head = head[:i]
+		}
+		if i := strings.Index(head, " /"); i >= 0 {
+			head = head[:i]
+		}
+		if head != "" {
+			parts = append(parts, head)
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if kernel != "" {
+		s += "; the kernel shows it (--verbose: every path and what /proc shows)"
+	}
+	return s
+}
+
+// statusWidth is the width status wraps long lists to.
+const statusWidth = 100
+
+// confinedIndent starts the continuation lines of a confinement report.
+var confinedIndent = strings.Repeat(" ", 33)
+
+// wrapList cuts a report made of clauses ("a, b; c, d") into lines of at
+// most width characters, between clauses where it can, between words
+// where a clause is longer than a line. Every character is kept.
+func wrapList(s string, width int) []string {
+	var out []string
+	cur := ""
+	put := func(piece string) {
+		if cur != "" && len(cur)+len(piece) > width {
+			out = append(out, strings.TrimRight(cur, " "))
+			cur = strings.TrimLeft(piece, " ")
+			return
+		}
+		cur += piece
+	}
+	for _, clause := range splitAfterAny(s, ", ", "; ") {
+		if len(clause) <= width {
+			put(clause)
+			continue
+		}
+		for _, w := range strings.SplitAfter(clause, " ") {
+			put(w)
+		}
+	}
+	if cur != "" {
+		out = append(out, strings.TrimRight(cur, " "))
+	}
+	return out
+}
+
+// splitAfterAny cuts s after each separator, keeping the separators.
+func splitAfterAny(s string, seps ...string) []string {
+	var out []string
+	for s != "" {
+		at := -1
+		n := 0
+		for _, sep := range seps {
+			if i := strings.Index(s, sep); i >= 0 && (at < 0 || i < at) {
+				at, n = i, len(sep)
+			}
+		}
+		if at < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:at+n])
+		s = s[at+n:]
+	}
+	return out
 }

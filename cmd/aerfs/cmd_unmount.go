@@ -34,7 +34,7 @@ func runUnmount(wsArg string) error {
 	}
 	m := daemon.FindMount(ws)
 	if m == nil || m.Mountpoint != ws {
-		return fail(exitNotMounted, "aerfs status lists what is mounted", "%s is not an aerfs mount", ws)
+		return fail(exitNotMounted, "aerfs list lists what is mounted", "%s is not an aerfs mount", ws)
 	}
 	pid := 0
 	if resp, err := daemon.Call(m.StateDir, daemon.Request{Op: "status"}); err == nil && resp.OK {

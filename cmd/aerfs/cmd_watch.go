@@ -65,7 +65,7 @@ func runWatch(ctx context.Context, out io.Writer, o watchOptions) error {
 		}
 	}
 	f := evidence.Filter{Session: o.session, Path: strings.TrimPrefix(o.path, "./")}
-	color := isTerminal(os.Stdout)
+	color := isTerminal(os.Stdout) && colourOn()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	err = evidence.Follow(ctx, t.stateDir, from, func(idx int64, id string, r *evidence.Record) error {

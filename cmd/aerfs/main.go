@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -46,6 +47,8 @@ func fail(code int, hint, format string, args ...any) error {
 type globalOptions struct {
 	workspace string
 	state     string
+	quiet     bool // no progress bars
+	verbose   bool // what a command can say beyond its result
 }
 
 var gopts globalOptions
@@ -62,9 +65,11 @@ from which process writes and what it has read, never from the bytes.`,
 	}
 	root.PersistentFlags().StringVar(&gopts.workspace, "workspace", "", "the workspace (default: the aerfs mount containing the current directory)")
 	root.PersistentFlags().StringVar(&gopts.state, "state", "", "the state directory (default: found from the workspace)")
+	root.PersistentFlags().BoolVarP(&gopts.quiet, "quiet", "q", false, "draw no progress bar (none is drawn when standard error is not a terminal)")
+	root.PersistentFlags().BoolVar(&gopts.verbose, "verbose", false, "say more where a command has more to say (verify: every count; export and report: what each step took)")
 	root.AddCommand(
 		newInitCommand(), newMountCommand(), newUnmountCommand(), newRunCommand(),
-		newStatusCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(), newAuthorityCommand(), newAuthorizeCommand(), newAttestCommand(),
+		newStatusCommand(), newListCommand(), newLogCommand(), newTaintCommand(), newPromoteCommand(), newAuthorityCommand(), newAuthorizeCommand(), newAttestCommand(),
 		newPolicyCommand(), newKeyCommand(), newExportCommand(), newVerifyCommand(), newProveCommand(),
 		newHistoryCommand(), newDiffCommand(), newScopeCommand(), newPendingCommand(), newSnapshotCommand(),
 		newRestoreCommand(), newApproveCommand(), newRejectCommand(), newVersionCommand(),
@@ -89,9 +94,20 @@ func main() {
 	root := newRootCommand()
 	root.SetFlagErrorFunc(flagError)
 	flush := printableOutput(root)
-	err := root.Execute()
+	err := execute(root)
 	flush()
 	os.Exit(report(err))
+}
+
+// execute runs the command line. A usage error cobra finds after it has
+// chosen the command (a required flag not given) gets the exit code and
+// the hint of every other usage error, naming that command's help.
+func execute(root *cobra.Command) error {
+	c, err := root.ExecuteC()
+	if err != nil && strings.HasPrefix(err.Error(), "required flag(s) ") {
+		return &cliError{code: exitUsage, msg: err.Error(), hint: "see '" + c.CommandPath() + " --help'"}
+	}
+	return err
 }
 
 // flagError makes a bad flag a usage error with a hint.

@@ -130,7 +130,7 @@ func addManSections(dir string) error {
 func writePolicyPage(dir, source string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, ".TH \"AERFS-POLICY\" \"5\" \"\" \"%s\" \"aerfs manual\"\n", source)
-	b.WriteString(".SH NAME\naerfs\\-policy \\- the policy file of an aerfs workspace\n")
+	b.WriteString(".SH NAME\naerfs\\-policy, aerfs.yaml \\- the policy file of an aerfs workspace\n")
 	b.WriteString(".SH SYNOPSIS\n\\fISTATE\\fR\\fB/aerfs.yaml\\fR\n")
 	b.WriteString(".SH DESCRIPTION\nThe policy says which paths of the workspace are guarded (their class), how processes get their principal, " +
 		"which taint blocks changes, where sessions may write, and what an authority stamp needs. " +
@@ -142,7 +142,11 @@ func writePolicyPage(dir, source string) error {
 	b.WriteString("\n.RE\n.fi\n")
 	b.WriteString(".SH FILES\n" + manFiles)
 	b.WriteString(".SH SEE ALSO\n\\fBaerfs\\fR(1), \\fBaerfs\\-policy\\fR(1), \\fBaerfs\\-init\\fR(1)\n")
-	return os.WriteFile(filepath.Join(dir, "aerfs-policy.5"), []byte(b.String()), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "aerfs-policy.5"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	// man aerfs.yaml finds the same page, by the file's own name.
+	return os.WriteFile(filepath.Join(dir, "aerfs.yaml.5"), []byte(".so man5/aerfs-policy.5\n"), 0o644)
 }
 
 // writeMountHelperPage writes mount.fuse.aerfs(8) from the helper's header

@@ -37,6 +37,9 @@ func TestManPagesHaveExitStatusFilesAndSections5And8(t *testing.T) {
 	if !strings.Contains(string(verify), "\\fB14\\fR") || strings.Contains(string(status), "\\fB14\\fR") {
 		t.Errorf("verify's codes belong on verify's page (and aerfs's), not status's")
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "aerfs.yaml.5")); err != nil || string(b) != ".so man5/aerfs-policy.5\n" {
+		t.Errorf("aerfs.yaml.5 (man aerfs.yaml): %q %v", b, err)
+	}
 	for _, name := range []string{"aerfs-policy.5", "mount.fuse.aerfs.8"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || !strings.Contains(string(b), ".SH NAME") || !strings.Contains(string(b), ".SH DESCRIPTION") {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 
@@ -35,8 +36,13 @@ var rawOutput = []string{"aerfs man", "aerfs completion", "aerfs report", "aerfs
 // printableOutput makes every command outside rawOutput print through a
 // printable.Writer; the returned function flushes it once the command has
 // run.
+//
+// On a terminal, below the printable writer, a command's lines may be
+// coloured (colour.go) and paged (pager.go).
 func printableOutput(root *cobra.Command) (flush func()) {
 	var pw *printable.Writer
+	var cw *colourWriter
+	var pg *pager
 	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
 		path := c.CommandPath()
 		for _, r := range rawOutput {
@@ -44,14 +50,40 @@ func printableOutput(root *cobra.Command) (flush func()) {
 				return
 			}
 		}
-		pw = printable.NewWriter(c.OutOrStdout())
+		under := c.OutOrStdout()
+		if f, ok := under.(*os.File); ok && f == os.Stdout && isTerminal(os.Stdout) {
+			if pagedCommands[path] && !flagSet(c, "no-pager") && !flagSet(c, "follow") {
+				if command := pagerCommand(); command != "" {
+					if p, err := startPager(command); err == nil {
+						pg, under = p, p
+					}
+				}
+			}
+			if colour := lineColours[path]; colour != nil && !flagSet(c, "json") && colourOn() {
+				cw = &colourWriter{w: under, colour: colour}
+				under = cw
+			}
+		}
+		pw = printable.NewWriter(under)
 		c.SetOut(pw)
 	}
 	return func() {
 		if pw != nil {
 			pw.Flush()
 		}
+		if cw != nil {
+			cw.flush()
+		}
+		if pg != nil {
+			pg.close()
+		}
 	}
+}
+
+// flagSet says whether c has a boolean flag name set to true.
+func flagSet(c *cobra.Command, name string) bool {
+	f := c.Flags().Lookup(name)
+	return f != nil && f.Value.String() == "true"
 }
 
 // rawWriter is the writer under a printable.Writer: JSON is made safe by

@@ -23,6 +23,8 @@ func TestUsageErrorsHaveExitTwoAndAHint(t *testing.T) {
 		{[]string{"history"}, "accepts 1 arg(s), received 0", "'aerfs history --help'"},
 		{[]string{"restore", "a", "b"}, "accepts at most 1 arg(s)", "'aerfs restore --help'"},
 		{[]string{"log", "--no-such-flag"}, "unknown flag", "'aerfs log --help'"},
+		{[]string{"export"}, `required flag(s) "output" not set`, "'aerfs export --help'"},
+		{[]string{"gc", "--keep-last", "x"}, "invalid argument", "'aerfs gc --help'"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -33,7 +35,7 @@ func TestUsageErrorsHaveExitTwoAndAHint(t *testing.T) {
 			root.SetErr(&out)
 			root.SetArgs(c.args)
 			var code int
-			stderr := captureStderr(t, func() { code = report(root.Execute()) })
+			stderr := captureStderr(t, func() { code = report(execute(root)) })
 			if code != exitUsage {
 				t.Fatalf("exit %d, want %d: %s", code, exitUsage, stderr)
 			}
