@@ -49,7 +49,7 @@ func TestConfineNoCapabilities(t *testing.T) {
 	go func() { done <- e.Sh("USER", "caps-live", "sleep 3") }()
 	var status string
 	for i := 0; i < 50; i++ {
-		status = e.Aerfs("status").Stdout
+		status = e.Aerfs("status", "--verbose").Stdout
 		if strings.Contains(status, "CapEff=0 CapPrm=0 CapBnd=0") {
 			break
 		}

@@ -129,18 +129,29 @@ print("fake:", c.makefile().readline().strip())`
 	if !strings.Contains(r.Stdout, `"ok":false`) || !(strings.Contains(r.Stdout, "reported once") || strings.Contains(r.Stdout, "root process")) {
 		t.Errorf("an unconfined session's confinement report was not refused: %s", r)
 	}
-	r = s.asOwner(aerfsBin, "status", "--workspace", s.WS)
+	r = s.asOwner(aerfsBin, "status", "--verbose", "--workspace", s.WS)
 	t.Logf("status:\n%s", r.Stdout)
-	var on, off string
-	lines := strings.Split(r.Stdout, "\n")
-	for i, l := range lines {
-		if i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(l), "conf-on ") {
-			on = lines[i+1]
+	// A session's confinement report is wrapped over its continuation
+	// lines, up to its network line: joined back into one.
+	report := func(session string) string {
+		lines := strings.Split(r.Stdout, "\n")
+		for i, l := range lines {
+			if !strings.HasPrefix(strings.TrimSpace(l), session+" ") {
+				continue
+			}
+			var parts []string
+			for _, c := range lines[i+1:] {
+				c = strings.TrimSpace(c)
+				if c == "" || strings.HasPrefix(c, "network:") {
+					break
+				}
+				parts = append(parts, c)
+			}
+			return strings.Join(parts, " ")
 		}
-		if i+1 < len(lines) && strings.HasPrefix(strings.TrimSpace(l), "conf-off ") {
-			off = lines[i+1]
-		}
+		return ""
 	}
+	on, off := report("conf-on"), report("conf-off")
 	for _, want := range []string{"confined: landlock abi", "writes " + s.WS, "hidden " + s.State, "user+mount+net namespaces", "seccomp", "kernel: no_new_privs, seccomp filter, own user+mnt+net namespaces"} {
 		if !strings.Contains(on, want) {
 			t.Errorf("status of the confined session lacks %q: %q", want, on)

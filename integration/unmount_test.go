@@ -45,12 +45,12 @@ func (e *Env) startSessions(t *testing.T, n int) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	}
 	for i := 0; i < 200; i++ {
-		if strings.Count(e.Aerfs("status").Stdout, "kernel: no_new_privs") >= n {
+		if strings.Count(e.Aerfs("status", "--verbose").Stdout, "kernel: no_new_privs") >= n {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("the %d sessions did not start:\n%s", n, e.Aerfs("status").Stdout)
+	t.Fatalf("the %d sessions did not start:\n%s", n, e.Aerfs("status", "--verbose").Stdout)
 }
 
 // processGone reports whether pid has exited (a zombie not yet reaped by
@@ -107,7 +107,7 @@ func TestUnmountWithOtherWorkspacesSessions(t *testing.T) {
 	if !strings.Contains(a.Read("MEMORY.md"), "- before unmount") {
 		t.Errorf("A's memory lost its line")
 	}
-	if got := strings.Count(b.Aerfs("status").Stdout, "kernel: no_new_privs"); got != 10 {
+	if got := strings.Count(b.Aerfs("status", "--verbose").Stdout, "kernel: no_new_privs"); got != 10 {
 		t.Errorf("B's sessions after A's unmount: %d alive", got)
 	}
 	expectOK(t, "B still works", b.Owner(`echo "- B" >> MEMORY.md`))

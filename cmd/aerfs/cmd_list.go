@@ -131,12 +131,14 @@ func runList(out io.Writer, asJSON bool) error {
 	return nil
 }
 
-// mountedElsewhere lists the workspaces the state directory is mounted
-// at now.
-func mountedElsewhere(state string) []string {
+// mountedElsewhere lists the workspaces other than ws the state directory
+// is mounted at now (stale mounts left by a killed daemon not counted).
+func mountedElsewhere(state, ws string) []string {
 	var at []string
 	for _, w := range mountedWorkspaces() {
-		if w.StateDir == state {
+		// The workspace's own mount, when it is still there, is stale
+		// (a live one was refused before): mounting over it recovers it.
+		if w.StateDir == state && w.Workspace != ws && !staleMount(w.Workspace) {
 			at = append(at, w.Workspace)
 		}
 	}

@@ -89,7 +89,7 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 	}
 	// One state directory serves one workspace: its log is locked by the
 	// daemon that serves it.
-	if at := mountedElsewhere(state); len(at) > 0 {
+	if at := mountedElsewhere(state, ws); len(at) > 0 {
 		return fail(exitError, "aerfs list shows every mount; to move the state to "+ws+": aerfs unmount "+at[0]+", then aerfs mount --state "+state+" "+ws,
 			"the state directory %s already serves %s (mounted)", state, strings.Join(at, ", "))
 	}
