@@ -105,6 +105,25 @@ func (d *Dir) OpenFile(rel string, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), rel), nil
 }
 
+// Readlink is what the symlink rel names (any length).
+func (d *Dir) Readlink(rel string) ([]byte, error) {
+	fd, name, done, err := d.ParentAt(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	for l := 256; ; l *= 2 {
+		buf := make([]byte, l)
+		n, err := unix.Readlinkat(fd, name, buf)
+		if err != nil {
+			return nil, &os.PathError{Op: "readlink", Path: rel, Err: err}
+		}
+		if n < len(buf) {
+			return buf[:n], nil
+		}
+	}
+}
+
 // Stat describes rel without following symlinks.
 func (d *Dir) Stat(rel string) (os.FileInfo, error) {
 	f, err := d.OpenFile(rel, unix.O_PATH)

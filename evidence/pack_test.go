@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -271,5 +272,49 @@ func TestPackResetKeepsTheFlushOwed(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Contains(flushed, p) {
 		t.Fatalf("the checkpoint flushed %v, not the pack %s", flushed, p)
+	}
+}
+
+// A reader indexes a pack through a window of the file: a pack of many
+// entries, longer than several windows, with entries that straddle a
+// window's end, is indexed whole, every entry at its place.
+func TestPackIndexedThroughWindows(t *testing.T) {
+	noCheckpoint(t)
+	d := newState(t)
+	l := openLog(t, d)
+	want := map[string][]byte{}
+	for i := 0; i < 3*packScanWindow/(40<<10)+7; i++ {
+		// Incompressible: entries are stored compressed.
+		b := make([]byte, 40<<10+i)
+		rand.Read(b)
+		h, err := l.PutBlob(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[h] = b
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	ev := evDir(d)
+	var size int64
+	des, _ := os.ReadDir(filepath.Join(ev, packsName))
+	for _, de := range des {
+		fi, _ := de.Info()
+		size += fi.Size()
+	}
+	if size < 3*packScanWindow {
+		t.Fatalf("the packs hold %d bytes, want more than three windows", size)
+	}
+	packsOf(ev).reset()
+	for h, b := range want {
+		if !BlobStored(d, h) {
+			t.Fatalf("blob %s not found by a fresh reader", h)
+		}
+		got, err := ReadBlob(d, h)
+		if err != nil || string(got) != string(b) {
+			t.Fatalf("blob %s read back as %d bytes (%v), want %d", h, len(got), err, len(b))
+		}
 	}
 }

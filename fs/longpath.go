@@ -169,21 +169,11 @@ func (n *Node) loopReadlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if !backing.Long(rel) {
 		return n.LoopbackNode.Readlink(ctx)
 	}
-	fd, base, done, err := n.dir.ParentAt(rel)
+	b, err := n.dir.Readlink(rel)
 	if err != nil {
 		return nil, gofs.ToErrno(err)
 	}
-	defer done()
-	for l := 256; ; l *= 2 {
-		buf := make([]byte, l)
-		sz, err := unix.Readlinkat(fd, base, buf)
-		if err != nil {
-			return nil, gofs.ToErrno(err)
-		}
-		if sz < len(buf) {
-			return buf[:sz], 0
-		}
-	}
+	return b, 0
 }
 
 // loopSetattr is the loopback's Setattr for a node without a handle whose

@@ -3,8 +3,6 @@ package guard
 import (
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rs/zerolog"
 
 	"github.com/aerfs/aerfs/backing"
@@ -136,17 +134,8 @@ func (d *Door) labelledRead(c Caller, rel string) syscall.Errno {
 
 // linkTarget is what the symlink rel names.
 func (h *house) linkTarget(rel string) (string, bool) {
-	fd, name, done, err := h.dir.ParentAt(rel)
-	if err != nil {
-		return "", false
-	}
-	defer done()
-	buf := make([]byte, 4096)
-	n, err := unix.Readlinkat(fd, name, buf)
-	if err != nil {
-		return "", false
-	}
-	return string(buf[:n]), true
+	b, err := h.dir.Readlink(rel)
+	return string(b), err == nil
 }
 
 // read decides a read (or exec) of rel and lets what it brings flow into

@@ -27,44 +27,33 @@ func TestFoldAccountsForEveryRefusal(t *testing.T) {
 			recorded += r.Meta.Folded
 		}
 	}
-	for i := 0; i < 50; i++ {
-		ok, pre := f.admit(refusal("s"), t0.Add(time.Duration(i)*time.Millisecond))
-		total++
-		sum(pre)
-		if ok {
-			recorded++
+	// admit makes n refusals of session's kind at time at (plus i ms),
+	// counting what is recorded; it returns the summaries of the first.
+	admit := func(session string, n int, at time.Time) (first []*evidence.Record) {
+		for i := 0; i < n; i++ {
+			ok, pre := f.admit(refusal(session), at.Add(time.Duration(i)*time.Millisecond))
+			if i == 0 {
+				first = pre
+			}
+			total++
+			sum(pre)
+			if ok {
+				recorded++
+			}
 		}
+		return first
 	}
+	admit("s", 50, t0)
 	if recorded != foldFirst {
 		t.Fatalf("%d recorded one by one in the window, want %d", recorded, foldFirst)
 	}
 	// The next window: the count of the last comes first.
-	ok, pre := f.admit(refusal("s"), t0.Add(foldWindow+time.Second))
-	total++
+	pre := admit("s", 11, t0.Add(foldWindow+time.Second))
 	if len(pre) != 1 || pre[0].Meta.Folded != 50-foldFirst || pre[0].Meta.Verdict != "deny" {
 		t.Fatalf("the window's end: %d summaries %+v", len(pre), pre)
 	}
-	sum(pre)
-	if ok {
-		recorded++
-	}
-	for i := 0; i < 10; i++ {
-		ok, pre := f.admit(refusal("s"), t0.Add(foldWindow+2*time.Second))
-		total++
-		sum(pre)
-		if ok {
-			recorded++
-		}
-	}
 	// Another kind, then a flush.
-	for i := 0; i < 7; i++ {
-		ok, pre := f.admit(refusal("other"), t0.Add(foldWindow+3*time.Second))
-		total++
-		sum(pre)
-		if ok {
-			recorded++
-		}
-	}
+	admit("other", 7, t0.Add(foldWindow+3*time.Second))
 	f.flush()
 	sum(emitted)
 	if recorded != total {

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/principal"
@@ -255,11 +253,13 @@ func (g *Gate) follow(rel string) string {
 			if st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
 				continue
 			}
-			t, ok := g.readlink(pre)
-			if !ok {
+			b, err := g.c.Dir.Readlink(pre)
+			if err != nil {
 				return ""
 			}
+			t := string(b)
 			if strings.HasPrefix(t, "/") {
+				var ok bool
 				if t, ok = g.wsRel(path.Clean(t)); !ok {
 					return ""
 				}
@@ -278,21 +278,6 @@ func (g *Gate) follow(rel string) string {
 		rel = next
 	}
 	return ""
-}
-
-// readlink is what the symlink at rel names.
-func (g *Gate) readlink(rel string) (string, bool) {
-	fd, name, done, err := g.c.Dir.ParentAt(rel)
-	if err != nil {
-		return "", false
-	}
-	defer done()
-	buf := make([]byte, 4096)
-	n, err := unix.Readlinkat(fd, name, buf)
-	if err != nil {
-		return "", false
-	}
-	return string(buf[:n]), true
 }
 
 // runs reports whether the command line of process pid names a file
