@@ -139,6 +139,16 @@
 // spellings a resolver would read as an address. More taint never turns a
 // refused connection into an allowed one (TestDecideConnectExhaustive).
 //
+// # Machinery
+//
+// A further root may name its client's machinery (roots.NAME.machinery):
+// the files the client writes and then runs or loads for itself.
+// Policy.Machinery answers, for a path of the root, whether it is one; the
+// act gate (package authority) lets an untainted agent session's content
+// act there, and only there. Machinery patterns are anchored at a named
+// directory or file of the root and take no exclusions (machinery.go); the
+// workspace has none.
+//
 // # Policy files
 //
 // Parse is strict: unknown or duplicate keys, values of the wrong type,

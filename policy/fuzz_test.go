@@ -15,6 +15,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(configs.DefaultPolicy)
 	f.Add([]byte("version: 1\n"))
 	f.Add([]byte("version: 1\nclasses: {memory: [\"a/**/b\", \"[!x]y\"]}\nnamespaces: {sessions: s, shared: p}\n"))
+	f.Add([]byte("version: 1\nroots:\n  c: {path: ~/.c, control: [\"/p/**\"], machinery: [\"/s/*\", \"/p/st/*\", /k/.system/**]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("fuzz.yaml", data)
 		if err != nil {
@@ -35,6 +36,18 @@ func FuzzParse(f *testing.F) {
 				}
 				if c == Identity && op.Mutates() && v.Allow {
 					t.Fatalf("identity mutated under %q", data)
+				}
+			}
+		}
+		// A root's machinery never names the root itself, and is anchored
+		// at a named directory or file.
+		for _, r := range p.Roots() {
+			if r.Policy.Machinery("") {
+				t.Fatalf("root %s: machinery %q names the root", r.Name, r.Machinery)
+			}
+			for _, pt := range r.Policy.machinery {
+				if !pt.anchored || pt.exclude || pt.segs[0].kind != segLiteral {
+					t.Fatalf("root %s: machinery pattern %q is not narrow", r.Name, pt.src)
 				}
 			}
 		}

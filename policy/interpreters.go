@@ -9,6 +9,7 @@ package policy
 // list (DefaultInterpreters).
 
 import (
+	"fmt"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -30,26 +31,17 @@ var DefaultInterpreters = []string{
 // program's base name) or absolute paths, globs allowed, as executables'
 // match.
 func (ps *parser) interpreters(n *yaml.Node, s *spec) error {
-	items, err := ps.list(n, keyInterpreters)
+	pts, err := ps.patterns(n, keyInterpreters, "an interpreter", func(src string) (pattern, string, string) {
+		if src == "" || strings.Contains(src, "/") && !strings.HasPrefix(src, "/") {
+			return pattern{}, fmt.Sprintf("interpreter %q is neither a bare name nor an absolute path", src),
+				"write a bare name such as python3 or an absolute path such as /usr/bin/python3"
+		}
+		return compileGlob(src)
+	})
 	if err != nil {
 		return err
 	}
-	s.interpreters = []pattern{}
-	for _, it := range items {
-		src, err := ps.str(it, "an interpreter")
-		if err != nil {
-			return err
-		}
-		if src == "" || strings.Contains(src, "/") && !strings.HasPrefix(src, "/") {
-			return ps.errf(it, "write a bare name such as python3 or an absolute path such as /usr/bin/python3", "interpreter %q is neither a bare name nor an absolute path", src)
-		}
-		pt, msg, hint := compileGlob(src)
-		if msg != "" {
-			return ps.errf(it, hint, "%s", msg)
-		}
-		s.interpreters = append(s.interpreters, pt)
-	}
-	s.hasInterpreters = true
+	s.interpreters, s.hasInterpreters = pts, true
 	return nil
 }
 

@@ -324,6 +324,30 @@ func (ps *parser) list(n *yaml.Node, what string) ([]*yaml.Node, error) {
 	return n.Content, nil
 }
 
+// patterns parses the list n (what names it in messages) of strings, each
+// an item (such as "a pattern") compiled by compile, which returns a
+// message and a hint when it refuses one. An empty list is an empty,
+// non-nil slice.
+func (ps *parser) patterns(n *yaml.Node, what, item string, compile func(string) (pattern, string, string)) ([]pattern, error) {
+	items, err := ps.list(n, what)
+	if err != nil {
+		return nil, err
+	}
+	out := []pattern{}
+	for _, it := range items {
+		src, err := ps.str(it, item)
+		if err != nil {
+			return nil, err
+		}
+		pt, msg, hint := compile(src)
+		if msg != "" {
+			return nil, ps.errf(it, hint, "%s", msg)
+		}
+		out = append(out, pt)
+	}
+	return out, nil
+}
+
 func (ps *parser) integer(n *yaml.Node, what string, lo, hi int64) (int64, error) {
 	var v int64
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {

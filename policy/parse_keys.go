@@ -39,23 +39,12 @@ func (ps *parser) classes(n *yaml.Node, s *spec) error {
 		case "secret":
 			c = Secret
 		}
-		items, err := ps.list(v, "classes."+key)
+		pts, err := ps.patterns(v, "classes."+key, "a pattern", compileClassPattern)
 		if err != nil {
 			return err
 		}
 		s.hasClass[c] = true
-		s.classes[c] = []pattern{}
-		for _, it := range items {
-			src, err := ps.str(it, "a pattern")
-			if err != nil {
-				return err
-			}
-			pt, msg, hint := compileClassPattern(src)
-			if msg != "" {
-				return ps.errf(it, hint, "%s", msg)
-			}
-			s.classes[c] = append(s.classes[c], pt)
-		}
+		s.classes[c] = pts
 		return nil
 	})
 }

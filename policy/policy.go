@@ -39,8 +39,9 @@ type Policy struct {
 	firstID      bool     // identity_first_create
 	writable     []string // sandbox.writable as written
 	privateTmp   bool
-	sockets      []string // sandbox.sockets as written
-	roots        []Root   // further guarded roots (roots.go)
+	sockets      []string  // sandbox.sockets as written
+	roots        []Root    // further guarded roots (roots.go)
+	machinery    []pattern // a root's machinery (machinery.go); none in the workspace
 
 	// The network of confined sessions (network.go).
 	netMode      NetworkMode

@@ -28,11 +28,14 @@ const RootPrefix = "@"
 
 // rootSpec is one entry of roots: as written, with its own classes.
 type rootSpec struct {
-	name     string
-	path     string // absolute, or "~/…" for the owner's home
-	line     int
-	classes  [numClasses][]pattern
-	pathNode *yaml.Node
+	name    string
+	path    string // absolute, or "~/…" for the owner's home
+	line    int
+	classes [numClasses][]pattern
+	// machinery is what the client writes and runs or loads for itself
+	// (machinery.go).
+	machinery []pattern
+	pathNode  *yaml.Node
 }
 
 // Root is a further guarded root of a policy.
@@ -44,11 +47,15 @@ type Root struct {
 	// Dir is the absolute directory, set by ResolveRoots.
 	Dir string
 	// Policy classes the paths of the root, relative to it; everything but
-	// the classes and the namespaces (a root has none) is the policy's.
+	// the classes, the namespaces (a root has none) and the machinery is
+	// the policy's.
 	Policy *Policy
+	// Machinery lists the root's machinery patterns as written
+	// (Policy.Machinery decides).
+	Machinery []string
 }
 
-var rootKeys = []string{"path", "identity", "memory", "control", "secret"}
+var rootKeys = []string{"path", "identity", "memory", "control", "secret", keyMachinery}
 
 // checkRootName validates a root name: it becomes a path component of
 // record paths ("@claude/…") and a file name in the state directory.
@@ -119,24 +126,13 @@ func (ps *parser) roots(n *yaml.Node, s *spec) error {
 				r.path, r.pathNode = p, v
 				return nil
 			}
+			if key == keyMachinery {
+				return ps.machinery(v, &r)
+			}
 			c := map[string]Class{"identity": Identity, "memory": Memory, "control": Control, "secret": Secret}[key]
-			items, err := ps.list(v, "roots."+name+"."+key)
-			if err != nil {
-				return err
-			}
-			r.classes[c] = []pattern{}
-			for _, it := range items {
-				src, err := ps.str(it, "a pattern")
-				if err != nil {
-					return err
-				}
-				pt, msg, hint := compileClassPattern(src)
-				if msg != "" {
-					return ps.errf(it, hint, "%s", msg)
-				}
-				r.classes[c] = append(r.classes[c], pt)
-			}
-			return nil
+			pts, err := ps.patterns(v, "roots."+name+"."+key, "a pattern", compileClassPattern)
+			r.classes[c] = pts
+			return err
 		})
 		if err != nil {
 			return err
@@ -189,11 +185,12 @@ func compileRoots(p *Policy, s *spec) {
 		rp.classPatterns = [numClasses][]string{}
 		rp.guardedFloating = false
 		rp.roots = nil
+		rp.machinery = r.machinery
 		// No path of a root is in a namespace: no clean relative path
 		// holds a NUL byte.
 		rp.sessions, rp.shared = "\x00sessions", "\x00shared"
 		addClasses(&rp, r.classes)
-		p.roots = append(p.roots, Root{Name: r.name, Path: r.path, Policy: &rp})
+		p.roots = append(p.roots, Root{Name: r.name, Path: r.path, Policy: &rp, Machinery: patternSources(r.machinery)})
 		pt, _, _ := compileGlob("/" + RootPrefix + r.name + "/**")
 		p.byRank[rankIdentity] = append(p.byRank[rankIdentity], pt)
 	}

@@ -90,6 +90,16 @@ func TestRootsParseErrors(t *testing.T) {
 		{"same", "version: 1\nroots:\n  a: {path: /x/y}\n  b: {path: /x/y/}\n", 4, "overlap", "neither inside"},
 		{"bad glob", "version: 1\nroots:\n  a: {path: /a, control: [\"skills/\"]}\n", 3, "trailing slash", "skills/**"},
 		{"class not list", "version: 1\nroots:\n  a: {path: /a, memory: x}\n", 3, "roots.a.memory must be a list", "[a, b]"},
+		{"machinery not list", "version: 1\nroots:\n  a: {path: /a, machinery: /x/*}\n", 3, "roots.a.machinery must be a list", "[a, b]"},
+		{"machinery null", "version: 1\nroots:\n  a:\n    path: /a\n    machinery:\n", 5, "roots.a.machinery must be a list, found nothing", "[]"},
+		{"machinery not string", "version: 1\nroots:\n  a: {path: /a, machinery: [[x]]}\n", 3, "must be a string", "quote"},
+		{"machinery exclusion", "version: 1\nroots:\n  a: {path: /a, machinery: [\"!/x/*\"]}\n", 3, `roots.a.machinery "!/x/*": an exclusion`, "/shell-snapshots/*"},
+		{"machinery any depth", "version: 1\nroots:\n  a: {path: /a, machinery: [\"*.sh\"]}\n", 3, `roots.a.machinery "*.sh" is not anchored`, `"/shell-snapshots/*"`},
+		{"machinery every path", "version: 1\nroots:\n  a: {path: /a, machinery: [\"/**\"]}\n", 3, `roots.a.machinery "/**" is not anchored`, "narrow"},
+		{"machinery any dir", "version: 1\nroots:\n  a: {path: /a, machinery: [\"/*/x.sh\"]}\n", 3, `roots.a.machinery "/*/x.sh" is not anchored`, "directory"},
+		{"machinery deep any dir", "version: 1\nroots:\n  a: {path: /a, machinery: [\"**/x/*\"]}\n", 3, "is not anchored", "directory"},
+		{"machinery bad glob", "version: 1\nroots:\n  a: {path: /a, machinery: [\"/x/\"]}\n", 3, "trailing slash", "x/**"},
+		{"machinery at top", "version: 1\nmachinery: [/x/*]\n", 2, `unknown key "machinery"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,6 +112,79 @@ func TestRootsParseErrors(t *testing.T) {
 				t.Errorf("got line %d %q (hint %q); want line %d, %q, hint with %q", pe.Line, pe.Msg, pe.Hint, tt.line, tt.msg, tt.hint)
 			}
 		})
+	}
+}
+
+// TestRootsMachinery: a root names the client's own machinery, the files
+// the client writes and runs or loads for itself, by anchored patterns; the
+// workspace has none, and a root without the key has none.
+func TestRootsMachinery(t *testing.T) {
+	p, err := Parse("p.yaml", []byte(`version: 1
+roots:
+  claude:
+    path: ~/.claude
+    control: ["/settings*.json", "/plugins/**"]
+    machinery: ["/shell-snapshots/*", "/plugins/store/*"]
+  codex:
+    path: ~/.codex
+    control: ["/skills/**"]
+    machinery: [/skills/.system/**]
+  other:
+    path: ~/.other
+    control: ["**"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]bool{
+		"claude": {
+			"shell-snapshots/snapshot-bash-1.sh":        true,
+			"shell-snapshots":                           false,
+			"shell-snapshots/a/b.sh":                    false, // "*" is one component
+			"x/shell-snapshots/a.sh":                    false, // anchored at the root
+			"plugins/store/cc-plugin-x.json":            true,
+			"plugins/store/cc-plugin-x.json.tmp.1a2b":   true,
+			"plugins/cache/m/p/1.0/hooks/hooks.json":    false,
+			"plugins/installed_plugins.json":            false,
+			"settings.json":                             false,
+			"":                                          false,
+			"projects/p/memory/shell-snapshots/evil.sh": false,
+		},
+		"codex": {
+			"skills/.system":                   true,
+			"skills/.system/imagegen/SKILL.md": true,
+			"skills/.system/.marker":           true,
+			"skills/mine/SKILL.md":             false,
+			"skills/.systemx/SKILL.md":         false,
+			"skills":                           false,
+		},
+		"other": {"shell-snapshots/a.sh": false, "x": false},
+	}
+	for name, paths := range want {
+		r, ok := p.Root(name)
+		if !ok {
+			t.Fatalf("no root %s", name)
+		}
+		for rel, m := range paths {
+			if got := r.Policy.Machinery(rel); got != m {
+				t.Errorf("%s: Machinery(%q) = %v, want %v", name, rel, got, m)
+			}
+		}
+	}
+	if r, _ := p.Root("claude"); strings.Join(r.Machinery, " ") != "/shell-snapshots/* /plugins/store/*" {
+		t.Errorf("claude machinery as written: %q", r.Machinery)
+	}
+	if r, _ := p.Root("other"); len(r.Machinery) != 0 {
+		t.Errorf("a root without machinery lists %q", r.Machinery)
+	}
+	// The workspace has no machinery, not even under the root's names.
+	for _, rel := range []string{"shell-snapshots/a.sh", "@claude/shell-snapshots/a.sh", "skills/.system/a/SKILL.md"} {
+		if p.Machinery(rel) || Default().Machinery(rel) {
+			t.Errorf("workspace Machinery(%q) = true", rel)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { p.Roots()[0].Policy.Machinery("plugins/store/cc-plugin-x.json") }); n > 1 {
+		t.Errorf("Machinery allocates %v times", n)
 	}
 }
 
