@@ -164,18 +164,59 @@ func TestGate(t *testing.T) {
 		{Class(7), Exec, false, Refuse, RuleInvalid},
 		{Act, Action(9), false, Refuse, RuleInvalid},
 	}
-	for _, r := range rows {
-		st := Stamp{Class: r.c, Rule: RuleWriteAgent, Sources: []Source{{Path: "p", Class: r.c}}}
-		d := Check(&st, r.a, &Config{AgentScripts: r.scripts})
-		if d.Outcome != r.out || d.Rule != r.rule {
-			t.Errorf("%v %v scripts=%v: %v %v, want %v %v", r.c, r.a, r.scripts, d.Outcome, d.Rule, r.out, r.rule)
-		}
-		if d.Bound != RuleWriteAgent || len(d.Chain) != 1 {
-			t.Errorf("%v %v: chain not reported: %+v", r.c, r.a, d)
+	// At the client's machinery an agent's untainted content runs and
+	// becomes configuration; nothing else changes.
+	machinery := map[row]row{
+		{Inform, Exec, false, Refuse, RuleExecInform}:           {Inform, Exec, false, Allow, RuleMachinery},
+		{Inform, Exec, true, Allow, RuleInformExec}:             {Inform, Exec, true, Allow, RuleMachinery},
+		{Inform, Control, false, Quarantine, RuleControlInform}: {Inform, Control, false, Allow, RuleMachinery},
+		{Inform, Control, true, Quarantine, RuleControlInform}:  {Inform, Control, true, Allow, RuleMachinery},
+	}
+	for _, place := range []Place{Ordinary, Machinery} {
+		for _, r := range rows {
+			if m, ok := machinery[r]; ok && place == Machinery {
+				r = m
+			}
+			st := Stamp{Class: r.c, Rule: RuleWriteAgent, Sources: []Source{{Path: "p", Class: r.c}}}
+			d := Check(&st, r.a, &Config{AgentScripts: r.scripts}, place)
+			if d.Outcome != r.out || d.Rule != r.rule {
+				t.Errorf("%v %v scripts=%v at %v: %v %v, want %v %v", r.c, r.a, r.scripts, place, d.Outcome, d.Rule, r.out, r.rule)
+			}
+			if d.Bound != RuleWriteAgent || len(d.Chain) != 1 {
+				t.Errorf("%v %v: chain not reported: %+v", r.c, r.a, d)
+			}
 		}
 	}
-	if d := Check(nil, Exec, &Config{}); d.Outcome != Refuse || d.Rule != RuleInvalid {
+	if d := Check(nil, Exec, &Config{}, Ordinary); d.Outcome != Refuse || d.Rule != RuleInvalid {
 		t.Errorf("nil stamp: %+v", d)
+	}
+	if d := Check(nil, Exec, &Config{}, Machinery); d.Outcome != Refuse || d.Rule != RuleInvalid {
+		t.Errorf("nil stamp at machinery: %+v", d)
+	}
+	// An invalid place fails closed, whatever the class.
+	for c := None; c <= Act; c++ {
+		if d := Check(&Stamp{Class: c}, Exec, &Config{AgentScripts: true}, Place(9)); d.Outcome != Refuse || d.Rule != RuleInvalid {
+			t.Errorf("%v at an invalid place: %+v", c, d)
+		}
+	}
+	if RuleMachinery.ID() != "AU3-machinery" || Machinery.String() != "machinery" || Ordinary.String() != "ordinary" {
+		t.Errorf("names: %s %s %s", RuleMachinery.ID(), Machinery, Ordinary)
+	}
+	// The whole gate asks at the request's place: tokens and elevations
+	// are not needed there, and none content is refused there as anywhere.
+	m := New(Config{}, nil)
+	agent := m.Write(Writer{Principal: policy.User, Session: "cc", Agent: true, Identified: true}, "shell-snapshots/s.sh", hashOf("s"))
+	if d := m.Authorize(Request{Path: "shell-snapshots/s.sh", Stamp: &agent, Action: Exec, Place: Machinery, Now: t0}); d.Outcome != Allow || d.Rule != RuleMachinery {
+		t.Errorf("an agent's snapshot at its machinery: %+v", d)
+	}
+	if d := m.Authorize(Request{Path: "tools/s.sh", Stamp: &agent, Action: Exec, Now: t0}); d.Allowed() || d.Rule != RuleExecInform {
+		t.Errorf("an agent's script elsewhere: %+v", d)
+	}
+	web := m.Write(webW, "shell-snapshots/w.sh", hashOf("w"))
+	for _, a := range []Action{Exec, Control} {
+		if d := m.Authorize(Request{Path: "shell-snapshots/w.sh", Stamp: &web, Action: a, Place: Machinery, Now: t0}); d.Allowed() || d.Class != None {
+			t.Errorf("WEB content at the machinery, %v: %+v", a, d)
+		}
 	}
 }
 
@@ -186,7 +227,7 @@ func TestCheckAllocs(t *testing.T) {
 		for a := Action(0); a < NumActions; a++ {
 			for c := None; c <= Act; c++ {
 				st.Class = c
-				if d := Check(&st, a, &cfg); d.Rule == RuleUnset {
+				if d := Check(&st, a, &cfg, Machinery); d.Rule == RuleUnset {
 					t.Fatal("unset")
 				}
 			}

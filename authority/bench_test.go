@@ -16,7 +16,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.ResetTimer()
 	var n int
 	for i := 0; i < b.N; i++ {
-		d := Check(&stamps[i%3], Action(i%int(NumActions)), &cfg)
+		d := Check(&stamps[i%3], Action(i%int(NumActions)), &cfg, Place(i%int(numPlaces)))
 		if d.Outcome == Allow {
 			n++
 		}

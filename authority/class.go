@@ -17,7 +17,9 @@
 //
 // The act gate (Check, Monitor.Authorize) decides the consequential
 // actions — exec, becoming a control-class file, promotion — from that
-// class. Authority over one exact content hash rises only by attestations
+// class, and for inform content from where the action happens: at the
+// client's own machinery (Place Machinery, a path its agent profile names)
+// an agent's untainted content may run and become configuration. Authority over one exact content hash rises only by attestations
 // from k registered trusted attestors of distinct domains (M3) or by a
 // single-use owner token bound to (path, hash, action).
 //

@@ -88,38 +88,60 @@ type xState struct {
 	ghostAtt map[string]uint8    // ghost: content → domains (bits) of truly trusted attestors
 }
 
-// gateFn decides an act for file f; it may consult the monitor.
-type gateFn func(st *xState, f int, a Action, tok string) Decision
+// gateFn decides an act for file f at place p (each file is asked about
+// at an ordinary path and at the client's machinery); it may consult the
+// monitor.
+type gateFn func(st *xState, f int, a Action, p Place, tok string) Decision
 
-func realGate(st *xState, f int, a Action, tok string) Decision {
-	return st.m.Authorize(Request{Path: xPaths[f], Stamp: &st.files[f].stamp, Action: a, Token: tok, Now: xNow})
+func realGate(st *xState, f int, a Action, p Place, tok string) Decision {
+	return st.m.Authorize(Request{Path: xPaths[f], Stamp: &st.files[f].stamp, Action: a, Place: p, Token: tok, Now: xNow})
 }
 
 // contentGate is a trust-scoring defence: content that looks benign acts.
 // Raw untrusted text ("E") looks malicious; a paraphrase or a tool's
 // summary of it does not.
-func contentGate(st *xState, f int, a Action, tok string) Decision {
+func contentGate(st *xState, f int, a Action, p Place, tok string) Decision {
 	if st.files[f].content != "E" {
 		return Decision{Outcome: Allow, Action: a}
 	}
-	return realGate(st, f, a, tok)
+	return realGate(st, f, a, p, tok)
 }
 
 // lineageGate is a MemLineage-style defence: the content acts unless it has
 // a live derivation edge to an untrusted ancestor. Paraphrase drops the
 // edge; a trusted tool's echo has a trusted immediate parent.
-func lineageGate(st *xState, f int, a Action, tok string) Decision {
+func lineageGate(st *xState, f int, a Action, p Place, tok string) Decision {
 	if !st.files[f].edge {
 		return Decision{Outcome: Allow, Action: a}
 	}
-	return realGate(st, f, a, tok)
+	return realGate(st, f, a, p, tok)
+}
+
+// pathGate is the real gate with the machinery exception granted by path
+// alone: whatever the client's own paths hold acts.
+func pathGate(st *xState, f int, a Action, p Place, tok string) Decision {
+	if p == Machinery && a != Promote {
+		return Decision{Outcome: Allow, Rule: RuleMachinery, Action: a}
+	}
+	return realGate(st, f, a, p, tok)
+}
+
+// writerGate is the real gate with the machinery exception granted by the
+// writer alone (an agent session of a trusted principal), not by the class
+// its reads bound: what a session paraphrased from an untrusted page would
+// pass for the client's own.
+func writerGate(st *xState, f int, a Action, p Place, tok string) Decision {
+	if s := &st.files[f].stamp; p == Machinery && a != Promote && s.Origin.Trusted() && s.Session != "" && s.Session != "tool" {
+		return Decision{Outcome: Allow, Rule: RuleMachinery, Action: a}
+	}
+	return realGate(st, f, a, p, tok)
 }
 
 // naiveGate is the real gate with a naive corroboration count (the seed's
 // Table X "naive monitor"): k accepted attestations elevate, whatever
 // their domains.
-func naiveGate(st *xState, f int, a Action, tok string) Decision {
-	d := realGate(st, f, a, tok)
+func naiveGate(st *xState, f int, a Action, p Place, tok string) Decision {
+	d := realGate(st, f, a, p, tok)
 	if d.Outcome != Allow {
 		n := 0
 		for _, x := range st.m.attests[st.files[f].stamp.Hash] {
@@ -304,7 +326,7 @@ func xInit() *xState {
 type xStats struct {
 	states, transitions, acts, allowedDerived  int
 	byElevation, byToken, tokenRefused, quaran int
-	violations                                 int
+	byMachinery, violations                    int
 	first, paraphrase, echo                    []string
 	maxDepth                                   int
 }
@@ -339,11 +361,18 @@ func hasStep(trace []string, prefix string) bool {
 // file, with no token and with each token minted so far) in each of them
 // against Sec. An act changes the state only when it spends a token; then
 // the new state is explored too.
-func explore(t *testing.T, d int, g gateFn) xStats { return exploreWith(t, d, g, false) }
+func explore(t *testing.T, d int, g gateFn) xStats { return exploreWith(t, d, g, false, 1) }
+
+// exploreMachinery is explore with every act asked at an ordinary path and
+// at the client's machinery.
+func exploreMachinery(t *testing.T, d int, g gateFn) xStats {
+	return exploreWith(t, d, g, false, int(numPlaces))
+}
 
 // exploreWith can disable write-time binding (noBinding: the monitor is
-// never told what a session read), the seed's T2 ablation.
-func exploreWith(t *testing.T, d int, g gateFn, noBinding bool) xStats {
+// never told what a session read), the seed's T2 ablation; acts are asked
+// at the first places places (Ordinary, then Machinery).
+func exploreWith(t *testing.T, d int, g gateFn, noBinding bool, places int) xStats {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	var st xStats
 	init := xInit()
@@ -465,7 +494,12 @@ func exploreWith(t *testing.T, d int, g gateFn, noBinding bool) xStats {
 					n.tokens = append(n.tokens, xToken{secret: tok.Secret, file: f, content: c, action: a})
 					add(n, fmt.Sprintf("authorize(f%d, %v)", f, a))
 				}
-				for a := Action(0); a < NumActions; a++ {
+				for ap := 0; ap < int(NumActions)*places; ap++ {
+					a, place := Action(ap/places), Place(ap%places)
+					at := ""
+					if place != Ordinary {
+						at = "@" + place.String()
+					}
 					for ti := -1; ti < len(s.tokens); ti++ {
 						// The act runs on s itself; only an act that spent a
 						// token changes the state: then the spend is undone on
@@ -476,18 +510,18 @@ func exploreWith(t *testing.T, d int, g gateFn, noBinding bool) xStats {
 							secret = n.tokens[ti].secret
 						}
 						st.acts++
-						dec := g(n, f, a, secret)
+						dec := g(n, f, a, place, secret)
 						if dec.Rule == RuleToken {
 							s.m.tokens[sha256.Sum256([]byte(secret))].spent = false
 							n = s.clone()
-							if dec = g(n, f, a, secret); dec.Rule != RuleToken {
+							if dec = g(n, f, a, place, secret); dec.Rule != RuleToken {
 								t.Fatalf("replayed act decided %v", dec.Rule)
 							}
 						}
 						if ti >= 0 {
-							label = fmt.Sprintf("%v(f%d, token for f%d %v)", a, f, n.tokens[ti].file, n.tokens[ti].action)
+							label = fmt.Sprintf("%v(f%d%s, token for f%d %v)", a, f, at, n.tokens[ti].file, n.tokens[ti].action)
 						} else {
-							label = fmt.Sprintf("%v(f%d)", a, f)
+							label = fmt.Sprintf("%v(f%d%s)", a, f, at)
 						}
 						file := n.files[f]
 						if !noBinding && file.derived && file.stamp.Class != None {
@@ -516,6 +550,9 @@ func exploreWith(t *testing.T, d int, g gateFn, noBinding bool) xStats {
 						}
 						if dec.Rule == RuleElevated {
 							st.byElevation++
+						}
+						if dec.Rule == RuleMachinery {
+							st.byMachinery++
 						}
 						if file.derived {
 							st.allowedDerived++
@@ -566,15 +603,15 @@ func xDepth() int {
 func TestExploreSec(t *testing.T) {
 	d := xDepth()
 	start := time.Now()
-	st := explore(t, d, realGate)
+	st := exploreMachinery(t, d, realGate)
 	t.Logf("real gate, depth %d: %d distinct states, %d transitions, %d acts checked, %v",
 		d, st.states, st.transitions, st.acts, time.Since(start).Round(time.Millisecond))
-	t.Logf("derived content allowed %d times (by elevation %d, by token %d); token uses refused %d; quarantined %d",
-		st.allowedDerived, st.byElevation, st.byToken, st.tokenRefused, st.quaran)
+	t.Logf("derived content allowed %d times (by elevation %d, by token %d); token uses refused %d; quarantined %d; allowed at the client's machinery %d",
+		st.allowedDerived, st.byElevation, st.byToken, st.tokenRefused, st.quaran, st.byMachinery)
 	if st.violations != 0 {
 		t.Fatalf("Sec violated %d times; first: %s", st.violations, strings.Join(st.first, " → "))
 	}
-	if st.byToken == 0 || st.tokenRefused == 0 || st.quaran == 0 || (d >= 3 && st.byElevation == 0) {
+	if st.byToken == 0 || st.tokenRefused == 0 || st.quaran == 0 || st.byMachinery == 0 || (d >= 3 && st.byElevation == 0) {
 		t.Fatalf("the explorer did not reach the legitimate paths: %+v", st)
 	}
 }
@@ -614,7 +651,7 @@ func TestExploreMalleableGates(t *testing.T) {
 func TestExploreAblations(t *testing.T) {
 	d := xDepth()
 	start := time.Now()
-	st := exploreWith(t, d, realGate, true)
+	st := exploreWith(t, d, realGate, true, 1)
 	t.Logf("no write-time binding, depth %d: %d distinct states, %d violating acts, %v",
 		d, st.states, st.violations, time.Since(start).Round(time.Millisecond))
 	if st.first == nil || st.paraphrase == nil || st.echo == nil {
@@ -634,5 +671,35 @@ func TestExploreAblations(t *testing.T) {
 	t.Logf("  witness: %s", strings.Join(st.first, " → "))
 	if !hasStep(st.first, "attest(trusted a1@D1") || !hasStep(st.first, "attest(trusted a1b@D1") {
 		t.Errorf("naive count witness is not two attestations of one domain: %v", st.first)
+	}
+}
+
+// TestExploreMachinery: the machinery exception is bound to the content's
+// class, not to the path or to the writer. Granted by path alone, untrusted
+// content written there acts; granted by the writer alone (a trusted
+// principal's agent session), a session's paraphrase of an untrusted page
+// acts. The real gate has neither witness (TestExploreSec).
+func TestExploreMachinery(t *testing.T) {
+	const d = 3
+	for _, g := range []struct {
+		name, second string
+		fn           gateFn
+	}{{"by path", "", pathGate}, {"by writer", "paraphrase", writerGate}} {
+		start := time.Now()
+		st := exploreMachinery(t, d, g.fn)
+		t.Logf("machinery exception %s, depth %d: %d distinct states, %d violating acts, %v",
+			g.name, d, st.states, st.violations, time.Since(start).Round(time.Millisecond))
+		w := st.first
+		if g.second != "" {
+			w = st.paraphrase
+		}
+		if w == nil {
+			t.Fatalf("machinery exception %s: no violation found: %+v", g.name, st)
+		}
+		t.Logf("  witness: %s", strings.Join(w, " → "))
+		if !strings.HasPrefix(w[0], "write-untrusted") || !strings.Contains(w[len(w)-1], "@machinery") ||
+			(g.second != "" && (len(w) != 3 || !strings.HasPrefix(w[1], g.second))) {
+			t.Errorf("machinery exception %s: the witness is not write-untrusted → %s → act at the machinery: %v", g.name, g.second, w)
+		}
 	}
 }

@@ -229,7 +229,7 @@ func (m *flowModel) write(s *fState, si, p int) ([]int, bool) {
 		return nil, false
 	}
 	l := m.writerLabel(s, si)
-	if m.class[t] == policy.Control && !Check(&Stamp{Class: l.class}, Control, &m.cfg).Allowed() {
+	if m.class[t] == policy.Control && !Check(&Stamp{Class: l.class}, Control, &m.cfg, Ordinary).Allowed() {
 		return nil, false
 	}
 	return m.put(s, t, s.sess[si].derived || si == fsWeb, l), true
@@ -256,7 +256,7 @@ func (m *flowModel) move(s *fState, si, src, dst int, walk bool) ([]int, bool) {
 		if !m.pol.Decide(subj, policy.OpRenameTo, tg).Allow {
 			return nil, false
 		}
-		if m.class[dst] == policy.Control && !Check(stampOf(&f), Control, &m.cfg).Allowed() {
+		if m.class[dst] == policy.Control && !Check(stampOf(&f), Control, &m.cfg, Ordinary).Allowed() {
 			return nil, false
 		}
 	} else if !m.pol.Decide(subj, policy.OpRenameTo, policy.Target{Class: m.class[dst], Namespace: m.ns[dst], Session: m.nsID[dst]}).Allow {
@@ -288,7 +288,7 @@ func (m *flowModel) act(s *fState, si, p int, interp bool) bool {
 	if interp && !m.rules.interpGate {
 		return true
 	}
-	return Check(stampOf(&s.files[t]), Exec, &m.cfg).Allowed()
+	return Check(stampOf(&s.files[t]), Exec, &m.cfg, Ordinary).Allowed()
 }
 
 type fStep struct {
@@ -419,7 +419,7 @@ func (m *flowModel) steps(s *fState) []fStep {
 		ok := true
 		if m.rules.promoteWalk {
 			tg.LabelTaint = n.files[fpSess].label.taint
-			ok = Check(stampOf(&n.files[fpSess]), Promote, &m.cfg).Allowed()
+			ok = Check(stampOf(&n.files[fpSess]), Promote, &m.cfg, Ordinary).Allowed()
 		}
 		ok = ok && m.pol.Decide(owner, policy.OpPromote, tg).Allow
 		var ch []int

@@ -1,6 +1,8 @@
 package authority
 
 import (
+	"fmt"
+
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -128,11 +130,38 @@ type Decision struct {
 // Allowed reports whether the action goes ahead.
 func (d Decision) Allowed() bool { return d.Outcome == Allow }
 
+// Place is what the policy says of the path an action happens at, as far
+// as the act gate cares. The zero Place is Ordinary.
+type Place uint8
+
+const (
+	Ordinary  Place = iota // a path the agent profile does not name as machinery
+	Machinery              // the client's own machinery (roots.NAME.machinery in the policy)
+	numPlaces
+)
+
+var placeNames = [numPlaces]string{Ordinary: "ordinary", Machinery: "machinery"}
+
+// String names the place for messages.
+func (p Place) String() string {
+	if p < numPlaces {
+		return placeNames[p]
+	}
+	return fmt.Sprintf("Place(%d)", uint8(p))
+}
+
 // Check is the hot act-gate decision for content whose class is known,
 // without elevation or tokens: pure, constant time, no allocation. A nil
 // stamp (an unlabelled file) is refused: the caller labels before it asks.
-func Check(st *Stamp, a Action, c *Config) Decision {
-	if st == nil || !st.Class.Valid() || a >= NumActions {
+//
+// At the client's machinery (p == Machinery), inform content — what an
+// untainted agent session wrote — may run and become configuration
+// (RuleMachinery): the client writes these files for itself and runs or
+// loads them at every start, and sending each to the owner's review would
+// stop the client on its second day. none content is refused there as
+// anywhere, and promotion does not care where it happens.
+func Check(st *Stamp, a Action, c *Config, p Place) Decision {
+	if st == nil || !st.Class.Valid() || a >= NumActions || p >= numPlaces {
 		d := Decision{Rule: RuleInvalid, Action: a}
 		if st != nil {
 			d.Class, d.Bound, d.Chain, d.Hash = None, st.Rule, st.Sources, st.Hash
@@ -142,6 +171,10 @@ func Check(st *Stamp, a Action, c *Config) Decision {
 	d := Decision{Action: a, Class: st.Class, Bound: st.Rule, Chain: st.Sources, Hash: st.Hash}
 	if st.Class == Act {
 		d.Outcome, d.Rule = Allow, RuleAct
+		return d
+	}
+	if st.Class == Inform && p == Machinery && a != Promote {
+		d.Outcome, d.Rule = Allow, RuleMachinery
 		return d
 	}
 	switch a {

@@ -372,6 +372,7 @@ type Request struct {
 	Path   string
 	Stamp  *Stamp // the label's stamp for the current content
 	Action Action
+	Place  Place  // where the action happens: the client's machinery or not
 	Token  string // an owner token presented with the action, "" for none
 	Now    time.Time
 }
@@ -382,7 +383,7 @@ type Request struct {
 // not match refuses with the token's rule (no quarantine: an explicit
 // authorisation failed).
 func (m *Monitor) Authorize(r Request) Decision {
-	d := Check(r.Stamp, r.Action, m.Config())
+	d := Check(r.Stamp, r.Action, m.Config(), r.Place)
 	if d.Outcome == Allow || d.Rule == RuleInvalid {
 		return d
 	}

@@ -29,6 +29,7 @@ const (
 	RuleExecInform    // inform content is not executed unless the policy allows agents' scripts
 	RuleControlNone   // none content never becomes a control file
 	RuleControlInform // inform content goes to quarantine for the owner instead of becoming a control file
+	RuleMachinery     // inform content runs or becomes configuration at the client's own machinery
 	RulePromoteNone   // none content is never promoted (rule 7)
 	RuleInvalid       // an invalid class or action: refused
 
@@ -73,6 +74,7 @@ var ruleIDs = [numRules]string{
 	RuleExecInform:         "AU3-exec-inform",
 	RuleControlNone:        "AU3-control-none",
 	RuleControlInform:      "AU3-control-quarantine",
+	RuleMachinery:          "AU3-machinery",
 	RulePromoteNone:        "AU3-promote-none",
 	RuleInvalid:            "AU-invalid",
 	RuleAttestCounted:      "AU4-attest",
@@ -112,6 +114,7 @@ var ruleReasons = [numRules]string{
 	RuleExecInform:         "an agent's content is not executed unless the policy allows agents' scripts",
 	RuleControlNone:        "content of class none never becomes a control file",
 	RuleControlInform:      "an agent's content becomes a control file only after the owner's review",
+	RuleMachinery:          "the client's own machinery: what an untainted agent session wrote at a path its profile names as machinery runs or loads",
 	RulePromoteNone:        "content of class none is never promoted",
 	RuleInvalid:            "invalid class or action",
 	RuleAttestCounted:      "counted for its domain",

@@ -97,3 +97,55 @@ func TestAgentPolicies(t *testing.T) {
 		t.Error("AgentRoot accepted a path")
 	}
 }
+
+// TestAgentMachinery: each profile names its client's own machinery
+// narrowly: the files the client writes and runs or loads for itself, not
+// the owner's configuration beside them.
+func TestAgentMachinery(t *testing.T) {
+	for _, c := range []struct {
+		agent, root string
+		yes, no     []string
+	}{
+		{"claude-code", "claude",
+			[]string{"shell-snapshots/snapshot-bash-1795747531823-0n92ia.sh", "plugins/store/cc-plugin-agents-md_builtin-b049b47b3618.json",
+				"plugins/store/cc-plugin-agents-md_builtin-b049b47b3618.json.tmp.2cfcea37"},
+			[]string{"settings.json", "CLAUDE.md", "plugins/installed_plugins.json", "plugins/known_marketplaces.json",
+				"plugins/cache/m/p/1.0.0/hooks/hooks.json", "plugins/marketplaces/m/plugins/p/skills/s/SKILL.md", "plugins/store/x/y.json",
+				"skills/s/SKILL.md", "hooks/h.sh", "projects/p/memory/m.md", "shell-snapshots/x/y.sh"}},
+		{"codex", "codex",
+			[]string{"skills/.system/imagegen/SKILL.md", "skills/.system/imagegen/scripts/image_gen.py", "skills/.system/.codex-system-skills.marker",
+				"shell_snapshots/01a21ae4-e88f-7700-9a27-2541de850dc2.tmp-1795747539110090527"},
+			[]string{"skills/mine/SKILL.md", "config.toml", "AGENTS.md", "rules/default.rules", "prompts/p.md", "auth.json"}},
+		{"openclaw", "openclaw-skills", nil, []string{"x/SKILL.md"}},
+	} {
+		b, err := configs.AgentPolicy(c.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := policy.Parse(c.agent+".yaml", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := p.Root(c.root)
+		for _, rel := range c.yes {
+			if !r.Policy.Machinery(rel) {
+				t.Errorf("%s: @%s/%s is not machinery", c.agent, c.root, rel)
+			}
+		}
+		for _, rel := range c.no {
+			if r.Policy.Machinery(rel) {
+				t.Errorf("%s: @%s/%s is machinery", c.agent, c.root, rel)
+			}
+		}
+		// What is machinery keeps its class: control content there is
+		// still guarded (versions, taint), only the act gate's answer for
+		// an untainted agent's content changes.
+		for _, rel := range c.yes {
+			if strings.HasPrefix(rel, "plugins/") || strings.HasPrefix(rel, "skills/") {
+				if cl, _, _ := r.Policy.Classify(rel); cl != policy.Control {
+					t.Errorf("%s: machinery @%s/%s is %v, want control", c.agent, c.root, rel, cl)
+				}
+			}
+		}
+	}
+}

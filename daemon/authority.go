@@ -83,7 +83,7 @@ func (s *controlServer) authorityInfo(rel string) *Response {
 		info.Tokens = []string{}
 	}
 	for a := authority.Action(0); a < authority.NumActions; a++ {
-		d := authority.Check(st, a, mon.Config())
+		d := authority.Check(st, a, mon.Config(), s.m.Authority().Place(rel))
 		e := mon.Elevation(st.Hash, a)
 		c := ActCheck{Outcome: d.Outcome.String(), Rule: d.Rule.ID(), K: e.K, Domains: e.Domains, Attestations: e.All}
 		if !d.Allowed() && e.Elevated {

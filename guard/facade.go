@@ -77,7 +77,7 @@ func (g *Guard) Explain(q Question) *explain.Explanation {
 		}
 		st, _ := h.dir.Lstat(rel)
 		t, l := h.gate.Target(rel, st)
-		return g.h.status.Path(q.Path, t.Class, l, st != nil)
+		return g.h.status.Path(q.Path, t.Class, h.gate.Policy().Machinery(rel), l, st != nil)
 	}
 	return g.h.status.Process(q.Process, g.Policy())
 }
@@ -331,6 +331,9 @@ type Acts struct{ g *gate.Gate }
 
 // Monitor is the act gate's authority monitor (mint, attest, elevation).
 func (a *Acts) Monitor() *authority.Monitor { return a.g.Authority() }
+
+// Place is where rel is for the act gate (the client's machinery or not).
+func (a *Acts) Place(rel string) authority.Place { return a.g.Place(rel) }
 
 // Of returns the label of the file at rel and its authority stamp (the
 // stamp's hash is the content's current SHA-256 for a regular file).

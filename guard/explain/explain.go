@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/guard/ledger"
@@ -77,10 +78,11 @@ type Explanation struct {
 	Refusals    []Refusal    `json:"refusals"`             // newest first
 
 	// For a path (aerfs why PATH).
-	Path     string        `json:"path,omitempty"`
-	Class    string        `json:"class,omitempty"`
-	Label    string        `json:"label,omitempty"`
-	Verdicts []PathVerdict `json:"verdicts,omitempty"` // newest first
+	Path      string        `json:"path,omitempty"`
+	Class     string        `json:"class,omitempty"`
+	Machinery bool          `json:"machinery,omitempty"` // the agent profile names the path as the client's own machinery
+	Label     string        `json:"label,omitempty"`
+	Verdicts  []PathVerdict `json:"verdicts,omitempty"` // newest first
 }
 
 // subjectLog is what the log says about one session or one process.
@@ -306,11 +308,12 @@ func (x *Index) Session(s *principal.Session, pol *policy.Policy) *Explanation {
 	return e
 }
 
-// Path tells the owner about rel: its class, its label (l; present:
-// the file exists), and the last records about it.
-func (x *Index) Path(rel string, class policy.Class, l *label.Label, present bool) *Explanation {
+// Path tells the owner about rel: its class, whether it is the client's
+// machinery, its label (l; present: the file exists), and the last records
+// about it.
+func (x *Index) Path(rel string, class policy.Class, machinery bool, l *label.Label, present bool) *Explanation {
 	e := &Explanation{Path: rel, Taint: []string{}, TaintCauses: []TaintCause{}, Refusals: []Refusal{}, Blocked: []string{}, Verdicts: []PathVerdict{}}
-	e.Class = class.String()
+	e.Class, e.Machinery = class.String(), machinery
 	switch {
 	case !present:
 		e.Label = "absent"
@@ -364,7 +367,11 @@ func (e *Explanation) Text() string {
 	var b strings.Builder
 	when := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	if e.Path != "" {
-		fmt.Fprintf(&b, "path:        %s\nclass:       %s\nlabel:       %s\n", e.Path, e.Class, e.Label)
+		fmt.Fprintf(&b, "path:        %s\nclass:       %s\n", e.Path, e.Class)
+		if e.Machinery {
+			fmt.Fprintf(&b, "machinery:   yes: the agent profile names this path as the client's own; what an untainted agent session writes here runs and becomes configuration (%s), what a session that read untrusted content writes here is refused as anywhere\n", authority.RuleMachinery.ID())
+		}
+		fmt.Fprintf(&b, "label:       %s\n", e.Label)
 		if len(e.Verdicts) == 0 {
 			b.WriteString("records:     none\n")
 			return b.String()

@@ -21,7 +21,9 @@ import (
 // arriving under a control-class name (control), a promotion (promote) —
 // ask authority.Check with the stamp of the content's label, then, only
 // when it did not allow, an elevation of the exact content or an owner
-// token armed for exactly that path and action (docs/authority.md).
+// token armed for exactly that path and action (docs/authority.md). Each
+// question carries the path's place: the client's machinery in a root
+// whose agent profile names it, where an agent's untainted content acts.
 
 // chainText describes the class chain of a decision for a record's reason.
 func chainText(d authority.Decision) string {
@@ -54,13 +56,23 @@ func (g *Gate) Act(res *principal.Resolved, op, rel string, l *label.Label, a au
 	return d
 }
 
+// Place is where rel is for the act gate: the client's machinery when the
+// root's agent profile names it so (policy.Policy.Machinery), else an
+// ordinary path.
+func (g *Gate) Place(rel string) authority.Place {
+	if g.Policy().Machinery(rel) {
+		return authority.Machinery
+	}
+	return authority.Ordinary
+}
+
 // act is Act for the file st (nil: whatever rel holds) whose label is l.
 // It also returns the hash of the content it decided on (zero when the
 // class alone allowed it).
 func (g *Gate) act(res *principal.Resolved, op, rel string, st *syscall.Stat_t, l *label.Label, a authority.Action) (authority.Decision, authority.Hash) {
 	mon := g.Authority()
-	req := authority.Request{Path: rel, Stamp: label.StampOf(l), Action: a, Now: time.Now()}
-	if d := authority.Check(req.Stamp, a, mon.Config()); d.Allowed() && d.Rule == authority.RuleAct {
+	req := authority.Request{Path: rel, Stamp: label.StampOf(l), Action: a, Place: g.Place(rel), Now: time.Now()}
+	if d := authority.Check(req.Stamp, a, mon.Config(), req.Place); d.Allowed() && d.Rule == authority.RuleAct {
 		return d, authority.Hash{}
 	}
 	// Elevations and tokens are bound to the exact content: the stamp of a

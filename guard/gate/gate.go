@@ -197,20 +197,27 @@ func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *
 		sources = []*label.Label{l}
 	}
 	cv.Label, _ = g.c.Flow.Next(flow.Move{Op: flow.Commit, Subjects: writers, Sources: sources, To: flow.Dest{Path: rel, Hash: hash, Guarded: true}})
+	var machinery authority.Rule
 	if st := cv.Label.Stamp; t.Class == policy.Control && st != nil && st.Class != authority.Act {
 		// Configuration acts: an agent's note (inform) or anything an
 		// untrusted source shaped (none) does not become configuration
-		// without the owner (aerfs pending, aerfs approve).
-		rule := authority.RuleControlInform
-		if st.Class == authority.None {
-			rule = authority.RuleControlNone
-			g.Denied(cv.Res)
+		// without the owner (aerfs pending, aerfs approve) — except an
+		// agent's note at the client's own machinery (AU3-machinery).
+		d := authority.Check(st, authority.Control, g.Authority().Config(), g.Place(rel))
+		if !d.Allowed() {
+			if d.Rule != authority.RuleControlInform {
+				g.Denied(cv.Res)
+			}
+			cv.Record, cv.Refused = ledger.Verdict(cv.Res, subj, policy.OpWrite, rel, policy.Verdict{}), true
+			cv.Record.Meta.Rule, cv.Record.Meta.Reason, cv.Record.Meta.Class = d.Rule.ID(), d.Rule.Reason(), st.Class.String()
+			return cv
 		}
-		cv.Record, cv.Refused = ledger.Verdict(cv.Res, subj, policy.OpWrite, rel, policy.Verdict{}), true
-		cv.Record.Meta.Rule, cv.Record.Meta.Reason, cv.Record.Meta.Class = rule.ID(), rule.Reason(), st.Class.String()
-		return cv
+		machinery = d.Rule
 	}
 	cv.Record = g.WriteRecord(cv.Res, subj, rel, cv.Verdict, label.ClassOf(cv.Label))
+	if machinery != authority.RuleUnset {
+		cv.Record.Meta.Rule, cv.Record.Meta.Reason = machinery.ID(), machinery.Reason()
+	}
 	return cv
 }
 
