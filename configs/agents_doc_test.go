@@ -13,7 +13,9 @@ import (
 // file, which client reads what and in which class aerfs keeps it, and
 // classifies every path with the shipped policy: the workspace rows with
 // the default policy, the "~/…" rows with the root of the profile whose
-// directory holds them. The doc and the policy cannot drift apart.
+// directory holds them, and checks the rows marked machinery (and only
+// those) are the client's machinery there. The doc and the policy cannot
+// drift apart.
 func TestAgentsDocTable(t *testing.T) {
 	b, err := os.ReadFile("../docs/agents.md")
 	if err != nil {
@@ -43,7 +45,10 @@ func TestAgentsDocTable(t *testing.T) {
 		if len(cols) != 6 || !strings.HasPrefix(strings.TrimSpace(cols[1]), "`") {
 			continue
 		}
-		want, ok := classes[strings.TrimSpace(cols[4])]
+		// "control, machinery": the class, and the path is the client's
+		// own machinery in its root (roots.NAME.machinery).
+		class, machinery := strings.CutSuffix(strings.TrimSpace(cols[4]), ", machinery")
+		want, ok := classes[class]
 		if !ok {
 			continue // another table (the profiles)
 		}
@@ -72,6 +77,9 @@ func TestAgentsDocTable(t *testing.T) {
 		}
 		if got, _, _ := p.Classify(rel); got != want {
 			t.Errorf("docs/agents.md:%d: %s is %v under the shipped policy, the table says %v", i+1, path, got, want)
+		}
+		if got := p.Machinery(rel); got != machinery {
+			t.Errorf("docs/agents.md:%d: %s: the shipped policy says machinery %v, the table %v", i+1, path, got, machinery)
 		}
 	}
 	if rows < 100 || inRoot < 10 {
