@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,10 +70,28 @@ func scenarioDaily(t *testing.T, c *client) {
 		}
 		facts = append(facts, fmt.Sprintf("%s exit %d, %d turns", session, r.code, r.turns))
 	}
-	if d := denials(e.log()); len(d) > 0 {
+	les := e.log()
+	if d := denials(les); len(d) > 0 {
 		p = append(p, fmt.Sprintf("%d refusals: %s", len(d), summary(d)))
 	}
+	if len(p) > 0 {
+		saveLog(t, les)
+	}
 	report(t, c.name, "daily", expected, p, strings.Join(facts, "; "))
+}
+
+// saveLog writes a failed scenario's evidence log (aerfs log --json) beside
+// the clients' output in the log directory, for reading after the run has
+// removed the state directory.
+func saveLog(t *testing.T, les []logEntry) {
+	var b strings.Builder
+	for _, le := range les {
+		j, _ := json.Marshal(le)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	name := strings.ReplaceAll(t.Name(), "/", "_") + ".log.json"
+	os.WriteFile(filepath.Join(logDir, name), []byte(b.String()), 0o644)
 }
 
 // realHome makes a home directory where a real one is: outside /tmp and

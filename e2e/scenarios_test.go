@@ -53,17 +53,7 @@ func TestScenarios(t *testing.T) {
 				return
 			}
 			t.Run("home", func(t *testing.T) { scenarioHome(t, c) })
-			if c == openclaw || os.Getenv("AERFS_E2E_DAILY") != "" {
-				// Claude Code and Codex on their second day in one real
-				// home are not clean yet: Claude Code's Bash tool sources
-				// the shell snapshot it wrote under ~/.claude (refused
-				// AU3-exec-inform) and its plugin store's temporary files
-				// are quarantined as control content; Codex rewrites its
-				// bundled skills under ~/.codex/skills/.system at every
-				// start (quarantined as control content written by an
-				// agent). AERFS_E2E_DAILY=1 runs them.
-				t.Run("daily", func(t *testing.T) { scenarioDaily(t, c) })
-			}
+			t.Run("daily", func(t *testing.T) { scenarioDaily(t, c) })
 			if c == openclaw {
 				t.Run("first-run", func(t *testing.T) { scenarioFirstRun(t, c) })
 			}
