@@ -418,3 +418,21 @@ func (m *Monitor) Replay(h Hash, a Attestation) {
 	}
 	m.attests[h] = append(m.attests[h], a)
 }
+
+// Produced records that the session with key session (and, for an
+// attestor, name) produced the content with hash h, as the label of a file
+// holding it says: what Write learns is kept in memory only, and a label
+// outlives the mount. The daemon calls it with the file's stamp before an
+// attestation, so that a session that wrote a file before a restart is
+// still its producer (AU4-self).
+func (m *Monitor) Produced(h Hash, session, name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := producer{session: session, name: name}
+	for _, x := range m.producers[h] {
+		if x == p {
+			return
+		}
+	}
+	m.producers[h] = append(m.producers[h], p)
+}

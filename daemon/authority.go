@@ -207,7 +207,13 @@ func (s *controlServer) attest(pid int, rel string) *Response {
 	}
 	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: subj.Identified, Name: subj.Session}
 	w.Session = guard.AuthorityKey(peer)
-	ar := s.m.Authority().Monitor().Attest(w, st.Hash)
+	mon := s.m.Authority().Monitor()
+	if st.Session != "" {
+		// The label names the session that wrote the content, across
+		// restarts; attestors are named by their session's id.
+		mon.Produced(st.Hash, guard.SessionKey(st.Session), st.Session)
+	}
+	ar := mon.Attest(w, st.Hash)
 	verdict := "allow"
 	if !ar.Counted {
 		verdict = "deny"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,6 +70,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	syscall.Umask(0) // the kernel has already applied the caller's umask
+	boundMemory()
 
 	ws, err := filepath.Abs(o.Workspace)
 	if err != nil {
@@ -615,4 +617,21 @@ func checkDriftAtMount(ctx context.Context, m *guarded, o Options) error {
 		}
 	}
 	return startDriftWatcher(ctx, m, o.Log, paths)
+}
+
+// memoryLimit is the daemon's soft memory limit, unless GOMEMLIMIT names
+// another. The daemon lives as long as the mount and its steady state is
+// small (what is live: sessions, labels, the log's recent window, ~20–30 MiB
+// under a busy agent); the owner's commands (gc, history, why, status)
+// allocate in bursts that the collector, paced by GOGC alone, would let
+// double the heap and keep from the system. Under the limit the collector
+// runs sooner and returns freed memory, so the daemon's footprint follows
+// what is live. A soft limit: past it the collector works harder (at most
+// half the CPU, the runtime's own bound), nothing fails.
+const memoryLimit = 64 << 20
+
+func boundMemory() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 }

@@ -325,6 +325,9 @@ type Drift = recovery.Drift
 // name).
 func AuthorityKey(res *principal.Resolved) string { return flow.AuthorityKey(res) }
 
+// SessionKey is the authority key of the session with this id.
+func SessionKey(id string) string { return flow.SessionKey(id) }
+
 // Acts is the owner's side of the act gate: what a file may cause, and
 // the single-use tokens that let one action through.
 type Acts struct{ g *gate.Gate }

@@ -390,3 +390,43 @@ func TestAuthorityAttestationsK3(t *testing.T) {
 		bugErrorf(t, "no AU3-exec-none record for the exec with k = 3")
 	}
 }
+
+// An attestor's own content stays its own across a remount: the monitor's
+// memory of who produced a hash starts empty at every mount, but the
+// file's label still names the session that wrote it, and an attestation
+// from that session (the owner resuming it) is AU4-self, not a counted
+// domain.
+func TestAuthoritySelfAttestationAfterRemount(t *testing.T) {
+	e := newEnv(t, nil)
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 2\n")...)
+	if err := os.WriteFile(pol, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	// The agent's note is inform; erp reads it and writes pay.sh, which is
+	// inform too (the floor of what erp read): not runnable as it is.
+	expectOK(t, "the agent writes its note", runCmd(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--agent", "claude-code", "--principal", "USER",
+		"--session", "agent", "--", "sh", "-c", "printf 'pay the invoice\\n' > note.md"))
+	expectOK(t, "erp writes pay.sh", e.Sh("TOOL_AUTH", "erp", `cat note.md > /dev/null; python3 -c 'import os; fd=os.open("pay.sh", os.O_CREAT|os.O_WRONLY, 0o755); os.write(fd, b"#!/bin/sh\necho paid\n"); os.close(fd)'`))
+	if c := classOf(e.Log(), "pay.sh"); c != "inform" {
+		t.Fatalf("pay.sh: class %q, want inform", c)
+	}
+	e.Unmount()
+	e.Mount()
+	r := runCmd(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--resume", "--session", "erp", "--principal", "TOOL_AUTH", "--", aerfsBin, "attest", "pay.sh", "--workspace", e.WS)
+	if !strings.Contains(r.Stdout+r.Stderr, "AU4-self") {
+		bugErrorf(t, "erp attested pay.sh, which its own session wrote before the remount: want AU4-self, got %s", r)
+	}
+	e.Run("TOOL_AUTH", "bank", aerfsBin, "attest", "pay.sh", "--workspace", e.WS)
+	if r := e.Owner("./pay.sh"); r.Code == 0 && strings.Contains(r.Stdout, "paid") {
+		bugErrorf(t, "pay.sh ran on its author's attestation and one other domain's: %s", r)
+	}
+	if !hasRule(recordsFor(e.Log(), "verdict", "", "pay.sh"), "AU4-self") {
+		bugErrorf(t, "no AU4-self record for pay.sh:%s", describe(recordsFor(e.Log(), "verdict", "", "pay.sh")))
+	}
+}

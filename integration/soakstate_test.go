@@ -138,6 +138,10 @@ while time.time() < deadline:
 		time.Sleep(10 * time.Second)
 		s := take(time.Since(start))
 		samples = append(samples, s)
+		if dir := os.Getenv("AERFS_SOAK_PROFILES"); dir != "" && len(samples)%6 == 0 {
+			// A heap profile a minute, for go tool pprof -base.
+			e.Aerfs("debug", "pprof", "heap", "--workspace", e.WS, "-o", fmt.Sprintf("%s/heap-%03d.pprof", dir, len(samples)/6))
+		}
 		t.Logf("soak %6s  rss %6.1f MiB  fds %4d  records %8d  ops %d", s.At, float64(s.RSSKiB)/1024, s.FDs, s.Records, ops.Load())
 	}
 	close(stop)

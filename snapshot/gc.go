@@ -98,21 +98,29 @@ func (x *Index) PlanGC(ret Retention, stored map[string]int64, held []string) GC
 		seen := map[string]bool{}
 		for i := len(hist) - 1; i >= 0; i-- {
 			v := hist[i]
-			if v.Hash != "" {
+			// What the plan keeps about a version is only for blobs still
+			// stored: a long history is mostly versions pruned before, and
+			// the plan's memory follows the store, not the log.
+			if _, ok := stored[v.Hash]; ok && v.Hash != "" {
 				versions[v.Hash] = append(versions[v.Hash], GCVersion{Path: p, N: i + 1, Time: v.Time})
 			}
-			if i == 0 && v.OldHash != "" {
+			if _, ok := stored[v.OldHash]; ok && i == 0 && v.OldHash != "" {
 				// The content before the first recorded version: "0".
 				versions[v.OldHash] = append(versions[v.OldHash], GCVersion{Path: p, N: 0, Time: v.Time})
 			}
 			young := ret.KeepWithin > 0 && ret.Now.Sub(v.Time) < ret.KeepWithin
+			if !young && len(seen) >= ret.KeepLast {
+				continue // older than every retention: nothing more to learn
+			}
 			for _, h := range []string{v.Hash, v.OldHash} {
 				if h == "" {
 					continue
 				}
 				if !seen[h] && len(seen) < ret.KeepLast || young {
-					if t, ok := retained[h]; !ok || v.Time.After(t) {
-						retained[h] = v.Time
+					if _, ok := stored[h]; ok {
+						if t, ok := retained[h]; !ok || v.Time.After(t) {
+							retained[h] = v.Time
+						}
 					}
 				}
 				seen[h] = true

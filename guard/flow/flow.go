@@ -221,10 +221,13 @@ func authWriter(res *principal.Resolved, subj policy.Subject) authority.Writer {
 // its session, or the process outside sessions.
 func AuthorityKey(res *principal.Resolved) string {
 	if res.Session != nil {
-		return "s:" + res.Session.ID
+		return SessionKey(res.Session.ID)
 	}
 	return "p:" + res.Proc.ID.String()
 }
+
+// SessionKey is the authority key of the session with this id.
+func SessionKey(id string) string { return "s:" + id }
 
 // stamp binds the class of a write by res to rel (hash "" for a plain
 // file, whose content is not hashed). prev is the label of the content the
