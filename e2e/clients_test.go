@@ -102,8 +102,12 @@ var gemini = &client{
 	command: func(t *testing.T, c *client, home, dir, prompt string) ([]string, []string) {
 		g := filepath.Join(home, ".gemini")
 		os.MkdirAll(g, 0o755)
+		// The keys Gemini CLI itself writes: it rewrites a settings.json
+		// with deprecated ones (disableAutoUpdate …) at every start, and
+		// under --agent that rewrite of its control file is kept in
+		// quarantine for the owner (AU3-control-quarantine).
 		settings := `{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
- "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+ "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
  "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false}}
 `
 		if err := os.WriteFile(filepath.Join(g, "settings.json"), []byte(settings), 0o644); err != nil {

@@ -44,14 +44,6 @@ func TestScenarios(t *testing.T) {
 			}
 			t.Run("web", func(t *testing.T) { scenarioWeb(t, c) })
 			t.Run("git", func(t *testing.T) { scenarioGit(t, c) })
-			if c == gemini {
-				// Not yet: with ~/.gemini mounted as a root, Gemini CLI's
-				// git hangs the daemon (guard.(*Plain).Flush holds its
-				// lock while the gate reads the caller's /proc entry,
-				// which blocks on the flushing process): a known aerfs
-				// bug, not the client's.
-				return
-			}
 			t.Run("home", func(t *testing.T) { scenarioHome(t, c) })
 			t.Run("daily", func(t *testing.T) { scenarioDaily(t, c) })
 			if c == openclaw {

@@ -82,11 +82,11 @@ func (f *stagedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.
 }
 
 func (f *stagedFile) Flush(ctx context.Context) syscall.Errno {
-	return f.node.door.Commit(f.node.rel(), f.d, false)
+	return f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false)
 }
 
 func (f *stagedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return f.node.door.Commit(f.node.rel(), f.d, false)
+	return f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false)
 }
 
 func (f *stagedFile) Release(ctx context.Context) syscall.Errno {

@@ -8,6 +8,7 @@ import (
 	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/guard/draft"
 	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/guard/tracking"
 	"github.com/aerfs/aerfs/guard/txn"
 	"github.com/aerfs/aerfs/principal"
 )
@@ -27,13 +28,31 @@ func (d *Door) Writer(c Caller) *principal.Resolved {
 // since), then either published through the transaction or kept in
 // quarantine. Commits of one path are serialised. This is the walk
 // docs/architecture.md draws: door → draft → gate → flow → txn.
-func (d *Door) Commit(rel string, dr *draft.Draft, last bool) syscall.Errno {
+//
+// c is the process whose close or fsync asks for the commit (0: none
+// waits for it). It may be inside an exec that waits for this answer (a
+// close-on-exec descriptor): it is not waited for, and the writers are
+// resolved before any lock is taken (principal/procwait.go).
+func (d *Door) Commit(c Caller, rel string, dr *draft.Draft, last bool) syscall.Errno {
+	h := d.h
+	ids, due := dr.Due(last)
+	if !due {
+		return 0
+	}
+	if c > 0 {
+		h.gate.ResolveCaller(c)
+	}
+	now := tracking.Resolve(h.reg, ids)
 	p := dr.Pending(last)
 	if p == nil {
 		return 0
 	}
 	start := time.Now()
-	h := d.h
+	writers := p.Writers(now)
+	for _, w := range writers {
+		// What each writer read is decided as it is now.
+		h.opens.Settle(w)
+	}
 	defer h.changes.Lock(rel)()
 	var cur *os.File
 	if p.Rebase() {
@@ -55,7 +74,7 @@ func (d *Door) Commit(rel string, dr *draft.Draft, last bool) syscall.Errno {
 		p.Done(false)
 		return syscall.EIO
 	}
-	cv := h.gate.Commit(p.Writers(h.reg), rel, hash, p.Created(), p.Extends())
+	cv := h.gate.Commit(writers, rel, hash, p.Created(), p.Extends())
 	if cv.Refused {
 		errno = h.txn.Quarantine(cv.Record, rel, staged, cv.Target.Absent)
 	} else {
@@ -74,7 +93,7 @@ func (d *Door) Commit(rel string, dr *draft.Draft, last bool) syscall.Errno {
 // recorded the name, so it is absent again. Only that very placeholder
 // goes, not a file another commit has put there since.
 func (d *Door) Release(rel string, dr *draft.Draft) syscall.Errno {
-	errno := d.Commit(rel, dr, true)
+	errno := d.Commit(0, rel, dr, true)
 	placeholder, closed := dr.Close()
 	if closed {
 		return errno

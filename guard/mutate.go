@@ -133,7 +133,10 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 		return 0, 0, errno
 	}
 	if cl, _, _ := h.gate.Policy().Classify(dst); !cl.Guarded() || sst.Mode&syscall.S_IFMT != syscall.S_IFREG || res == nil {
-		return td.Class, td.Namespace, link()
+		linked := h.hold(src, sst) // a link moves the inode's ctime (binding.go)
+		errno := link()
+		linked.keep(h)
+		return td.Class, td.Namespace, errno
 	}
 	// The content arrives under a guarded name: a write of it.
 	defer h.txn.Lock(src, dst)()
@@ -178,7 +181,13 @@ func (d *Door) Unlink(c Caller, rel string) syscall.Errno {
 		return errno
 	}
 	if !t.Class.Guarded() || res == nil {
-		if errno := backing.Errno(h.dir.Unlink(rel, 0)); errno != 0 {
+		var others *held
+		if st.Nlink > 1 {
+			others = h.hold(rel, st) // its other names: the unlink moves their ctime (binding.go)
+		}
+		errno := backing.Errno(h.dir.Unlink(rel, 0))
+		others.keep(h)
+		if errno != 0 {
 			return errno
 		}
 		if st.Nlink <= 1 {

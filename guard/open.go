@@ -3,6 +3,7 @@ package guard
 import (
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/guard/draft"
@@ -238,7 +239,15 @@ type Plain struct {
 
 	mu      sync.Mutex
 	writers tracking.WriterSet
+	// late counts the closes whose caller is noted once its /proc answers
+	// (a close from inside its exec: Flush).
+	late lateNotes
 }
+
+// lateWait bounds how long a decision about one of the file's readers
+// waits for a close's caller to be noted (settle): the caller's exec is
+// over as soon as its closes are answered, so it lands within moments.
+const lateWait = 5 * principal.CallerWait
 
 // plainWriter labels a plain file written by res (the label flow) and
 // returns the writer to follow to its close: nil when an unidentified
@@ -263,15 +272,15 @@ func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat
 
 // settle recomputes the label from the writers as they are now, without a
 // close (tracking.Opens.Settle: before a decision about one of the file's
-// readers).
+// readers), once the closes whose caller is being noted are (for at most
+// lateWait: such a caller may be waiting for the very decision).
 func (p *Plain) settle() {
+	p.late.wait(lateWait)
 	st, err := p.h.dir.Lstat(p.rel)
 	if err != nil || label.KeyOf(st) != p.key {
 		return // renamed or replaced since: its next close settles it
 	}
-	p.mu.Lock()
 	p.flow(st)
-	p.mu.Unlock()
 }
 
 // Flush is called at each close of a descriptor of the handle, by c, with
@@ -279,25 +288,50 @@ func (p *Plain) settle() {
 // tell whether it wrote), and the file's label is recomputed from every
 // writer as it is now. EIO: the lower label could not be stored (it holds
 // in memory until the journal takes it); the close says so.
+//
+// A close from inside an exec (a close-on-exec descriptor) waits for
+// this answer, and the caller's /proc does not answer until the exec is
+// over: the close is answered without it, and the caller is noted and
+// the label recomputed once it can be resolved (the handle's release and
+// its readers' decisions wait for that: principal/procwait.go).
 func (p *Plain) Flush(c Caller, st *syscall.Stat_t) syscall.Errno {
-	var res *principal.Resolved
 	if c > 0 {
-		// Resolved before the handle's lock: reading /proc may wait
-		// (principal/procwait.go).
-		res = p.h.gate.Resolve(c)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if res != nil && !res.Stalled {
-		// A stalled caller is on its way out: what it wrote counts as
-		// it was when it opened.
-		p.writers.Note(res)
+		res, later := p.h.gate.ResolveCaller(c)
+		if later != nil {
+			p.late.add()
+			go func() {
+				defer p.late.done()
+				if res := later(); res.Identified && !res.Stalled {
+					p.note(res)
+					p.flow(st)
+				}
+			}()
+		} else if !res.Stalled {
+			// A stalled caller is on its way out: what it wrote counts as
+			// it was when it opened.
+			p.note(res)
+		}
 	}
 	return p.flow(st)
 }
 
+func (p *Plain) note(res *principal.Resolved) {
+	p.mu.Lock()
+	p.writers.Note(res)
+	p.mu.Unlock()
+}
+
+// flow recomputes the label from the writers, resolved as they are now
+// without the handle's lock (their /proc may wait for a close of this
+// handle), and stores it bound to st.
 func (p *Plain) flow(st *syscall.Stat_t) syscall.Errno {
-	if ws := p.writers.Now(p.h.reg); len(ws) > 0 {
+	p.mu.Lock()
+	ids := p.writers.IDs()
+	p.mu.Unlock()
+	now := tracking.Resolve(p.h.reg, ids)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ws := p.writers.With(now); len(ws) > 0 {
 		if _, err := p.h.flow.Next(flow.Move{Op: flow.Flush, Subjects: ws, To: flow.Dest{Path: p.rel, Stat: st}}); err != nil {
 			return syscall.EIO
 		}
@@ -305,19 +339,64 @@ func (p *Plain) flow(st *syscall.Stat_t) syscall.Errno {
 	return 0
 }
 
-// Release is called when the handle goes: the label is recomputed once
-// more and bound to the content's new fingerprint.
+// Release is called when the handle goes: once the closes whose caller
+// is being noted are, the label is recomputed once more and bound to the
+// content's new fingerprint.
 func (p *Plain) Release(st *syscall.Stat_t) {
+	p.late.wait(-1)
 	if st != nil {
-		p.mu.Lock()
 		p.flow(st)
-		p.mu.Unlock()
 		if l := p.h.labels.Get(p.key); l != nil && !l.Matches(st) {
 			l.Bind(st)
 			p.h.labels.Set(p.key, l)
 		}
 	}
 	p.h.opens.WriteClosed(p.w)
+}
+
+// lateNotes counts a handle's closes whose caller is being noted.
+type lateNotes struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (l *lateNotes) add() {
+	l.mu.Lock()
+	if l.n == 0 {
+		l.idle = make(chan struct{})
+	}
+	l.n++
+	l.mu.Unlock()
+}
+
+func (l *lateNotes) done() {
+	l.mu.Lock()
+	if l.n--; l.n == 0 {
+		close(l.idle)
+	}
+	l.mu.Unlock()
+}
+
+// wait waits until no close is being noted, at most d (d < 0: as long
+// as it takes, which the resolutions' own bound limits).
+func (l *lateNotes) wait(d time.Duration) {
+	l.mu.Lock()
+	n, idle := l.n, l.idle
+	l.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	if d < 0 {
+		<-idle
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
 }
 
 // Fill is called when a guarded reader's page fill is answered with a

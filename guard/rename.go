@@ -53,7 +53,16 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 		return errno
 	}
 	if res == nil || !mv.guarded() {
-		if errno := rename(); errno != 0 {
+		// The moved inode's ctime moves, and a file renamed over keeps
+		// its other names: their labels stay bound (binding.go).
+		moved, other := h.hold(src, sst), (*held)(nil)
+		if dstSt != nil && (exchange || dstSt.Nlink > 1) {
+			other = h.hold(dst, dstSt)
+		}
+		errno := rename()
+		moved.keep(h)
+		other.keep(h)
+		if errno != 0 {
 			return errno
 		}
 		forgetReplaced()

@@ -187,7 +187,7 @@ func (r *Registry) placeImplicit(cg *Cgroups, s *Session, res *Resolved) {
 		r.unplaced(s, res, err)
 		return
 	}
-	if !Alive(id) {
+	if !AliveOrSilent(id) {
 		// The pid now belongs to another process: it must not inherit.
 		if abs, err := cgroupOf(id.Tgid); err == nil && abs == cg.Root()+"/"+rel {
 			cg.Move(id.Tgid, "")
@@ -209,6 +209,18 @@ func (r *Registry) unplaced(s *Session, res *Resolved, err error) {
 // member, and no cgroup of theirs (this mount's, or another mount's
 // implicit session they stand for) holds a process.
 func (r *Registry) pruneImplicit() {
+	// Which processes are gone is read without the lock, which every
+	// resolution takes (procwait.go).
+	r.mu.RLock()
+	var keys []ProcID
+	for key := range r.implicit {
+		keys = append(keys, key)
+	}
+	r.mu.RUnlock()
+	gone := map[ProcID]bool{}
+	for _, key := range keys {
+		gone[key] = !AliveOrSilent(key)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.implicit) == 0 {
@@ -223,7 +235,7 @@ func (r *Registry) pruneImplicit() {
 		top = filepath.Join(mnt, cgroupTop)
 	}
 	for key, s := range r.implicit {
-		if held[s] || Alive(key) {
+		if held[s] || !gone[key] {
 			continue
 		}
 		rel := fmt.Sprintf("i-%d-%d", key.Tgid, key.Start)

@@ -683,6 +683,15 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 		}
 		defer done()
 	}
+	// Whether the root of a session rejoined is still there, read before
+	// the lock, which resolutions need (procwait.go).
+	r.mu.RLock()
+	var root ProcID
+	if s := r.sessions[id]; s != nil {
+		root = s.Root
+	}
+	r.mu.RUnlock()
+	rootAlive := root != (ProcID{}) && AliveOrSilent(root)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var parent *Session
@@ -746,7 +755,7 @@ func (r *Registry) RegisterWith(peerPid int, p policy.Principal, id string, resu
 	}
 	if !exists {
 		r.sessions[id] = s
-	} else if s.Root == (ProcID{}) || !Alive(s.Root) {
+	} else if s.Root == (ProcID{}) || s.Root != root || !rootAlive {
 		// Rejoined after its root exited (resumed): the joining process
 		// is its root now, and the session ends when it exits.
 		s.Root = peer.Proc.ID
@@ -826,7 +835,9 @@ func (r *Registry) liveLocked(s *Session) int {
 	}
 	n := 0
 	for id, m := range r.members {
-		if m.sess == s && Alive(id) {
+		// Under the lock: never waited for when the process waits for
+		// this daemon, and never past ProcWait (procwait.go).
+		if m.sess == s && AliveOrSilent(id) {
 			n++
 		}
 	}
@@ -867,20 +878,30 @@ func (r *Registry) Prune() {
 	for id := range r.neg {
 		ids = append(ids, id)
 	}
-	var tids []int
+	threads := map[int]uint64{}
 	for tid, e := range r.threads {
-		if st, err := startTime(tid); err != nil || st != e.start {
+		threads[tid] = e.start
+	}
+	r.mu.RUnlock()
+	// Read without the lock, which every resolution takes: a thread
+	// inside an exec does not answer until its FLUSH is (procwait.go).
+	var tids []int
+	for tid, start := range threads {
+		var st uint64
+		var err error
+		if WithinProcWait(tid, func() { st, err = startTime(tid) }) && (err != nil || st != start) {
 			tids = append(tids, tid)
 		}
 	}
-	r.mu.RUnlock()
 	r.mu.Lock()
 	for _, tid := range tids {
-		r.dropThread(tid)
+		if e, ok := r.threads[tid]; ok && e.start == threads[tid] {
+			r.dropThread(tid)
+		}
 	}
 	r.mu.Unlock()
 	for _, id := range ids {
-		if !Alive(id) {
+		if !AliveOrSilent(id) {
 			r.Forget(id)
 		}
 	}

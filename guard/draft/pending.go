@@ -16,6 +16,20 @@ type Pending struct {
 	staged *os.File
 }
 
+// Due reports whether a commit of the draft (last: at the handle's
+// release) has something to commit, and the processes that wrote it, to
+// be resolved as they are now (tracking.Resolve) before Pending takes the
+// draft's lock: reading their /proc may wait for this daemon
+// (principal/procwait.go).
+func (d *Draft) Due(last bool) ([]principal.ProcID, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || !d.dirty && !(last && d.truncated) {
+		return nil, false
+	}
+	return d.writers.IDs(), true
+}
+
 // Pending starts a commit of the draft (last: at the handle's release),
 // or returns nil when there is nothing to commit.
 func (d *Draft) Pending(last bool) *Pending {
@@ -29,9 +43,10 @@ func (d *Draft) Pending(last bool) *Pending {
 }
 
 // Writers is every resolution the commit must be allowed for: each writer
-// as it is now (the opener first) and as it was when it wrote.
-func (p *Pending) Writers(reg *principal.Registry) []*principal.Resolved {
-	w := p.d.writers.Now(reg)
+// as it is now (now: the resolutions of Due's writers) and as it was when
+// it wrote, the opener first.
+func (p *Pending) Writers(now []*principal.Resolved) []*principal.Resolved {
+	w := p.d.writers.With(now)
 	if len(w) == 0 {
 		w = []*principal.Resolved{p.d.opener}
 	}

@@ -87,6 +87,17 @@ func (g *Gate) Resolve(c Caller) *principal.Resolved {
 	return g.c.Registry.Resolve(int(c))
 }
 
+// ResolveCaller resolves the caller of a request it waits for in the
+// kernel (a FLUSH), which may come from inside its exec: when its /proc
+// does not answer within principal.CallerWait, res is nil and later
+// returns the resolution once it does (principal.Registry.ResolveCaller).
+func (g *Gate) ResolveCaller(c Caller) (res *principal.Resolved, later func() *principal.Resolved) {
+	if c == NoCaller {
+		return &principal.Resolved{Reason: "request without caller"}, nil
+	}
+	return g.c.Registry.ResolveCaller(int(c))
+}
+
 // Target classifies rel and attaches the label of the file with stat st
 // (nil when absent), checking the label's binding: a label whose binding
 // broke (the content changed outside the mount) reads as EXTERNAL.
@@ -163,8 +174,9 @@ type CommitVerdict struct {
 // Commit decides a commit of the content with hash to rel for every
 // writer (the first is the opener as it is now; each must be allowed: a
 // descriptor handed to a WEB process does not carry its opener's
-// authority), then asks the label flow for the content's label and the
-// act gate whether content of its class may become a control file.
+// authority; what each read was settled before: tracking.Opens.Settle),
+// then asks the label flow for the content's label and the act gate
+// whether content of its class may become a control file.
 // created is the inode of the empty placeholder the committing handle
 // created (nil when it created none); extends says the new content keeps
 // the current one (an append), whose label then flows into it.
@@ -175,9 +187,6 @@ func (g *Gate) Commit(writers []*principal.Resolved, rel, hash string, created *
 	t.Absent = t.Absent || cv.Placeholder
 	cv.Target = t
 	held := func(res *principal.Resolved) bool { return res.Session.Quarantined() }
-	for _, w := range writers {
-		g.c.Opens.Settle(w)
-	}
 	subj := cv.Res.Subject()
 	for _, w := range writers[1:] {
 		ws := w.Subject()

@@ -177,9 +177,32 @@ func (t *Reads) get(k reader, res *principal.Resolved) *readSet {
 
 // sweepExited forgets the readers that were processes outside sessions and
 // have exited: nothing they read can be the parent of a later change.
+// Called with t.mu held, which every open takes: whether they exited is
+// read from /proc in the background, without it (a reader inside an exec
+// does not answer until its FLUSH is: principal/procwait.go).
 func (t *Reads) sweepExited() {
+	procs := map[reader]principal.ProcID{}
 	for k, rs := range t.sets {
-		if rs.isProc && !principal.Alive(rs.proc) {
+		if rs.isProc {
+			procs[k] = rs.proc
+		}
+	}
+	t.sweepAt = max(readsSweepMin, 2*len(t.sets))
+	go t.forgetExited(procs)
+}
+
+// forgetExited forgets the readers procs whose process has exited.
+func (t *Reads) forgetExited(procs map[reader]principal.ProcID) {
+	var gone []reader
+	for k, id := range procs {
+		if !principal.AliveOrSilent(id) {
+			gone = append(gone, k)
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range gone {
+		if rs := t.sets[k]; rs != nil && rs.isProc && rs.proc == procs[k] {
 			t.seen -= len(rs.seen)
 			delete(t.sets, k)
 		}

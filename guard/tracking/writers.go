@@ -51,26 +51,49 @@ func (w *WriterSet) Note(res *principal.Resolved) {
 	x.seen = append(x.seen, res)
 }
 
-// Now resolves every writer afresh and returns every resolution a
-// decision about what they wrote must hold for: each writer as it is now
-// (a live process is resolved again by its tgid and must still be the
-// same process) and as it was when it wrote. Principals only go down and
-// taint only goes up, so deciding for all of them is deciding for the
-// worst. A writer that exited is decided by its last resolutions, whose
-// session taint is live. The first element is the subject the change is
-// recorded under: the opener as it is now.
-func (w *WriterSet) Now(reg *principal.Registry) []*principal.Resolved {
+// IDs is every writer's process, the opener first. Call it with the
+// handle's lock held, resolve them with Resolve without it, and give the
+// resolutions to With under it again: a writer's /proc may wait for this
+// daemon's answer to a request that needs the lock (principal/procwait.go).
+func (w *WriterSet) IDs() []principal.ProcID {
+	ids := make([]principal.ProcID, len(w.ws))
+	for i, x := range w.ws {
+		ids[i] = x.id
+	}
+	return ids
+}
+
+// With notes the writers' resolutions as they are now (Resolve of IDs:
+// nil for one that exited) and returns every resolution a decision about
+// what they wrote must hold for: each writer as it is now (a live process
+// is resolved again by its tgid and must still be the same process) and
+// as it was when it wrote. Principals only go down and taint only goes
+// up, so deciding for all of them is deciding for the worst. A writer
+// that exited is decided by its last resolutions, whose session taint is
+// live. The first element is the subject the change is recorded under:
+// the opener as it is now.
+func (w *WriterSet) With(now []*principal.Resolved) []*principal.Resolved {
 	var out []*principal.Resolved
-	for i := 0; i < len(w.ws); i++ {
-		if now := resolveNow(reg, w.ws[i].id); now != nil {
-			w.Note(now)
-			out = append(out, now)
+	for _, res := range now {
+		if res != nil {
+			w.Note(res)
+			out = append(out, res)
 		}
 	}
 	for _, x := range w.ws {
 		out = append(out, x.seen...)
 	}
 	return out
+}
+
+// Resolve resolves the writers ids as they are now (IDs): nil for one
+// that has exited. It reads /proc: call it with no lock held.
+func Resolve(reg *principal.Registry, ids []principal.ProcID) []*principal.Resolved {
+	now := make([]*principal.Resolved, len(ids))
+	for i, id := range ids {
+		now[i] = resolveNow(reg, id)
+	}
+	return now
 }
 
 // resolveNow resolves the process id as it is now: nil when it has
@@ -82,8 +105,15 @@ func (w *WriterSet) Now(reg *principal.Registry) []*principal.Resolved {
 // gone, then as a zombie until reaped) and cannot be resolved, which
 // would make it an unidentified writer of what it wrote as itself. The
 // release of a handle comes after the close that ended the write, often
-// while the writer exits: that race decided the label before.
+// while the writer exits: that race decided the label before. So does a
+// writer inside an exec that waits for this daemon's answer to its FLUSH
+// (principal.CallerPending): it is not waited for, and what it wrote is
+// decided by its last resolutions; a FLUSH of it notes it again once its
+// exec is over.
 func resolveNow(reg *principal.Registry, id principal.ProcID) *principal.Resolved {
+	if principal.CallerPending(id.Tgid) {
+		return nil
+	}
 	// Resolve first: a live writer (the common case) is answered from
 	// the registry's cache, which checks the process is still the one it
 	// knew; only an answer for another process, or none, asks whether the

@@ -1,0 +1,54 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A plain file's label is bound to its fingerprint (size, mtime, ctime),
+// and a rename, a link or the unlink of another of its names through the
+// mount moves the ctime. Those are changes aerfs made: the label stays
+// bound. An agent that saves its state as every client does (a temporary
+// file renamed over the real one, Gemini CLI's projects.json) read it back
+// as drift, EXTERNAL, and its session was tainted UNTRUSTED: every memory
+// write after that was refused.
+func TestLabelBindingFollowsRenameAndLink(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent})
+	view := bindView(t, e)
+	e.Mount()
+	agent := func(script string) Result {
+		return runCmd(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--agent", "claude-code", "--principal", "USER",
+			"--session", "ag", "--", "sh", "-c", script)
+	}
+	expectOK(t, "the agent saves, renames, links and reads its state", agent(`set -e
+echo '{"a": 1}' > state.json.tmp; sleep 0.2; mv state.json.tmp state.json; cat state.json >/dev/null
+echo one > log.txt; sleep 0.2; ln log.txt log.1; cat log.1 >/dev/null
+rm log.txt; cat log.1 >/dev/null
+echo two > b.txt; echo three > c.txt; sleep 0.2; python3 -c 'import ctypes; ctypes.CDLL(None).renameat2(-100, b"b.txt", -100, b"c.txt", 2)'; cat b.txt c.txt >/dev/null
+printf -- '- the state is saved\n' >> MEMORY.md`))
+	li := e.Log()
+	for _, le := range li {
+		if le.Record.Meta.Op == "drift" {
+			bugErrorf(t, "a change made through the mount read as drift: %s", describe([]LogEntry{le}))
+		}
+	}
+	if n := refusals(li); n != 0 {
+		bugErrorf(t, "the agent was refused %d times:%s", n, describe(li))
+	}
+
+	// A change behind aerfs's back stays drift when the file is renamed
+	// through the mount afterwards: only a binding that held is kept.
+	expectOK(t, "the agent writes a file", agent("echo mine > kept.txt"))
+	if err := os.WriteFile(filepath.Join(view, "kept.txt"), []byte("planted behind aerfs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expectOK(t, "the agent renames and reads it", agent("mv kept.txt moved.txt; cat moved.txt >/dev/null"))
+	found := false
+	for _, le := range e.Log() {
+		found = found || le.Record.Meta.Op == "drift" && le.Record.Meta.Path == "moved.txt"
+	}
+	if !found {
+		bugErrorf(t, "content changed behind aerfs and then renamed through the mount is not drift:%s", describe(e.Log()))
+	}
+}
