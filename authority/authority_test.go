@@ -3,6 +3,7 @@ package authority
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -578,5 +579,31 @@ func TestRenameLinkKeepClass(t *testing.T) {
 	m.Attest(attestor("bank"), st.Hash)
 	if d := m.Authorize(Request{Path: "skills/x.sh", Stamp: &moved, Action: Control, Now: t0}); d.Rule != RuleElevated {
 		t.Fatalf("elevation after rename: %v", d.Rule)
+	}
+}
+
+// What the monitor keeps about producers follows stored content: plain
+// writes (no hash) keep nothing, however many sessions write, and content
+// gc pruned is forgotten.
+func TestMonitorProducersFollowTheStore(t *testing.T) {
+	m := New(Config{}, nil)
+	for i := 0; i < 1000; i++ {
+		m.Write(Writer{Principal: policy.User, Session: fmt.Sprintf("s%d", i), Identified: true}, "notes.txt", Hash{})
+	}
+	if n := len(m.producers); n != 0 {
+		t.Fatalf("plain writes of 1000 sessions left %d producer entries", n)
+	}
+	h := Hash{1}
+	m.Write(agentS1, "MEMORY.md", h)
+	if !m.producedBy(h, &Writer{Session: "s1"}) {
+		t.Fatal("the writer of a hash is not its producer")
+	}
+	m.Forget([]Hash{h})
+	if len(m.producers) != 0 {
+		t.Fatalf("pruned content still has producers: %v", m.producers)
+	}
+	m.Produced(h, "s1", "")
+	if !m.producedBy(h, &Writer{Session: "s1"}) {
+		t.Fatal("a producer named by a label is not the producer")
 	}
 }

@@ -173,6 +173,12 @@ func (m *Monitor) Write(w Writer, path string, h Hash) Stamp {
 			st.Sources = append([]Source(nil), s.sources...)
 		}
 	}
+	if h == (Hash{}) {
+		// A plain file's content is not hashed: no attestation can name
+		// it, and a producer kept under the zero hash would only grow
+		// with every session that ever wrote a plain file.
+		return st
+	}
 	p := producer{session: w.Session, name: w.Name}
 	for _, x := range m.producers[h] {
 		if x == p {
@@ -181,6 +187,18 @@ func (m *Monitor) Write(w Writer, path string, h Hash) Stamp {
 	}
 	m.producers[h] = append(m.producers[h], p)
 	return st
+}
+
+// Forget drops what the monitor remembers of the producers of content no
+// longer stored (aerfs gc pruned it): the monitor's memory follows the
+// store, not the history. A file that still holds such content names its
+// writer in its label (Produced).
+func (m *Monitor) Forget(hs []Hash) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range hs {
+		delete(m.producers, h)
+	}
 }
 
 // AttestResult says what became of an attestation.

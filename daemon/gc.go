@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/aerfs/aerfs/authority"
 	"os"
 	"time"
 
@@ -84,6 +85,15 @@ func (s *controlServer) gc(pid int, req Request) *Response {
 		req.DryRun, peer, s.prune)
 	if err != nil {
 		return &Response{Error: err.Error()}
+	}
+	if !req.DryRun {
+		gone := make([]authority.Hash, 0, len(res.Prune))
+		for _, h := range res.Prune {
+			if ah, err := authority.ParseHash(h); err == nil {
+				gone = append(gone, ah)
+			}
+		}
+		s.m.Authority().Monitor().Forget(gone)
 	}
 	b, _ := json.Marshal(res)
 	return &Response{OK: true, Data: b}

@@ -106,7 +106,7 @@ while time.time() < deadline:
 		e.Owner("cat memory/soak-1.md MEMORY.md > /dev/null; ls -l notes > /dev/null")
 	})
 	loop("gc", time.Minute, func(n int) {
-		if r := e.Aerfs("gc", "--keep-last", "5", "--workspace", e.WS); r.Code != 0 {
+		if r := e.Aerfs("gc", "--keep-last", "5", "--keep-within", "0s", "--workspace", e.WS); r.Code != 0 {
 			t.Errorf("gc: %s", r)
 		}
 	})
