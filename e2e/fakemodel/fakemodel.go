@@ -33,8 +33,8 @@ const (
 	Read              // read Path
 	Shell             // run Command
 	// Fetch fetches URL with the client's own in-process web tool (Claude
-	// Code's WebFetch, OpenClaw's web_fetch); a client without one runs
-	// Command in its shell tool instead.
+	// Code's WebFetch, OpenClaw's and Gemini CLI's web_fetch); a client
+	// without one runs Command in its shell tool instead.
 	Fetch
 )
 
@@ -543,6 +543,7 @@ func (s *Server) gemini(w http.ResponseWriter, body []byte, stream bool) {
 			FunctionDeclarations []struct {
 				Name string `json:"name"`
 			} `json:"functionDeclarations"`
+			URLContext json.RawMessage `json:"urlContext"`
 		} `json:"tools"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -550,7 +551,9 @@ func (s *Server) gemini(w http.ResponseWriter, body []byte, stream bool) {
 		return
 	}
 	tools := map[string]bool{}
+	urlContext := false
 	for _, t := range req.Tools {
+		urlContext = urlContext || t.URLContext != nil
 		for _, f := range t.FunctionDeclarations {
 			tools[f.Name] = true
 			s.tools[f.Name] = true
@@ -565,7 +568,14 @@ func (s *Server) gemini(w http.ResponseWriter, body []byte, stream bool) {
 		}
 	}
 	part := map[string]any{"text": "ok"}
-	if len(tools) > 0 {
+	switch {
+	case urlContext:
+		// Gemini CLI's web_fetch first asks the API to fetch the URLs
+		// itself (the urlContext tool). The fake API, like the real one
+		// before a page it cannot reach, answers with no content: the
+		// client then fetches the page in its own process.
+		part = map[string]any{"text": ""}
+	case len(tools) > 0:
 		s.turns++
 		st := s.step(results)
 		if st.Kind == Final {

@@ -67,3 +67,28 @@ func TestScriptedTurns(t *testing.T) {
 		t.Errorf("turns %d, errors %v", s.Turns(), s.Errors())
 	}
 }
+
+// Gemini CLI's web_fetch asks the API to fetch through its urlContext
+// tool first: the fake API returns no content (so that the client fetches
+// the page itself) and the script does not advance.
+func TestGeminiURLContext(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetScript("/ws", []Step{{Kind: Fetch, URL: "https://198.20.0.2/notes.html"}, {Kind: Final, Text: "DONE"}})
+	out := post(t, s.URL+"/v1beta/models/fake-model:generateContent", `{"contents":[{"role":"user","parts":[{"text":"go"}]}],
+		"tools":[{"functionDeclarations":[{"name":"web_fetch"},{"name":"run_shell_command"}]}]}`)
+	if !strings.Contains(out, `"name":"web_fetch"`) || !strings.Contains(out, `Return the text of https://198.20.0.2/notes.html`) {
+		t.Errorf("web_fetch call:\n%s", out)
+	}
+	out = post(t, s.URL+"/v1beta/models/gemini-3-flash-preview:generateContent", `{"contents":[{"role":"user","parts":[{"text":"<authorized_urls>"}]}],
+		"tools":[{"urlContext":{}}]}`)
+	if !strings.Contains(out, `"parts":[{"text":""}]`) {
+		t.Errorf("urlContext request answered with content:\n%s", out)
+	}
+	if s.Turns() != 1 || len(s.Errors()) != 0 {
+		t.Errorf("turns %d, errors %v", s.Turns(), s.Errors())
+	}
+}
