@@ -71,7 +71,8 @@ func newPageNS(t *testing.T) *pageNS {
 	b := make([]byte, 4)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	ns := &pageNS{name: "aerfs-e2e-" + id, hostLink: "aeh" + id, nsLink: "aen" + id}
+	ns := &pageNS{name: "aerfs-page-" + id, hostLink: "apgh" + id, nsLink: "apgn" + id}
+	removeStale(t)
 	if out := strings.TrimSpace(ipOut("-4", "route", "show", "to", "match", pageAddr) + ipOut("-4", "addr", "show", "to", pageNet)); strings.Contains(out, pageNet) || strings.Contains(out, pageHostEnd) {
 		t.Fatalf("%s is already routed on this host (an earlier run left it?): %s", pageNet, out)
 	}
@@ -117,6 +118,30 @@ func lockPageNet(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Cleanup(func() { f.Close() }) // after ns.remove: cleanups run last-in first-out
+}
+
+// removeStale removes what a run killed before its clean-up left behind:
+// namespaces and veth ends of this file's naming. The lock is held, so
+// no other run is using them.
+func removeStale(t *testing.T) {
+	for _, f := range strings.Fields(ipOut("netns", "list")) {
+		if strings.HasPrefix(f, "aerfs-page-") {
+			t.Logf("removing network namespace %s left by an earlier run", f)
+			exec.Command("ip", "netns", "del", f).Run()
+		}
+	}
+	for _, line := range strings.Split(ipOut("-o", "link", "show"), "\n") {
+		// "7: apgh0123abcd@if6: <...>"
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		if strings.HasPrefix(name, "apgh") || strings.HasPrefix(name, "apgn") {
+			t.Logf("removing veth %s left by an earlier run", name)
+			exec.Command("ip", "link", "del", name).Run()
+		}
+	}
 }
 
 // remove deletes the route, the veth pair and the namespace, and reports
