@@ -24,3 +24,27 @@ func TestPendingDiffHeaderEscapesNames(t *testing.T) {
 		t.Errorf("the name is not shown escaped:\n%s", r.Stdout)
 	}
 }
+
+// A session cannot hide the pending list from the owner: a pending item
+// whose path it turned into a symlink (to a place the owner may not read,
+// or anywhere) is shown with why its current content is not, and every
+// other item is still listed; the current content is never read through a
+// symlink in the path.
+func TestPendingItemBehindSymlinkDoesNotHideOthers(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "- remember milk\n", "skills/evil/AGENTS.md": "owner's skill note\n"}).Mount()
+	e.Sh("WEB", "web", `printf 'evil\n' > t.md; mv t.md MEMORY.md; mkdir x; printf 'evil2\n' > t2.md; mv t2.md x/AGENTS.md; mv x x.old; ln -s skills/evil x`)
+	r := e.aerfsOwner("pending")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "MEMORY.md  by WEB") {
+		bugErrorf(t, "a session hid the pending MEMORY.md item from aerfs pending: %s", r)
+	}
+	if !strings.Contains(r.Stdout, "x/AGENTS.md") || !strings.Contains(r.Stdout, "symbolic link") {
+		t.Errorf("the item behind the symlink is not listed with why its current content is not shown: %s", r)
+	}
+	if strings.Contains(r.Stdout, "owner's skill note") {
+		bugErrorf(t, "aerfs pending showed the file the session's symlink points to as the item's current content: %s", r)
+	}
+	j := e.aerfsOwner("pending", "--json")
+	if j.Code != 0 || !strings.Contains(j.Stdout, `"MEMORY.md"`) {
+		bugErrorf(t, "aerfs pending --json was blinded too: %s", j)
+	}
+}

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/snapshot"
 )
 
@@ -207,18 +209,57 @@ func readWorkspaceFile(t *target, rel string) ([]byte, bool, error) {
 	if t.workspace == "" {
 		return nil, false, fail(exitUsage, "pass --workspace DIR", "the current content of %s needs the workspace", rel)
 	}
-	file := filepath.Join(t.workspace, filepath.FromSlash(rel))
-	if f, ok := rootFile(t, rel); ok {
-		file = f
+	base, sub := t.workspace, filepath.FromSlash(rel)
+	if name, rsub, ok := policy.SplitRootPath(rel); ok {
+		for _, r := range policyRoots(t) {
+			if r.Name == name {
+				base, sub = r.Dir, filepath.FromSlash(rsub)
+			}
+		}
 	}
-	b, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, false, nil
-	}
+	b, exists, err := readBeneath(base, sub)
 	if err != nil {
-		return nil, false, fail(exitError, "", "cannot read %s: %v", rel, err)
+		return nil, false, &unreadableError{fail(exitError, "", "cannot read %s: %v", rel, err)}
 	}
-	return b, true, nil
+	return b, exists, nil
+}
+
+// unreadableError is a current file that could not be read: a per-item
+// state for the commands that list many (pending), an error for the
+// others.
+type unreadableError struct{ error }
+
+func (e *unreadableError) Unwrap() error { return e.error }
+
+// readBeneath reads the regular file sub beneath the directory base without
+// following a symbolic link anywhere in sub (a session can put one in the
+// path of a file the owner reviews, to show another file or none) and
+// without waiting on a FIFO.
+func readBeneath(base, sub string) ([]byte, bool, error) {
+	dfd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat2(dfd, sub, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, false, nil
+	case errors.Is(err, unix.ELOOP):
+		return nil, false, errors.New("a symbolic link in its path (not followed)")
+	case err != nil:
+		return nil, false, err
+	}
+	f := os.NewFile(uintptr(fd), sub)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, false, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	b, err := io.ReadAll(f)
+	return b, true, err
 }
 
 func shortRecord(id string) string {

@@ -3,8 +3,10 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -44,6 +46,7 @@ type pendingItem struct {
 	Stale       bool   `json:"stale"`                  // the file changed since: approve will fail
 	Content     []byte `json:"content,omitempty"`      // the quarantined bytes
 	Missing     bool   `json:"content_missing,omitempty"`
+	Unreadable  string `json:"current_unreadable,omitempty"` // why the current file could not be read
 	Diff        string `json:"diff"`
 }
 
@@ -56,6 +59,11 @@ func runPending(out io.Writer, t *target, o pendingOptions) error {
 	for _, p := range x.Pending() {
 		it := pendingItem{Pending: p}
 		cur, exists, err := pendingCurrent(t, x, p.Path)
+		var unreadable *unreadableError
+		if errors.As(err, &unreadable) {
+			// One item's file does not hide the others from the owner.
+			it.Unreadable, err = unreadable.Error(), nil
+		}
 		if err != nil {
 			return err
 		}
@@ -92,6 +100,8 @@ func runPending(out io.Writer, t *target, o pendingOptions) error {
 		case it.Missing:
 			fmt.Fprintf(out, "  the quarantined content %.12s is missing from the blob store\n", it.Hash)
 			continue
+		case it.Unreadable != "":
+			fmt.Fprintf(out, "  the current file is not shown: %s\n", line(strings.TrimPrefix(it.Unreadable, "aerfs: ")))
 		case it.Stale:
 			fmt.Fprintln(out, "  the file changed since this write was refused: approving it would fail")
 		}

@@ -98,20 +98,6 @@ func rootRel(t *target, arg string) (string, bool) {
 	return "", false
 }
 
-// rootFile is the file a record path "@name/rel" of a further root names.
-func rootFile(t *target, rel string) (string, bool) {
-	name, sub, ok := policy.SplitRootPath(rel)
-	if !ok {
-		return "", false
-	}
-	for _, r := range policyRoots(t) {
-		if r.Name == name {
-			return filepath.Join(r.Dir, filepath.FromSlash(sub)), true
-		}
-	}
-	return "", false
-}
-
 // rootDirs lists the directories of the further roots of t's policy: a
 // confined session may write in them (the mount decides each change).
 func rootDirs(t *target) []string {
