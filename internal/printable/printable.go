@@ -156,7 +156,12 @@ func printableRune(r rune) bool {
 	if r < 0x20 || r == 0x7f {
 		return false
 	}
-	return unicode.IsPrint(r) && !unicode.Is(unicode.Cf, r)
+	// Format characters (bidi controls, zero-width joiners) and the other
+	// default-ignorable code points (variation selectors, Hangul fillers,
+	// the combining grapheme joiner) show nothing of their own: a name or
+	// a line could hide a difference in them.
+	return unicode.IsPrint(r) && !unicode.Is(unicode.Cf, r) &&
+		!unicode.Is(unicode.Variation_Selector, r) && !unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
 }
 
 func quoteRune(r rune) string {

@@ -173,3 +173,17 @@ func TestJSONStaysTheSameValue(t *testing.T) {
 		t.Fatalf("printable text was escaped: %s", safe)
 	}
 }
+
+// Default-ignorable code points print nothing of their own: variation
+// selectors, Hangul fillers and the combining grapheme joiner are escaped
+// like the zero-width format characters; ordinary combining marks are not.
+func TestDefaultIgnorableEscaped(t *testing.T) {
+	for _, r := range []rune{0xfe0f, 0xfe00, 0xe0100, 0x115f, 0x1160, 0x3164, 0xffa0, 0x034f, 0x200b, 0x202e} {
+		if got := Line("a" + string(r) + "b"); got == "a"+string(r)+"b" {
+			t.Errorf("U+%04X printed raw", r)
+		}
+	}
+	if got := Line("e\u0301"); got != "e\u0301" {
+		t.Errorf("a combining acute accent was escaped: %q", got)
+	}
+}
