@@ -117,3 +117,85 @@ func TestGeminiTrustedFolders(t *testing.T) {
 	e, home := agentHome(t, "gemini", ".gemini")
 	webRefused(t, e, home, "gemini", map[string]string{".gemini/trustedFolders.json": ""})
 }
+
+// TestOpenClawStatePrivate: OpenClaw's state databases (the exec approval
+// policy in ~/.openclaw/state/openclaw.sqlite, the login profiles in
+// agents/<id>/agent/) are not writable to a confined session; a session
+// run with --agent openclaw gets a copy of them of its own
+// (OPENCLAW_STATE_DIR), which it may change, and the owner's stay as they
+// were. SQLite itself (python3's) does the writing.
+func TestOpenClawStatePrivate(t *testing.T) {
+	tmp := t.TempDir()
+	ws, state := filepath.Join(tmp, "aerfs-it-ws"), filepath.Join(tmp, "state")
+	// The home where a real one is: outside /tmp and /var/tmp, which
+	// confined sessions may write.
+	os.MkdirAll("/var/lib/aerfs-it", 0o755)
+	home, err := os.MkdirTemp("/var/lib/aerfs-it", "home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	oc := filepath.Join(home, ".openclaw")
+	for _, d := range []string{ws, filepath.Join(oc, "state"), filepath.Join(oc, "agents/main/agent"), filepath.Join(oc, "skills")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const mkdb = `import sqlite3,sys
+c=sqlite3.connect(sys.argv[1]); c.execute("pragma journal_mode=wal"); c.execute("create table approvals(security text)")
+c.execute("insert into approvals values('deny')"); c.commit()`
+	for _, db := range []string{"state/openclaw.sqlite", "agents/main/agent/openclaw-agent.sqlite"} {
+		expectOK(t, "the owner's "+db, runCmd("/", nil, "python3", "-c", mkdb, filepath.Join(oc, db)))
+	}
+	expectOK(t, "init --agent openclaw", runCmd("/", nil, aerfsBin, "init", "--agent", "openclaw", "--state", state, ws))
+	pf := filepath.Join(state, "aerfs.yaml")
+	b, err := os.ReadFile(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{".cache/openclaw", ".openclaw/logs", ".openclaw/tmp"} {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	pol := strings.ReplaceAll(strings.ReplaceAll(string(b), "path: ~/", "path: "+home+"/"), "\n    - ~/", "\n    - "+home+"/")
+	if err := os.WriteFile(pf, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	e := (&Env{t: t, WS: ws, State: state}).Mount()
+
+	const set = `import sqlite3,sys
+try:
+    c=sqlite3.connect(sys.argv[1]); c.execute("update approvals set security='full'"); c.commit(); print("set full")
+except Exception as x: print("refused", x)
+print("now", sqlite3.connect(sys.argv[1]).execute("select security from approvals").fetchone()[0])`
+	owner := func(db string) string {
+		r := runCmd("/", nil, "python3", "-c", "import sqlite3,sys;print(sqlite3.connect(sys.argv[1]).execute('select security from approvals').fetchone()[0])", filepath.Join(oc, db))
+		return strings.TrimSpace(r.Stdout)
+	}
+	for _, db := range []string{"state/openclaw.sqlite", "agents/main/agent/openclaw-agent.sqlite"} {
+		// A WEB session, with and without the agent's profile.
+		r := runCmd(e.WS, []string{"HOME=" + home}, aerfsBin, "run", "--workspace", e.WS, "--principal", "WEB", "--session", "web", "--",
+			"python3", "-c", set, filepath.Join(oc, db))
+		if strings.Contains(r.Stdout, "set full") || owner(db) != "deny" {
+			t.Errorf("a WEB session changed the owner's %s: %s (the owner's now says %q)", db, r, owner(db))
+		}
+		r = runCmd(e.WS, []string{"HOME=" + home}, aerfsBin, "run", "--workspace", e.WS, "--agent", "openclaw", "--principal", "WEB", "--session", "web", "--",
+			"sh", "-c", `case "$OPENCLAW_STATE_DIR" in "`+home+`"*|"") echo "state dir $OPENCLAW_STATE_DIR"; exit 1;; esac
+python3 -c '`+strings.ReplaceAll(set, "'", `'"'"'`)+`' "$OPENCLAW_STATE_DIR/`+db+`" && test "$(readlink "$OPENCLAW_STATE_DIR/skills")" = "`+filepath.Join(oc, "skills")+`" && echo linked`)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "set full") || !strings.Contains(r.Stdout, "now full") || !strings.Contains(r.Stdout, "linked") {
+			t.Errorf("the openclaw session's own copy of %s: %s", db, r)
+		}
+		if got := owner(db); got != "deny" {
+			t.Errorf("the owner's %s says %q after the openclaw session", db, got)
+		}
+	}
+	// What the mount recorded of the sessions' confinement: the state
+	// directory is not among the places they may write.
+	for _, le := range e.Log() {
+		if le.Record.Meta.Session == "web" && le.Record.Payload != nil && strings.Contains(le.Record.Payload.Detail, filepath.Join(oc, "state")) {
+			t.Errorf("the session's confinement names the owner's OpenClaw state: %s", le.Record.Payload.Detail)
+		}
+	}
+}
