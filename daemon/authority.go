@@ -207,6 +207,11 @@ func (s *controlServer) attest(pid int, rel string) *Response {
 	}
 	w := authority.Writer{Principal: subj.Principal, Taint: subj.Taint, Identified: subj.Identified, Name: subj.Session}
 	w.Session = guard.AuthorityKey(peer)
+	// Attestors are the owner's tools, started outside every session: one
+	// started from inside another session (an agent's, or any other) is
+	// that session vouching for what it can write, not an independent
+	// domain (AU4-untrusted).
+	w.Agent = peer.Session != nil && (peer.Session.Agent() != "" || peer.Session.Parent() != nil)
 	mon := s.m.Authority().Monitor()
 	if st.Session != "" {
 		// The label names the session that wrote the content, across

@@ -86,6 +86,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	if m := FindMount(ws); m != nil && m.Mountpoint == ws {
 		return fmt.Errorf("%s is already mounted (state %s)", ws, m.StateDir)
 	}
+	if m, inside := NestedMount(ws); m != nil {
+		msg, hint := NestedMountError(ws, m, inside)
+		return fmt.Errorf("%s (%s)", msg, hint)
+	}
 	if err := CheckStateEntries(o.StateDir); err != nil {
 		return err
 	}
@@ -517,6 +521,37 @@ func FindMount(p string) *MountInfo {
 		}
 	}
 	return best
+}
+
+// NestedMount returns an aerfs mount that ws is inside of, or that is
+// inside ws (not ws's own mount), and which of the two it is. A workspace
+// is never mounted nested with another: each daemon would reach its backing
+// directory through the other's mount, so a session of one would write
+// into the other as that daemon's process — outside every session there,
+// taken for the owner.
+func NestedMount(ws string) (m *MountInfo, inside bool) {
+	for _, x := range Mounts() {
+		if x.Mountpoint == ws {
+			continue
+		}
+		if mountinfo.Within(ws, x.Mountpoint) {
+			return &x, true
+		}
+		if mountinfo.Within(x.Mountpoint, ws) {
+			return &x, false
+		}
+	}
+	return nil, false
+}
+
+// NestedMountError says why a nested workspace is refused, with what to do.
+func NestedMountError(ws string, m *MountInfo, inside bool) (msg, hint string) {
+	if inside {
+		return fmt.Sprintf("%s is inside the aerfs mount %s (state %s): a workspace is never mounted inside another", ws, m.Mountpoint, m.StateDir),
+			"mount a workspace beside the other, not inside it; or aerfs unmount " + m.Mountpoint + " first (aerfs list shows every mount)"
+	}
+	return fmt.Sprintf("%s contains the aerfs mount %s (state %s): a workspace is never mounted over another", ws, m.Mountpoint, m.StateDir),
+		"aerfs unmount " + m.Mountpoint + " first, or mount a workspace that does not contain it (aerfs list shows every mount)"
 }
 
 // checkDriftAtMount compares the guarded files with what the log says aerfs

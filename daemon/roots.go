@@ -151,6 +151,12 @@ func openRoot(o Options, r policy.Root, owner *syscall.Stat_t, reg *principal.Re
 	if m := FindMount(r.Dir); m != nil && m.Mountpoint == r.Dir {
 		return nil, fmt.Errorf("already mounted (state %s)", m.StateDir)
 	}
+	if m, inside := NestedMount(r.Dir); m != nil && m.StateDir != o.StateDir {
+		// Another daemon's mount (this daemon's own workspace and roots
+		// share its state directory).
+		msg, hint := NestedMountError(r.Dir, m, inside)
+		return nil, fmt.Errorf("%s (%s)", msg, hint)
+	}
 	fi, err := os.Lstat(r.Dir)
 	if os.IsNotExist(err) {
 		// The agent has not run yet: make its directory, the owner's,

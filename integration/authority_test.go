@@ -430,3 +430,41 @@ func TestAuthoritySelfAttestationAfterRemount(t *testing.T) {
 		bugErrorf(t, "no AU4-self record for pay.sh:%s", describe(recordsFor(e.Log(), "verdict", "", "pay.sh")))
 	}
 }
+
+// Attestors are the owner's tools, started outside every session: a
+// TOOL_AUTH session an agent starts from inside its own (with the names the
+// policy registers) is the agent vouching for itself, AU4-untrusted, and
+// the agent's script stays refused.
+func TestAuthorityAttestorInsideAgentSession(t *testing.T) {
+	e := newEnv(t, nil)
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 2\n")...)
+	if err := os.WriteFile(pol, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Mount()
+	script := `printf '#!/bin/sh\necho ran\n' > run.sh
+for n in erp bank; do ` + aerfsBin + ` run --principal TOOL_AUTH --session $n -- ` + aerfsBin + ` attest run.sh; done; true`
+	expectOK(t, "the agent writes run.sh and starts attestors inside its session", runCmd(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--agent", "claude-code", "--principal", "USER",
+		"--session", "agent", "--", "sh", "-c", script))
+	if r := e.Owner("chmod +x run.sh && ./run.sh"); strings.Contains(r.Stdout, "ran") {
+		bugErrorf(t, "the agent's own script ran on attestations its session started: %s", r)
+	}
+	li := e.Log()
+	n := 0
+	for _, le := range recordsFor(li, "verdict", "attest", "run.sh") {
+		if le.Record.Meta.Verdict == "allow" {
+			bugErrorf(t, "an attestation from inside the agent's session counted: %s", describe([]LogEntry{le}))
+		}
+		if le.Record.Meta.Rule == "AU4-untrusted" {
+			n++
+		}
+	}
+	if n != 2 {
+		bugErrorf(t, "want two AU4-untrusted attestations of run.sh:%s", describe(recordsFor(li, "verdict", "attest", "run.sh")))
+	}
+}

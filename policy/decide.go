@@ -71,7 +71,7 @@ func (p *Policy) Decide(s Subject, op Op, t Target) Verdict {
 	// RW: a file open for writing through a plain descriptor keeps
 	// taking that descriptor's writes, which no gate sees, under its new
 	// name: it takes no guarded name while open (whoever asks).
-	if (op == OpRenameTo || op == OpLink) && t.HasSource && t.SourceWriting && (t.Class.Guarded() || guardedMut) {
+	if (op == OpRenameTo || op == OpLink) && t.HasSource && t.SourceWriting && (t.Class.Guarded() || guardedMut || t.Class == Secret) {
 		return deny(RuleOpenWriter)
 	}
 
@@ -101,7 +101,14 @@ func (p *Policy) Decide(s Subject, op Op, t Target) Verdict {
 		if !trusted && op != OpLookup {
 			return deny(RuleSecret)
 		}
-		if guardedMut && badSource { // a secret in the shared namespace
+		// A secret file is also loaded as configuration (.env files set
+		// the environment of every command a client runs): as for memory
+		// and control, no tainted writer changes it and no content of
+		// untrusted origin arrives under its name.
+		if mut && !clean {
+			return deny(RuleTaint)
+		}
+		if mut && badSource {
 			return deny(RuleAuthority)
 		}
 		v := Verdict{Allow: true, Rule: RuleSecret}

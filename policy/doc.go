@@ -48,15 +48,17 @@
 //     decides the destination name separately); it needs the owner and no
 //     blocking taint on the owner or on the item's label. Any other
 //     mutation in the shared namespace needs the owner, untainted.
-//  4. RW open writer: a rename or link onto a guarded name (or into the
-//     shared namespace) of a file open for writing through a plain
+//  4. RW open writer: a rename or link onto a guarded or secret name (or
+//     into the shared namespace) of a file open for writing through a plain
 //     descriptor (Target.SourceWriting) is refused, whoever asks: the
 //     kernel serves that descriptor's writes without aerfs, so they would
 //     reach the guarded file with no commit decision.
 //  5. R1 immutable.
 //  6. R8 secret: untrusted principals may only look a secret up; trusted
 //     reads, writes and executions add SECRET_RISK (reads and executions
-//     also the label's taint).
+//     also the label's taint). A secret is also loaded as configuration
+//     (.env): a tainted writer's mutation is refused R2, content of
+//     untrusted origin renamed or linked onto it R7.
 //  7. R3, R2, R7 for mutations of memory, control and the shared namespace,
 //     else RA-allowed.
 //  8. R6: an allowed read or exec adds the label's taint.

@@ -222,6 +222,13 @@ func exClass(t *testing.T, p *Policy, c Class, blocking Taint, labels [exLabels]
 										if trusted && (op == OpRead || op == OpWrite || op == OpExec) && v.AddTaint&SecretRisk == 0 {
 											fail(s, op, tg, v, "secret use without SECRET_RISK")
 										}
+										// A secret file is loaded as
+										// configuration (.env): no tainted
+										// writer changes it, nor does content
+										// of untrusted origin arrive under it.
+										if mut && !(clean && srcOK) {
+											fail(s, op, tg, v, "secret changed by a tainted writer or from an untrusted source")
+										}
 									}
 									if (op == OpRead || op == OpExec) && v.Allow && v.AddTaint&label != label {
 										fail(s, op, tg, v, "read without the label's taint")
@@ -244,7 +251,7 @@ func exClass(t *testing.T, p *Policy, c Class, blocking Taint, labels [exLabels]
 										case (c == Memory || c == Control) && mut:
 											wantAllow = trusted && clean && s.Identified && srcOK
 										case c == Secret:
-											wantAllow = s.Identified && (trusted || op == OpLookup)
+											wantAllow = s.Identified && (trusted || op == OpLookup) && (!mut || clean && srcOK)
 										case !s.Identified && (op == OpRead || op == OpExec) && label&blocking != 0:
 											// Its taint would reach no subject.
 											wantAllow = false

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/aerfs/aerfs/internal/printable"
 )
 
 // Context is the number of unchanged lines Diff shows around a change.
@@ -25,7 +27,9 @@ func Diff(aName, bName string, a, b []byte) string {
 		if name == "/dev/null" {
 			return name
 		}
-		return prefix + name
+		// A session names what it makes: a name never prints a line of
+		// its own (a forged hunk above the real one).
+		return prefix + printable.Line(name)
 	}
 	an, bn := hdr("a/", aName), hdr("b/", bName)
 	if isBinary(a) || isBinary(b) {

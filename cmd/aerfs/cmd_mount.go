@@ -74,6 +74,10 @@ func runMount(ctx context.Context, o mountOptions, wsArg string) error {
 		return fail(exitError, "aerfs status --workspace "+ws+" shows it, aerfs list every mount; aerfs unmount "+ws+" first to mount it again",
 			"%s is already mounted (state %s)", ws, m.StateDir)
 	}
+	if m, inside := daemon.NestedMount(ws); m != nil {
+		msg, hint := daemon.NestedMountError(ws, m, inside)
+		return fail(exitError, hint, "%s", msg)
+	}
 	state := gopts.state
 	if state == "" {
 		state = findStateDir(ws)

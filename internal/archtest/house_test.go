@@ -26,7 +26,7 @@ var rooms = map[string][]string{
 	"guard/gate":     {"authority", "backing", "evidence", "guard/flow", "guard/label", "guard/ledger", "guard/tracking", "policy", "principal"},
 	"guard/txn":      {"backing", "evidence", "guard/label", "guard/ledger", "guard/tracking", "policy"},
 	"guard/recovery": {"backing", "evidence", "guard/flow", "guard/label", "guard/ledger", "guard/tracking", "guard/txn", "policy"},
-	"guard/explain":  {"evidence", "guard/label", "guard/ledger", "policy", "principal"},
+	"guard/explain":  {"authority", "evidence", "guard/label", "guard/ledger", "policy", "principal"},
 	"guard": {"authority", "backing", "evidence", "guard/draft", "guard/explain", "guard/flow", "guard/gate", "guard/label",
 		"guard/ledger", "guard/recovery", "guard/tracking", "guard/txn", "policy", "principal"},
 	"fs": {"backing", "guard", "guard/draft", "guard/label", "guard/txn", "policy"},
