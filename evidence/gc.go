@@ -3,6 +3,7 @@ package evidence
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +62,7 @@ func (l *Log) stored(h string) {
 	}
 	b.n++
 	b.last = time.Now()
-	delete(l.gone, h) // stored again: a record may name it
+	delete(l.gone, goneKey(h)) // stored again: a record may name it
 }
 
 // named notes the content an acknowledged record names.
@@ -92,7 +93,7 @@ func (l *Log) prunedUnder(r *Record) string {
 		return ""
 	}
 	for _, h := range r.Payload.BlobRefs() {
-		if _, ok := l.gone[h]; ok {
+		if _, ok := l.gone[goneKey(h)]; ok {
 			return h
 		}
 	}
@@ -222,7 +223,7 @@ func (l *Log) prune(p *pruneReq) error {
 		keep[h] = true
 	}
 	for h, t := range l.gone {
-		if now.Sub(t) > liveTTL {
+		if now.Sub(time.Unix(0, t)) > liveTTL {
 			delete(l.gone, h)
 		}
 	}
@@ -267,10 +268,12 @@ func (l *Log) prune(p *pruneReq) error {
 	var errs []error
 	l.liveMu.Lock()
 	if l.gone == nil {
-		l.gone = map[string]time.Time{}
+		l.gone = map[[32]byte]int64{}
 	}
 	for _, h := range hashes {
-		l.gone[h] = now
+		if k := goneKey(h); k != ([32]byte{}) {
+			l.gone[k] = now.UnixNano()
+		}
 	}
 	l.liveMu.Unlock()
 	for _, h := range hashes {
@@ -341,4 +344,19 @@ func (l *Log) namedSince(since int64, keep map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// goneKey is the key of content h in Log.gone: its hash's 32 bytes, not the
+// hex text (an hour of prunes under a busy agent is a hundred thousand
+// entries).
+// A text that is not a hash has the zero key, which no content has.
+func goneKey(h string) [32]byte {
+	var k [32]byte
+	if len(h) != 64 {
+		return [32]byte{}
+	}
+	if _, err := hex.Decode(k[:], []byte(h)); err != nil {
+		return [32]byte{}
+	}
+	return k
 }

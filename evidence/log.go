@@ -97,7 +97,7 @@ type Log struct {
 	gcMu   sync.RWMutex
 	liveMu sync.Mutex
 	live   map[string]*liveBlob
-	gone   map[string]time.Time
+	gone   map[[32]byte]int64 // content hash → when a prune removed it (unix ns)
 }
 
 type appendReq struct {
