@@ -44,7 +44,9 @@ type starting struct {
 // like any owner edit — puts the starting files back to their content and
 // removes the files the runs made, so that the script's edits with fixed
 // old and new strings apply again. The problems of each round are said
-// with its number; facts are joined as "round 1: … | round 2: …".
+// with its number; facts are joined as "round 1: … | round 2: …". When a
+// round has problems, the whole evidence log is saved beside the clients'
+// output (saveLog).
 func inRounds(t *testing.T, e *env, home string, st starting, body func(rd *round) (problems []string, facts string)) ([]string, string) {
 	t.Helper()
 	var problems, facts []string
@@ -58,6 +60,9 @@ func inRounds(t *testing.T, e *env, home string, st starting, body func(rd *roun
 			problems = append(problems, fmt.Sprintf("round %d: %s", n, q))
 		}
 		facts = append(facts, fmt.Sprintf("round %d: %s", n, f))
+	}
+	if len(problems) > 0 {
+		saveLog(t, e.log())
 	}
 	return problems, strings.Join(facts, roundSep)
 }
