@@ -108,14 +108,16 @@ func TestAgentMachinery(t *testing.T) {
 	}{
 		{"claude-code", "claude",
 			[]string{"shell-snapshots/snapshot-bash-1795747531823-0n92ia.sh", "plugins/store/cc-plugin-agents-md_builtin-b049b47b3618.json",
-				"plugins/store/cc-plugin-agents-md_builtin-b049b47b3618.json.tmp.2cfcea37"},
+				"plugins/store/cc-plugin-agents-md_builtin-b049b47b3618.json.tmp.2cfcea37",
+				"session-env/5f1c2d3e-0000-4000-8000-000000000001/sessionstart-hook-0.sh"},
 			[]string{"settings.json", "CLAUDE.md", "plugins/installed_plugins.json", "plugins/known_marketplaces.json",
 				"plugins/cache/m/p/1.0.0/hooks/hooks.json", "plugins/marketplaces/m/plugins/p/skills/s/SKILL.md", "plugins/store/x/y.json",
-				"skills/s/SKILL.md", "hooks/h.sh", "projects/p/memory/m.md", "shell-snapshots/x/y.sh"}},
+				"skills/s/SKILL.md", "hooks/h.sh", "projects/p/memory/m.md", "shell-snapshots/x/y.sh", "keybindings.json"}},
 		{"codex", "codex",
 			[]string{"skills/.system/imagegen/SKILL.md", "skills/.system/imagegen/scripts/image_gen.py", "skills/.system/.codex-system-skills.marker",
 				"shell_snapshots/01a21ae4-e88f-7700-9a27-2541de850dc2.tmp-1795747539110090527"},
-			[]string{"skills/mine/SKILL.md", "config.toml", "AGENTS.md", "rules/default.rules", "prompts/p.md", "auth.json"}},
+			[]string{"skills/mine/SKILL.md", "config.toml", "AGENTS.md", "rules/default.rules", "prompts/p.md", "auth.json",
+				"hooks.json", "plugins/cache/openai-curated/github/1.0.0/.mcp.json", ".tmp/plugins/plugins/x/SKILL.md"}},
 		{"openclaw", "openclaw-skills", nil, []string{"x/SKILL.md"}},
 	} {
 		b, err := configs.AgentPolicy(c.agent)
@@ -141,7 +143,7 @@ func TestAgentMachinery(t *testing.T) {
 		// still guarded (versions, taint), only the act gate's answer for
 		// an untainted agent's content changes.
 		for _, rel := range c.yes {
-			if strings.HasPrefix(rel, "plugins/") || strings.HasPrefix(rel, "skills/") {
+			if strings.HasPrefix(rel, "plugins/") || strings.HasPrefix(rel, "skills/") || strings.HasPrefix(rel, "session-env/") {
 				if cl, _, _ := r.Policy.Classify(rel); cl != policy.Control {
 					t.Errorf("%s: machinery @%s/%s is %v, want control", c.agent, c.root, rel, cl)
 				}

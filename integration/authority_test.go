@@ -276,15 +276,7 @@ func TestAuthorityTokens(t *testing.T) {
 // attestors count nothing, and a content change drops the elevation.
 func TestAuthorityAttestations(t *testing.T) {
 	e := newEnv(t, nil)
-	pol := filepath.Join(e.State, "aerfs.yaml")
-	b, err := os.ReadFile(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  erp2: {domain: finance}\n  bank: {domain: bank}\n  fake: {domain: press}\nelevation:\n  k: 2\n")...)
-	if err := os.WriteFile(pol, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pol := appendPolicy(t, e, "\nattestors:\n  erp: {domain: finance}\n  erp2: {domain: finance}\n  bank: {domain: bank}\n  fake: {domain: press}\nelevation:\n  k: 2\n")
 	e.Mount()
 	expectOK(t, "WEB writes pay.sh", e.Sh("WEB", "web", `python3 -c 'import os; fd=os.open("pay.sh", os.O_CREAT|os.O_WRONLY, 0o755); os.write(fd, b"#!/bin/sh\necho paid\n"); os.close(fd)'`))
 	attest := func(principal, session string) Result {
@@ -369,15 +361,7 @@ func TestAuthorityAttestations(t *testing.T) {
 // do not elevate (the other rows are in TestAuthorityAttestations).
 func TestAuthorityAttestationsK3(t *testing.T) {
 	e := newEnv(t, nil)
-	pol := filepath.Join(e.State, "aerfs.yaml")
-	b, err := os.ReadFile(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 3\n")...)
-	if err := os.WriteFile(pol, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	appendPolicy(t, e, "\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 3\n")
 	e.Mount()
 	expectOK(t, "WEB writes pay.sh", e.Sh("WEB", "web", `python3 -c 'import os; fd=os.open("pay.sh", os.O_CREAT|os.O_WRONLY, 0o755); os.write(fd, b"#!/bin/sh\necho paid\n"); os.close(fd)'`))
 	for _, s := range []string{"erp", "bank"} {
@@ -398,15 +382,7 @@ func TestAuthorityAttestationsK3(t *testing.T) {
 // domain.
 func TestAuthoritySelfAttestationAfterRemount(t *testing.T) {
 	e := newEnv(t, nil)
-	pol := filepath.Join(e.State, "aerfs.yaml")
-	b, err := os.ReadFile(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 2\n")...)
-	if err := os.WriteFile(pol, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	appendPolicy(t, e, "\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 2\n")
 	e.Mount()
 	// The agent's note is inform; erp reads it and writes pay.sh, which is
 	// inform too (the floor of what erp read): not runnable as it is.
@@ -437,15 +413,7 @@ func TestAuthoritySelfAttestationAfterRemount(t *testing.T) {
 // the agent's script stays refused.
 func TestAuthorityAttestorInsideAgentSession(t *testing.T) {
 	e := newEnv(t, nil)
-	pol := filepath.Join(e.State, "aerfs.yaml")
-	b, err := os.ReadFile(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = append(b, []byte("\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 2\n")...)
-	if err := os.WriteFile(pol, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	appendPolicy(t, e, "\nattestors:\n  erp: {domain: finance}\n  bank: {domain: bank}\nelevation:\n  k: 2\n")
 	e.Mount()
 	script := `printf '#!/bin/sh\necho ran\n' > run.sh
 for n in erp bank; do ` + aerfsBin + ` run --principal TOOL_AUTH --session $n -- ` + aerfsBin + ` attest run.sh; done; true`
@@ -467,4 +435,19 @@ for n in erp bank; do ` + aerfsBin + ` run --principal TOOL_AUTH --session $n --
 	if n != 2 {
 		bugErrorf(t, "want two AU4-untrusted attestations of run.sh:%s", describe(recordsFor(li, "verdict", "attest", "run.sh")))
 	}
+}
+
+// appendPolicy appends text to the workspace's policy file (before the
+// mount reads it) and returns the file's path.
+func appendPolicy(t *testing.T, e *Env, text string) string {
+	t.Helper()
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pol, append(b, text...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pol
 }

@@ -127,6 +127,7 @@ func runRun(o runOptions, args []string) error {
 	json.Unmarshal(resp.Data, &reg)
 	noteJoined(reg.Session, reg.Joined, reg.Quarantined, reg.Taint) // cmd_session.go
 	env := append(os.Environ(), "AERFS_SESSION="+reg.Session, "AERFS_PRINCIPAL="+reg.Principal)
+	sc.agent = o.agent
 	confinement, err := sc.apply(t, reg.Session, reg.Sandbox)
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ type runSandbox struct {
 	inNS       bool        // this process runs in the session's new namespaces
 	net        *sessionNet // the session's network (run_network.go)
 	planned    string      // what the register request announces
+	agent      string      // aerfs run --agent
 }
 
 // prepareSandbox decides the session's confinement. When the session
@@ -148,6 +149,10 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 		}
 	}
 	sc.cfg.Writable = append(sc.cfg.Writable, cache)
+	var clientEnv []string
+	if sc.agent == "openclaw" {
+		clientEnv = openclawStateEnv(cache) // run_openclaw.go
+	}
 	// Every connect() of the session is the daemon's to decide (path
 	// sockets: sandbox/unotify.go), unless this session is started from
 	// within a confined one, whose filter and supervisor cover it already.
@@ -194,6 +199,7 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 	env := append([]string{"AERFS_SANDBOX=" + rep.String()}, sc.net.env()...)
 	env = append(env, quietClients()...)
 	env = append(env, sandbox.CacheEnv(cache)...)
+	env = append(env, clientEnv...)
 	if len(rep.Warnings) > 0 && !sc.inNS {
 		// With a namespace the state directory is covered whatever
 		// Landlock could not keep out of it.
