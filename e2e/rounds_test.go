@@ -37,6 +37,9 @@ type round struct {
 type starting struct {
 	files map[string]string
 	made  []string
+	// rounds, when not 0, runs the scenario fewer times than rounds (the
+	// scenario says why).
+	rounds int
 }
 
 // inRounds runs body once per round in e and home. Before every round but
@@ -50,7 +53,11 @@ type starting struct {
 func inRounds(t *testing.T, e *env, home string, st starting, body func(rd *round) (problems []string, facts string)) ([]string, string) {
 	t.Helper()
 	var problems, facts []string
-	for n := 1; n <= rounds; n++ {
+	last := rounds
+	if st.rounds != 0 {
+		last = st.rounds
+	}
+	for n := 1; n <= last; n++ {
 		if n > 1 {
 			e.restore(st)
 		}
