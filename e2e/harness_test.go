@@ -133,7 +133,12 @@ func printTable() {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "CLIENT\tSCENARIO\tRESULT\tEXPECTED\tACTUAL")
 	for _, r := range table {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.client, r.scenario, r.verdict, r.expected, clip(r.actual, 160))
+		// Each round's facts (split by " | ") are clipped on their own.
+		parts := strings.Split(r.actual, roundSep)
+		for i := range parts {
+			parts[i] = clip(parts[i], 160/len(parts)+40)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.client, r.scenario, r.verdict, r.expected, strings.Join(parts, roundSep))
 	}
 	w.Flush()
 	fmt.Println("(the whole of each ACTUAL is in the test's error above; client output and model requests in the logs)")
@@ -377,48 +382,28 @@ func hasRule(les []logEntry, rule string) bool {
 	return false
 }
 
-// historyLen is the number of recorded versions of a guarded file.
-func (e *env) historyLen(rel string) int {
-	out, err := e.aerfs("history", "--json", "--state", e.State, "--workspace", e.WS, rel)
-	if err != nil {
-		return -1
-	}
-	var vs []json.RawMessage
-	if json.Unmarshal([]byte(out), &vs) != nil {
-		return -1
-	}
-	return len(vs)
+// pendingItem is one refused write kept for approval.
+type pendingItem struct {
+	Path    string `json:"path"`
+	Hash    string `json:"hash"` // the refused content's
+	Session string `json:"session"`
 }
 
-// pending returns the paths of refused writes kept for approval.
-func (e *env) pending() []string {
+// pendingItems lists the refused writes kept for approval.
+func (e *env) pendingItems() []pendingItem {
 	out, err := e.aerfs("pending", "--json", "--state", e.State, "--workspace", e.WS)
 	if err != nil {
 		return nil
 	}
-	var items []struct {
-		Path string `json:"path"`
-	}
+	var items []pendingItem
 	json.Unmarshal([]byte(out), &items)
-	var ps []string
-	for _, it := range items {
-		ps = append(ps, it.Path)
-	}
-	return ps
+	return items
 }
 
 // pendingHashes is the content hashes of the pending quarantined items.
 func (e *env) pendingHashes() map[string]bool {
-	out, err := e.aerfs("pending", "--json", "--state", e.State, "--workspace", e.WS)
-	if err != nil {
-		return nil
-	}
-	var items []struct {
-		Hash string `json:"hash"`
-	}
-	json.Unmarshal([]byte(out), &items)
 	m := map[string]bool{}
-	for _, it := range items {
+	for _, it := range e.pendingItems() {
 		m[it.Hash] = true
 	}
 	return m
