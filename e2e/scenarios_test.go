@@ -44,8 +44,8 @@ func TestScenarios(t *testing.T) {
 			t.Run("git", func(t *testing.T) { scenarioGit(t, c) })
 			t.Run("home", func(t *testing.T) { scenarioHome(t, c) })
 			if c != claude || os.Getenv("AERFS_E2E_DAILY") != "" {
-				// Claude Code's second day is not reliable yet: in 2 of 9
-				// runs its own new transcript (projects/…/<id>.jsonl,
+				// Claude Code's second day is not reliable yet: in 2 of
+				// about 15 runs its own new transcript (projects/…/<id>.jsonl,
 				// appended through several handles at once) read as drift
 				// on day 2 — "content no longer matches its label" while
 				// the session was writing it — so the session was tainted
