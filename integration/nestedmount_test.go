@@ -53,3 +53,20 @@ func TestMountContainingOtherMountRefused(t *testing.T) {
 		t.Errorf("the refusal does not name the other mount with a hint: %s", r)
 	}
 }
+
+// An agent profile's further root inside another daemon's mount is refused
+// as a workspace would be: the other daemon would take this daemon's
+// writes there for the owner's.
+func TestMountRootInsideOtherMountRefused(t *testing.T) {
+	outer := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"}).Mount()
+	expectOK(t, "the owner makes skills/claude", outer.Owner("mkdir -p skills/claude"))
+	e := newEnv(t, map[string]string{"MEMORY.md": "# memory\n"})
+	appendPolicy(t, e, "\nroots:\n  claude: {path: "+filepath.Join(outer.WS, "skills/claude")+", memory: [\"**\"]}\n")
+	r := runCmd("/", nil, aerfsBin, "mount", "--state", e.State, e.WS)
+	if r.Code == 0 {
+		t.Cleanup(e.Unmount)
+		bugErrorf(t, "a further root inside another aerfs mount was mounted: %s", r)
+	} else if !strings.Contains(r.Stderr+r.Stdout, "inside the aerfs mount "+outer.WS) {
+		t.Errorf("the refusal does not name the other mount: %s", r)
+	}
+}
