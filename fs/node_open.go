@@ -196,10 +196,8 @@ func (p *plainFile) stat() *syscall.Stat_t {
 func (p *plainFile) Flush(ctx context.Context) syscall.Errno {
 	errno := p.LoopbackFile.Flush(ctx)
 	if p.p != nil {
-		if st := p.stat(); st != nil {
-			if e := p.p.Flush(caller(ctx), st); errno == 0 {
-				errno = e
-			}
+		if e := p.p.Flush(caller(ctx), p.stat); errno == 0 {
+			errno = e
 		}
 	}
 	return errno
@@ -208,7 +206,7 @@ func (p *plainFile) Flush(ctx context.Context) syscall.Errno {
 func (p *plainFile) Release(ctx context.Context) syscall.Errno {
 	p.r.Close()
 	if p.p != nil {
-		p.p.Release(p.stat())
+		p.p.Release(p.stat)
 	}
 	return p.LoopbackFile.Release(ctx)
 }

@@ -276,15 +276,17 @@ func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat
 // lateWait: such a caller may be waiting for the very decision).
 func (p *Plain) settle() {
 	p.late.wait(lateWait)
-	st, err := p.h.dir.Lstat(p.rel)
-	if err != nil || label.KeyOf(st) != p.key {
-		return // renamed or replaced since: its next close settles it
-	}
-	p.flow(st)
+	p.flow(func() *syscall.Stat_t {
+		st, err := p.h.dir.Lstat(p.rel)
+		if err != nil {
+			return nil // renamed since: its next close settles it
+		}
+		return st
+	})
 }
 
 // Flush is called at each close of a descriptor of the handle, by c, with
-// the file's stat: c counts as a writer (with passthrough aerfs cannot
+// the handle's fstat (stat: nil when it cannot be taken): c counts as a writer (with passthrough aerfs cannot
 // tell whether it wrote), and the file's label is recomputed from every
 // writer as it is now. EIO: the lower label could not be stored (it holds
 // in memory until the journal takes it); the close says so.
@@ -294,16 +296,18 @@ func (p *Plain) settle() {
 // over: the close is answered without it, and the caller is noted and
 // the label recomputed once it can be resolved (the handle's release and
 // its readers' decisions wait for that: principal/procwait.go).
-func (p *Plain) Flush(c Caller, st *syscall.Stat_t) syscall.Errno {
+func (p *Plain) Flush(c Caller, stat func() *syscall.Stat_t) syscall.Errno {
 	if c > 0 {
 		res, later := p.h.gate.ResolveCaller(c)
 		if later != nil {
 			p.late.add()
 			go func() {
+				// The handle is not released before this is done
+				// (Release waits), so stat still reaches its file.
 				defer p.late.done()
 				if res := later(); res.Identified && !res.Stalled {
 					p.note(res)
-					p.flow(st)
+					p.flow(stat)
 				}
 			}()
 		} else if !res.Stalled {
@@ -312,7 +316,7 @@ func (p *Plain) Flush(c Caller, st *syscall.Stat_t) syscall.Errno {
 			p.note(res)
 		}
 	}
-	return p.flow(st)
+	return p.flow(stat)
 }
 
 func (p *Plain) note(res *principal.Resolved) {
@@ -323,12 +327,19 @@ func (p *Plain) note(res *principal.Resolved) {
 
 // flow recomputes the label from the writers, resolved as they are now
 // without the handle's lock (their /proc may wait for a close of this
-// handle), and stores it bound to st.
-func (p *Plain) flow(st *syscall.Stat_t) syscall.Errno {
+// handle), and stores it bound to the fingerprint stat gives, taken
+// under the inode's binding lock: a stat taken earlier may be older than
+// a binding another handle's close made meanwhile.
+func (p *Plain) flow(stat func() *syscall.Stat_t) syscall.Errno {
 	p.mu.Lock()
 	ids := p.writers.IDs()
 	p.mu.Unlock()
 	now := tracking.Resolve(p.h.reg, ids)
+	defer p.h.opens.Binding(p.key)()
+	st := stat()
+	if st == nil || label.KeyOf(st) != p.key {
+		return 0 // replaced since: its next close settles it
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ws := p.writers.With(now); len(ws) > 0 {
@@ -339,18 +350,21 @@ func (p *Plain) flow(st *syscall.Stat_t) syscall.Errno {
 	return 0
 }
 
-// Release is called when the handle goes: once the closes whose caller
-// is being noted are, the label is recomputed once more and bound to the
-// content's new fingerprint.
-func (p *Plain) Release(st *syscall.Stat_t) {
+// Release is called when the handle goes, with stat as Flush's: once the
+// closes whose caller is being noted are, the label is recomputed once
+// more and bound to the content's fingerprint as it is now, before the
+// handle stops counting as a writer (gate.Target's drift check).
+func (p *Plain) Release(stat func() *syscall.Stat_t) {
 	p.late.wait(-1)
-	if st != nil {
-		p.flow(st)
+	p.flow(stat)
+	unlock := p.h.opens.Binding(p.key)
+	if st := stat(); st != nil && label.KeyOf(st) == p.key {
 		if l := p.h.labels.Get(p.key); l != nil && !l.Matches(st) {
 			l.Bind(st)
 			p.h.labels.Set(p.key, l)
 		}
 	}
+	unlock()
 	p.h.opens.WriteClosed(p.w)
 }
 

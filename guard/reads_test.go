@@ -181,6 +181,7 @@ func BenchmarkPlainWriteOpen(b *testing.B) {
 	var st syscall.Stat_t
 	syscall.Lstat(filepath.Join(ws, "f"), &st)
 	nop := func(*syscall.Stat_t) syscall.Errno { return 0 }
+	stat := func() *syscall.Stat_t { return &st }
 	b.Run("open", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
@@ -190,7 +191,7 @@ func BenchmarkPlainWriteOpen(b *testing.B) {
 			}
 			b.StopTimer()
 			if o.Plain != nil {
-				o.Plain.Release(&st)
+				o.Plain.Release(stat)
 			}
 			b.StartTimer()
 		}
@@ -202,8 +203,8 @@ func BenchmarkPlainWriteOpen(b *testing.B) {
 			o, _ := d.Open(c, "f", syscall.O_WRONLY, nop)
 			b.StartTimer()
 			if o.Plain != nil {
-				o.Plain.Flush(c, &st)
-				o.Plain.Release(&st)
+				o.Plain.Flush(c, stat)
+				o.Plain.Release(stat)
 			}
 		}
 	})

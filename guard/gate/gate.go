@@ -137,6 +137,8 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 		_ = g.c.Labels.Set(k, l)
 	case g.c.Changes.Locked(rel):
 		// a commit of rel is publishing a version: the stat raced it
+	case g.boundNow(rel, k, &l):
+		// st was taken before a close bound the label anew
 	default:
 		g.c.Ledger.Log.Warn().Str("path", rel).Msg("label binding broken: content changed outside the mount; treated as EXTERNAL")
 		g.c.Ledger.Record(&evidence.Record{Type: evidence.TypeVerdict, Principal: policy.External.String(),
@@ -146,6 +148,28 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 	}
 	t.LabelTaint = l.ReadTaint()
 	return t, l
+}
+
+// boundNow reports whether the plain label of k holds for the file at
+// rel as it is now, deciding under the inode's binding lock (a written
+// handle's close binds under it before it stops counting as a writer):
+// the file still open for writing, or its label, read again, bound to
+// its fingerprint taken again. *l is set to the label read again.
+func (g *Gate) boundNow(rel string, k label.Key, l **label.Label) bool {
+	defer g.c.Opens.Binding(k)()
+	now, err := g.c.Dir.Lstat(rel)
+	if err != nil || label.KeyOf(now) != k {
+		return false
+	}
+	cur := g.c.Labels.Get(k)
+	if cur == nil || cur.Kind != 0 {
+		return false
+	}
+	if cur.Matches(now) || g.c.Opens.Writing(k) {
+		*l = cur
+		return true
+	}
+	return false
 }
 
 func (g *Gate) sameContent(rel, hash string) bool {

@@ -31,6 +31,21 @@ const maxExposed = 1024
 type Opens struct {
 	mu    sync.Mutex
 	files map[label.Key]*inode
+	binds [bindStripes]sync.Mutex
+}
+
+const bindStripes = 64
+
+// Binding serialises, per inode, binding a plain file's label to its
+// fingerprint (a written handle's close) with deciding whether a
+// fingerprint that moved is drift. A close binds to a fingerprint it
+// takes inside the lock, so two closes answered in either order leave
+// the newer one bound, and a drift check inside the lock sees either the
+// writer still open or its binding made. It returns the unlock.
+func (o *Opens) Binding(k label.Key) (unlock func()) {
+	m := &o.binds[(k.Ino^k.Dev*0x9e3779b97f4a7c15)%bindStripes]
+	m.Lock()
+	return m.Unlock
 }
 
 type inode struct {
