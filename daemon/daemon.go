@@ -386,8 +386,11 @@ const flushBound = 3 * time.Second
 type events struct{ m *guarded }
 
 func (e *events) SessionTainted(s *principal.Session, added policy.Taint, why string, p principal.Proc) {
-	e.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: added.Names(),
+	id, _ := e.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: s.Principal.String(), Taint: added.Names(),
 		Meta: evidence.Meta{Session: s.ID, Pid: p.ID.Tgid, Exe: p.Exe, UID: p.UID, Reason: why}})
+	if id != "" {
+		e.m.TaintedBy(s.ID, id)
+	}
 }
 
 func (e *events) ImplicitUnplaced(s *principal.Session, p principal.Proc, err error) {

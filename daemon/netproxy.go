@@ -347,10 +347,13 @@ func (sp *sessionProxy) Taint(t netproxy.Target) {
 	if !sp.sess.AddTaint(added) {
 		return
 	}
-	sp.n.append(&evidence.Record{Type: evidence.TypeTaint, Principal: sp.sess.Principal.String(), Taint: added.Names(),
+	id := sp.n.append(&evidence.Record{Type: evidence.TypeTaint, Principal: sp.sess.Principal.String(), Taint: added.Names(),
 		Meta: evidence.Meta{Session: sp.sess.ID, Op: t.Op, UID: sp.uid,
 			Reason: "tainted by " + t.Host + " via the proxy"},
 		Payload: &evidence.Payload{Detail: "port " + strconv.Itoa(t.Port)}})
+	if id != "" {
+		sp.n.m.TaintedBy(sp.sess.ID, id)
+	}
 }
 
 // Done records a connection (netproxy.Session).
@@ -405,7 +408,7 @@ const maxStatusHosts = 256
 
 // append queues r for the next group commit: like a verdict, a connection
 // record does not wait for a disk flush.
-func (n *sessionNets) append(r *evidence.Record) {
+func (n *sessionNets) append(r *evidence.Record) string {
 	if r.Parents == nil {
 		r.Parents = []string{}
 	}
@@ -413,11 +416,13 @@ func (n *sessionNets) append(r *evidence.Record) {
 		r.Taint = []string{}
 	}
 	r.Meta.Time = evidence.FormatTime(time.Now())
-	if _, err := n.rec.AppendAsync(r, func(err error) {
+	id, err := n.rec.AppendAsync(r, func(err error) {
 		n.log.Error().Err(err).Str("type", r.Type).Msg("evidence append failed")
-	}); err != nil {
+	})
+	if err != nil {
 		n.log.Error().Err(err).Str("type", r.Type).Msg("evidence append failed")
 	}
+	return id
 }
 
 // describe is a session's network for aerfs status, and the hosts it

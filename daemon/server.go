@@ -640,9 +640,11 @@ func (s *controlServer) taint(pid int, req Request) *Response {
 		return r
 	}
 	sess.AddTaint(t)
-	s.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: subj.Principal.String(), Taint: t.Names(),
+	if id, _ := s.m.Record(&evidence.Record{Type: evidence.TypeTaint, Principal: subj.Principal.String(), Taint: t.Names(),
 		Meta: evidence.Meta{Session: sess.ID, Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
-			Reason: "declared over the control socket"}})
+			Reason: "declared over the control socket"}}); id != "" {
+		s.m.TaintedBy(sess.ID, id)
+	}
 	b, _ := json.Marshal(map[string]any{"session": sess.ID, "taint": sess.Taint().Names()})
 	return &Response{OK: true, Data: b}
 }

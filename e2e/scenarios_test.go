@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	cryptotls "crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -43,17 +44,7 @@ func TestScenarios(t *testing.T) {
 			t.Run("web", func(t *testing.T) { scenarioWeb(t, c) })
 			t.Run("git", func(t *testing.T) { scenarioGit(t, c) })
 			t.Run("home", func(t *testing.T) { scenarioHome(t, c) })
-			if c != claude || os.Getenv("AERFS_E2E_DAILY") != "" {
-				// Claude Code's second day is not reliable yet: in 2 of
-				// about 15 runs its own new transcript (projects/…/<id>.jsonl,
-				// appended through several handles at once) read as drift
-				// on day 2 — "content no longer matches its label" while
-				// the session was writing it — so the session was tainted
-				// UNTRUSTED and its session-env and shell snapshot were
-				// refused. The race in the label's binding is not found
-				// yet. AERFS_E2E_DAILY=1 runs it.
-				t.Run("daily", func(t *testing.T) { scenarioDaily(t, c) })
-			}
+			t.Run("daily", func(t *testing.T) { scenarioDaily(t, c) })
 			if c == openclaw {
 				t.Run("first-run", func(t *testing.T) { scenarioFirstRun(t, c) })
 			}
@@ -556,19 +547,67 @@ func scenarioHome(t *testing.T, c *client) {
 	// The home memory is absent at the start of each round: the owner
 	// removes what the round before appended to it.
 	st := starting{files: map[string]string{"MEMORY.md": memOld}, made: []string{file}}
-	if (c == codex || c == gemini) && os.Getenv("AERFS_E2E_STRICT") == "" {
-		// Not yet twice: the round's poisoned session leaves the client's
-		// own state tainted in its home (Codex's state_5.sqlite, Gemini
-		// CLI's chat transcripts under ~/.gemini/tmp), and the next
-		// round's clean session reads it at its start and is tainted
-		// before it writes anything (R2-taint on the home memory). What
-		// the owner does about a client's state after a poisoning, and
-		// what the profiles say of it, is not settled yet.
-		// AERFS_E2E_STRICT=1 runs both rounds.
-		st.rounds = 1
-	}
-	p, facts := inRounds(t, e, home, st, func(rd *round) ([]string, string) { return homeRound(rd, c, hm.root+"/"+hm.file, file, url) })
+	p, facts := inRounds(t, e, home, st, func(rd *round) ([]string, string) {
+		p, f := homeRound(rd, c, hm.root+"/"+hm.file, file, url)
+		q, g := rd.setAsideAfterPoisoning(hm.root, filepath.Join(home, hm.dir))
+		return append(p, q...), f + "; " + g
+	})
 	report(t, c.name, "home", expected, p, facts)
+}
+
+// setAsideAfterPoisoning is the owner's step after a poisoned session
+// (docs/agents.md, "After a poisoned session"): the client's own state
+// the round's poisoned session wrote in its home is tainted, and a client
+// that loads it at its next start (Codex's databases, Gemini CLI's chats)
+// starts that session tainted. The owner asks aerfs scope for the plain
+// files written downstream of the session's taint and moves those of the
+// client's root (root, at dir) out of the mount; the client starts that
+// part afresh. The text output must list them too.
+func (rd *round) setAsideAfterPoisoning(root, dir string) ([]string, string) {
+	e := rd.e
+	var p []string
+	var src string
+	for _, le := range rd.log() {
+		if le.Record.Type == evidence.TypeTaint && le.Record.Meta.Session == rd.session("home-poison") {
+			if id, err := le.Record.ID(); err == nil {
+				src = id
+				break
+			}
+		}
+	}
+	if src == "" {
+		return []string{"no taint record of the poisoned session"}, "nothing set aside"
+	}
+	out, err := e.aerfs("scope", "--json", "--state", e.State, "--workspace", e.WS, src)
+	if err != nil {
+		return []string{"aerfs scope: " + clip(out, 200)}, "nothing set aside"
+	}
+	var sc struct {
+		Written []string `json:"written"`
+	}
+	if err := json.Unmarshal([]byte(out), &sc); err != nil {
+		return []string{"aerfs scope --json: " + err.Error()}, "nothing set aside"
+	}
+	text, _ := e.aerfs("scope", "--state", e.State, "--workspace", e.WS, src)
+	aside := rd.t.TempDir()
+	n := 0
+	for _, w := range sc.Written {
+		rel, ok := strings.CutPrefix(w, "@"+root+"/")
+		if !ok {
+			continue
+		}
+		f := filepath.Join(dir, filepath.FromSlash(rel))
+		if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if !strings.Contains(text, w) {
+			p = append(p, fmt.Sprintf("aerfs scope's text does not list %s", w))
+		}
+		to := filepath.Join(aside, filepath.FromSlash(rel))
+		e.owner("", "mkdir -p -- "+shellq(filepath.Dir(to))+" && mv -- "+shellq(f)+" "+shellq(to))
+		n++
+	}
+	return p, fmt.Sprintf("the owner set aside %d files of @%s", n, root)
 }
 
 // homeRound is one round of the home scenario and its checks: rel is the

@@ -43,6 +43,11 @@ type Scope struct {
 	Roots   []*ScopeNode `json:"roots"`   // the source's own records, each the top of a tree
 	Records int          `json:"records"` // roots and their descendants
 	Files   []ScopeFile  `json:"files"`   // sorted by path
+	// Written is every plain file (no versions kept) a downstream record
+	// wrote, sorted: restore cannot take them back. Among them is the
+	// state an agent's client writes in its home (transcripts, its
+	// databases), which the client loads again at its next start.
+	Written []string `json:"written,omitempty"`
 }
 
 // Scope computes the contamination scope of source: a record id (or a
@@ -158,6 +163,7 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 	nodes := map[int64]*ScopeNode{}
 	lastDown := map[string]int64{} // path → latest downstream record that versioned it
 	files := map[string]*ScopeFile{}
+	var written []string
 	hist := map[string][]Version{}
 	queue := &idxHeap{}
 	queued := map[int64]bool{}
@@ -251,6 +257,9 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 		}
 		if r.Type == evidence.TypeWrite && len(r.Versions) == 0 && r.Path != "" {
 			// A plain file written downstream: its later readers are.
+			if _, ok := lastDown[r.Path]; !ok {
+				written = append(written, r.Path)
+			}
 			lastDown[r.Path] = p
 			rs, err := ix.ReadsUnder(r.Path)
 			if err != nil {
@@ -283,6 +292,12 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 		sc.Files = append(sc.Files, *f)
 	}
 	sort.Slice(sc.Files, func(i, j int) bool { return sc.Files[i].Path < sc.Files[j].Path })
+	for _, w := range written {
+		if _, ok := files[w]; !ok {
+			sc.Written = append(sc.Written, w)
+		}
+	}
+	sort.Strings(sc.Written)
 	return sc, nil
 }
 

@@ -72,6 +72,11 @@ func TestScopeFromPath(t *testing.T) {
 	if sc.Records != 6 {
 		t.Errorf("%d records downstream, want 6", sc.Records)
 	}
+	// The page is the one plain file written downstream: restore cannot
+	// take it back, and the scope says so.
+	if !eqStrings(sc.Written, []string{"downloads/page.html"}) {
+		t.Errorf("plain files written downstream: %q, want the page", sc.Written)
+	}
 	files := map[string]ScopeFile{}
 	for _, f := range sc.Files {
 		files[f.Path] = f

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,6 +89,7 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 	for _, r := range sc.Roots {
 		walk(r, 0)
 	}
+	printWritten(out, t, sc.Written)
 	if len(sc.Files) == 0 {
 		_, err := fmt.Fprintln(out, "\nno guarded file changed")
 		return err
@@ -102,6 +104,31 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 			shortRecord(f.First.Record), line(f.First.Principal), line(orDash(f.First.Session)), f.Versions, before)
 	}
 	return nil
+}
+
+// printWritten lists the plain files written downstream that are still
+// there: aerfs keeps no versions of them. An agent's client loads its own
+// state (transcripts, databases) back at its next start, and a session
+// that does is tainted by it; moving such a file out of the mount lets the
+// client start that part afresh (docs/agents.md, "After a poisoned
+// session").
+func printWritten(out io.Writer, t *target, written []string) {
+	var there []string
+	for _, w := range written {
+		if p := recordFile(t, w); p != "" {
+			if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+				there = append(there, w)
+			}
+		}
+	}
+	if len(there) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nplain files written downstream, still there (%d; no versions are kept of them, so restore cannot take them back):\n", len(there))
+	for _, w := range there {
+		fmt.Fprintf(out, "  %s\n", line(w))
+	}
+	fmt.Fprintln(out, "hint: a client that loads its own state at start (Codex's databases, Gemini CLI's chats) is tainted by these until they are moved out of the mount; see docs/agents.md, \"After a poisoned session\"")
 }
 
 // looksLikeRecordID reports whether s can only be meant as a record id:

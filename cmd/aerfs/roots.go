@@ -98,6 +98,25 @@ func rootRel(t *target, arg string) (string, bool) {
 	return "", false
 }
 
+// recordFile is the path, as the owner reaches it now, of a record path:
+// the workspace's, or a further root's ("@name/rel"); "" when the root is
+// not known.
+func recordFile(t *target, rel string) string {
+	name, rest, ok := strings.Cut(strings.TrimPrefix(rel, policy.RootPrefix), "/")
+	if !strings.HasPrefix(rel, policy.RootPrefix) {
+		return filepath.Join(t.workspace, filepath.FromSlash(rel))
+	}
+	if !ok {
+		rest = ""
+	}
+	for _, r := range policyRoots(t) {
+		if r.Name == name {
+			return filepath.Join(r.Dir, filepath.FromSlash(rest))
+		}
+	}
+	return ""
+}
+
 // rootDirs lists the directories of the further roots of t's policy: a
 // confined session may write in them (the mount decides each change).
 func rootDirs(t *target) []string {

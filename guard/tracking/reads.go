@@ -132,6 +132,11 @@ type Reads struct {
 	sweepAt int
 	hashMu  sync.Mutex
 	hashes  map[fingerprint]string
+	// taints is, by session id, the records of what tainted the session
+	// other than a file it read (an exec of a web client, a web host
+	// through the proxy, a declaration): every later change it makes is
+	// downstream of them (TaintedBy).
+	taints map[string][]string
 	// lastReads finds a session's newest reads record (SetLastReads).
 	lastReads func(session string) string
 }
@@ -227,6 +232,31 @@ func (t *Reads) Labelled(res *principal.Resolved, id string) {
 	}
 }
 
+// maxTaintedSessions bounds the sessions whose taint records are kept
+// (TaintedBy); past it they are forgotten and kept afresh.
+const maxTaintedSessions = 4096
+
+// TaintedBy remembers that the record id tainted the session: its later
+// changes, and those of the sessions started from within it, name it as a
+// parent, so that aerfs scope and restore --contaminated-by of that record
+// reach what the session wrote after it.
+func (t *Reads) TaintedBy(session, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.taints == nil || len(t.taints) >= maxTaintedSessions {
+		t.taints = map[string][]string{}
+	}
+	ids := t.taints[session]
+	for _, x := range ids {
+		if x == id {
+			return
+		}
+	}
+	if len(ids) < maxLabelledParents {
+		t.taints[session] = append(ids, id)
+	}
+}
+
 // Opened notes that the identified res opened the regular file rel (stat
 // st) for reading; hash is its content's hash when a label bound to this
 // very version says it ("" otherwise).
@@ -292,6 +322,9 @@ func (t *Reads) Parents(res *principal.Resolved, last string) []string {
 	var labelled []string
 	if rs := t.get(readerOf(res), res); rs != nil {
 		labelled = rs.labelled
+	}
+	for s := res.Session; s != nil; s = s.Parent() {
+		labelled = append(labelled[:len(labelled):len(labelled)], t.taints[s.ID]...)
 	}
 	t.mu.Unlock()
 	for _, id := range labelled {
