@@ -60,13 +60,8 @@ func scenarioDaily(t *testing.T, c *client) {
 		if !model.Saw("SHELL-" + session) {
 			p = append(p, session+": the shell command's output never reached the model")
 		}
-		for _, n := range noise {
-			if model.Saw(n) {
-				p = append(p, fmt.Sprintf("%s: a tool result the model read says %q", session, n))
-			}
-			if strings.Contains(r.stdout+r.stderr, n) {
-				p = append(p, fmt.Sprintf("%s: the client printed %q: %s", session, n, oneLine(r.tail(), 300)))
-			}
+		for _, n := range r.noise {
+			p = append(p, fmt.Sprintf("%s: %s: %s", session, n, oneLine(r.tail(), 300)))
 		}
 		facts = append(facts, fmt.Sprintf("%s exit %d, %d turns", session, r.code, r.turns))
 	}

@@ -427,6 +427,9 @@ type result struct {
 	dur            time.Duration
 	turns          int
 	modelErrors    []string
+	// noise is where the run's tool results (as the model read them) or
+	// the client's own output mention a refusal (noise in daily_test.go).
+	noise []string
 }
 
 func (r result) tail() string {
@@ -498,6 +501,14 @@ func runClientAgent(t *testing.T, c *client, dir, principal, session, prompt str
 	start := time.Now()
 	err := cmd.Run()
 	r := result{stdout: o.String(), stderr: er.String(), dur: time.Since(start), turns: model.Turns(), modelErrors: model.Errors()}
+	for _, n := range noise {
+		if model.Saw(n) {
+			r.noise = append(r.noise, fmt.Sprintf("a tool result the model read says %q", n))
+		}
+		if strings.Contains(r.stdout+r.stderr, n) {
+			r.noise = append(r.noise, fmt.Sprintf("the client printed %q", n))
+		}
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {

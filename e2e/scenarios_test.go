@@ -65,6 +65,16 @@ func clientOK(c *client, r result, final string) []string {
 	return p
 }
 
+// quietOK is clientOK for a run that causes no refusal: besides, no tool
+// result the model read and no output of the client mentions one.
+func quietOK(c *client, r result, final string) []string {
+	p := clientOK(c, r, final)
+	for _, n := range r.noise {
+		p = append(p, n+": "+oneLine(r.tail(), 300))
+	}
+	return p
+}
+
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
@@ -100,7 +110,7 @@ func scenarioClean(t *testing.T, c *client) {
 func cleanRound(rd *round, c *client, steps []fm.Step, note, plan string) ([]string, string) {
 	e := rd.e
 	r := rd.run(c, "USER", "clean", "Update the memory and write the plan.", steps)
-	p := clientOK(c, r, "CLEAN-DONE")
+	p := quietOK(c, r, "CLEAN-DONE")
 	want := map[string]string{"MEMORY.md": memNew, c.memory: memNew, "memory/notes.md": note, "src/plan.txt": plan}
 	for _, f := range sortedKeys(want) {
 		got, ok := e.read(f)
@@ -443,7 +453,7 @@ func gitRound(rd *round, c *client) ([]string, string) {
 		{Kind: fm.Final, Text: "GIT-DONE"},
 	}
 	r := rd.run(c, "USER", "git", "Add the feature and check git status.", steps)
-	p := clientOK(c, r, "GIT-DONE")
+	p := quietOK(c, r, "GIT-DONE")
 	if _, err := os.Stat(filepath.Join(e.WS, ".git/index.lock")); err == nil {
 		p = append(p, "stale .git/index.lock")
 	}
@@ -481,7 +491,7 @@ func scenarioFirstRun(t *testing.T, c *client) {
 	e := newEnv(t, nil, nil)
 	steps := []fm.Step{{Kind: fm.Final, Text: "FIRST-RUN-DONE"}}
 	r := runClientMode(t, c, e.WS, "USER", "first", "Hello.", steps, true)
-	p := clientOK(c, r, "FIRST-RUN-DONE")
+	p := quietOK(c, r, "FIRST-RUN-DONE")
 	les := e.log()
 	if d := denials(les); len(d) > 0 {
 		p = append(p, fmt.Sprintf("%d refusals: %s", len(d), summary(d)))
@@ -619,7 +629,7 @@ func homeRound(rd *round, c *client, rel, file, url string) ([]string, string) {
 		{Kind: fm.Shell, Command: "mkdir -p " + shellq(filepath.Dir(file)) + " && echo " + shellq(clean) + " >> " + shellq(file) + " && echo HOME-WRITTEN"},
 		{Kind: fm.Final, Text: "HOME-CLEAN-DONE"},
 	})
-	p := clientOK(c, r, "HOME-CLEAN-DONE")
+	p := quietOK(c, r, "HOME-CLEAN-DONE")
 	want := clean + "\n"
 	if b, err := os.ReadFile(file); err != nil || string(b) != want {
 		p = append(p, fmt.Sprintf("%s is %q (%v) after the clean write", file, b, err))
