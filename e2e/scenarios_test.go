@@ -569,10 +569,11 @@ func scenarioHome(t *testing.T, c *client) {
 // (docs/agents.md, "After a poisoned session"): the client's own state
 // the round's poisoned session wrote in its home is tainted, and a client
 // that loads it at its next start (Codex's databases, Gemini CLI's chats)
-// starts that session tainted. The owner asks aerfs scope for the plain
-// files written downstream of the session's taint and moves those of the
-// client's root (root, at dir) out of the mount; the client starts that
-// part afresh. The text output must list them too.
+// starts that session tainted. aerfs scope of the session's taint record
+// lists the plain files written downstream, and restore --contaminated-by
+// with --set-aside moves them out of the mount; the client starts that
+// part afresh. Those of the client's root (root, at dir) must be gone
+// from the home and kept in the set-aside directory.
 func (rd *round) setAsideAfterPoisoning(root, dir string) ([]string, string) {
 	e := rd.e
 	var p []string
@@ -598,26 +599,33 @@ func (rd *round) setAsideAfterPoisoning(root, dir string) ([]string, string) {
 	if err := json.Unmarshal([]byte(out), &sc); err != nil {
 		return []string{"aerfs scope --json: " + err.Error()}, "nothing set aside"
 	}
-	text, _ := e.aerfs("scope", "--state", e.State, "--workspace", e.WS, src)
-	aside := rd.t.TempDir()
-	n := 0
+	var mine []string
 	for _, w := range sc.Written {
-		rel, ok := strings.CutPrefix(w, "@"+root+"/")
-		if !ok {
-			continue
+		if rel, ok := strings.CutPrefix(w, "@"+root+"/"); ok {
+			if fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(rel))); err == nil && fi.Mode().IsRegular() {
+				mine = append(mine, rel)
+			}
 		}
-		f := filepath.Join(dir, filepath.FromSlash(rel))
-		if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
+	}
+	text, _ := e.aerfs("scope", "--state", e.State, "--workspace", e.WS, src)
+	aside := filepath.Join(rd.t.TempDir(), "set-aside")
+	res, err := e.aerfs("restore", "--state", e.State, "--workspace", e.WS, "--contaminated-by", src, "--set-aside", aside)
+	if err != nil {
+		return []string{"aerfs restore --set-aside: " + clip(oneLine(res, 400), 400)}, "nothing set aside"
+	}
+	for _, rel := range mine {
+		w := "@" + root + "/" + rel
 		if !strings.Contains(text, w) {
 			p = append(p, fmt.Sprintf("aerfs scope's text does not list %s", w))
 		}
-		to := filepath.Join(aside, filepath.FromSlash(rel))
-		e.owner("", "mkdir -p -- "+shellq(filepath.Dir(to))+" && mv -- "+shellq(f)+" "+shellq(to))
-		n++
+		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(rel))); err == nil {
+			p = append(p, fmt.Sprintf("%s is still in the home after --set-aside", w))
+		}
+		if _, err := os.Lstat(filepath.Join(aside, filepath.FromSlash(w))); err != nil {
+			p = append(p, fmt.Sprintf("%s is not in the set-aside directory: %v", w, err))
+		}
 	}
-	return p, fmt.Sprintf("the owner set aside %d files of @%s", n, root)
+	return p, fmt.Sprintf("the owner set aside %d files of @%s", len(mine), root)
 }
 
 // homeRound is one round of the home scenario and its checks: rel is the

@@ -39,6 +39,7 @@ type restoreOptions struct {
 	before         string
 	contaminatedBy string
 	sourceVersion  string
+	setAside       string
 	dryRun         bool
 	yes            bool
 	asJSON         bool
@@ -62,7 +63,16 @@ version to which (as aerfs history numbers them), and the diffs. A plan
 that goes beyond what you named — it removes a file, or throws away a
 change you made yourself, in a file you did not name — is refused (rule
 RP-confirm) until you confirm it with --yes. An empty scope is an empty
-plan: nothing is restored.`,
+plan: nothing is restored.
+
+aerfs keeps no versions of plain files, so restore cannot take back a plain
+file written downstream (aerfs scope lists them). With --contaminated-by,
+--set-aside DIR moves each one still there out of the mount into DIR, under
+its path: an agent client's own databases and transcripts a poisoned
+session wrote, which the client would load at its next start, go, and the
+client starts that part afresh. Stop the client first. Nothing is deleted:
+each file is copied and synced before it is removed, and a file behind a
+symbolic link is left alone.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRestore(cmd.OutOrStdout(), o, args)
@@ -73,6 +83,7 @@ plan: nothing is restored.`,
 	c.Flags().StringVar(&o.before, "before", "", "a time (RFC 3339) or a duration ago (10m)")
 	c.Flags().StringVar(&o.contaminatedBy, "contaminated-by", "", "a path (labelled or not) or record id found to be poisoned")
 	c.Flags().StringVar(&o.sourceVersion, "source-version", "", "with --contaminated-by PATH: only that version of it (its content's SHA-256, or a prefix)")
+	c.Flags().StringVar(&o.setAside, "set-aside", "", "with --contaminated-by: move the plain files written downstream out of the mount into this directory")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan (every file, from which version to which) and the diffs; change nothing")
 	c.Flags().BoolVar(&o.yes, "yes", false, "confirm a plan that removes files or throws away changes you made yourself that you did not name")
 	c.Flags().BoolVar(&o.asJSON, "json", false, "print the plan (done or, with --dry-run, to do) as JSON, diffs included")
@@ -124,6 +135,15 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 	if n != 1 {
 		return fail(exitUsage, "aerfs restore --help", "say exactly one of: FILE --to V, --snapshot ID, --before TIME, --contaminated-by SOURCE")
 	}
+	var aside asideResult
+	if o.setAside != "" {
+		if req.ContaminatedBy == "" {
+			return fail(exitUsage, "aerfs restore --help", "--set-aside goes with --contaminated-by SOURCE")
+		}
+		if aside.Dir, err = checkAsideDir(t, o.setAside); err != nil {
+			return err
+		}
+	}
 	req.Yes = o.yes
 	pr := startProgress("restore")
 	pr.spin("the daemon plans and restores")
@@ -144,6 +164,11 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 	if resp.Refused && len(resp.Data) == 0 {
 		return fail(exitRefused, resp.Hint, "%s (rule %s)", resp.Error, resp.Rule)
 	}
+	if aside.Dir != "" && !resp.Refused {
+		if err := aside.run(t, req.ContaminatedBy, o.sourceVersion, o.dryRun); err != nil {
+			return err
+		}
+	}
 	if o.asJSON {
 		type step struct {
 			snapshot.PlanStep
@@ -155,7 +180,11 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 			Reason  string `json:"reason"`
 			Confirm bool   `json:"needs_confirmation"`
 			Steps   []step `json:"steps"`
-		}{o.dryRun, resp.OK && !o.dryRun && len(plan.Steps) > 0, plan.Reason, plan.Confirm, []step{}}
+			// SetAside: with --set-aside, the plain files moved (or,
+			// with --dry-run, to move) and those that could not be.
+			SetAside       []string `json:"set_aside,omitempty"`
+			SetAsideFailed []string `json:"set_aside_failed,omitempty"`
+		}{o.dryRun, resp.OK && !o.dryRun && len(plan.Steps) > 0, plan.Reason, plan.Confirm, []step{}, aside.moved, aside.failed}
 		for _, st := range plan.Steps {
 			res.Steps = append(res.Steps, step{st,
 				snapshot.Diff(st.Path, st.Path, blobOrEmpty(t.stateDir, st.From), blobOrEmpty(t.stateDir, st.To))})
@@ -165,11 +194,69 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 		}
 	} else {
 		printRestorePlan(out, t, plan, o, resp.Refused)
+		aside.print(out, o.dryRun)
 	}
 	if resp.Refused {
 		return fail(exitRefused, resp.Hint, "%s (rule %s)", resp.Error, resp.Rule)
 	}
+	if len(aside.failed) > 0 {
+		return fail(exitError, "nothing was deleted; see each file's reason, fix it (stop the client that holds it) and run the same restore again",
+			"%d plain file(s) not set aside", len(aside.failed))
+	}
 	return nil
+}
+
+// asideResult is what --set-aside did (or, with --dry-run, would do).
+type asideResult struct {
+	Dir           string
+	moved, failed []string
+}
+
+// run sets aside the plain files written downstream of source (as aerfs
+// scope finds them) that are still there.
+func (a *asideResult) run(t *target, source, version string, dryRun bool) error {
+	x, err := recoveryIndex(t.stateDir)
+	if err != nil {
+		return err
+	}
+	sc, err := x.ScopeAt(source, version)
+	if err != nil {
+		return lookupErr(err, "give a record id from 'aerfs log' or a path in the workspace")
+	}
+	items, skipped := asideItems(t, sc.Written)
+	a.failed = append(a.failed, skipped...)
+	if dryRun {
+		for _, it := range items {
+			a.moved = append(a.moved, it.rec)
+		}
+		return nil
+	}
+	moved, failed := setAside(a.Dir, items)
+	a.moved, a.failed = append(a.moved, moved...), append(a.failed, failed...)
+	return nil
+}
+
+func (a *asideResult) print(out io.Writer, dryRun bool) {
+	if a.Dir == "" {
+		return
+	}
+	verb := "set aside"
+	if dryRun {
+		verb = "would set aside"
+	}
+	if len(a.moved) == 0 && len(a.failed) == 0 {
+		fmt.Fprintln(out, "no plain file written downstream is still there: nothing to set aside")
+		return
+	}
+	if len(a.moved) > 0 {
+		fmt.Fprintf(out, "%s %d plain file(s) written downstream, into %s:\n", verb, len(a.moved), line(a.Dir))
+		for _, m := range a.moved {
+			fmt.Fprintf(out, "  %s\n", line(m))
+		}
+	}
+	for _, f := range a.failed {
+		fmt.Fprintf(out, "not set aside: %s\n", line(f))
+	}
 }
 
 // printRestorePlan prints a restore's plan: each file, what happens to

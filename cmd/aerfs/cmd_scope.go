@@ -89,7 +89,7 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 	for _, r := range sc.Roots {
 		walk(r, 0)
 	}
-	printWritten(out, t, sc.Written)
+	printWritten(out, t, source, sc.Written)
 	if len(sc.Files) == 0 {
 		_, err := fmt.Fprintln(out, "\nno guarded file changed")
 		return err
@@ -112,7 +112,7 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 // that does is tainted by it; moving such a file out of the mount lets the
 // client start that part afresh (docs/agents.md, "After a poisoned
 // session").
-func printWritten(out io.Writer, t *target, written []string) {
+func printWritten(out io.Writer, t *target, source string, written []string) {
 	var there []string
 	for _, w := range written {
 		if p := recordFile(t, w); p != "" {
@@ -128,7 +128,7 @@ func printWritten(out io.Writer, t *target, written []string) {
 	for _, w := range there {
 		fmt.Fprintf(out, "  %s\n", line(w))
 	}
-	fmt.Fprintln(out, "hint: a client that loads its own state at start (Codex's databases, Gemini CLI's chats) is tainted by these until they are moved out of the mount; see docs/agents.md, \"After a poisoned session\"")
+	fmt.Fprintf(out, "hint: a client that loads its own state at start (Codex's databases, Gemini CLI's chats) is tainted by these; with the client stopped, aerfs restore --contaminated-by %s --set-aside DIR%s moves them out of the mount (docs/agents.md, \"After a poisoned session\")\n", line(source), t.flags())
 }
 
 // looksLikeRecordID reports whether s can only be meant as a record id:
