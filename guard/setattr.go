@@ -34,6 +34,7 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 	if err != nil {
 		return backing.Errno(err)
 	}
+	held := d.bound(st)
 	t, l := h.gate.Target(rel, st)
 	var checks []gate.Check
 	if a.Size != nil && a.Draft == nil {
@@ -63,9 +64,11 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 		if res == nil {
 			res = h.gate.Resolve(c)
 		}
-		if errno := d.changed(res, rel, st, l); errno != 0 {
+		stored, errno := d.changed(res, rel, st, l)
+		if errno != 0 {
 			return errno
 		}
+		held = held || stored
 	}
 	sizeDone := false
 	if a.Size != nil && (a.Draft != nil || t.Class.Guarded()) {
@@ -80,7 +83,9 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 		sizeDone = true
 	}
 	errno = do(sizeDone)
-	d.rebind(rel)
+	if held {
+		d.rebind(rel)
+	}
 	return errno
 }
 
@@ -105,18 +110,34 @@ func (d *Door) truncate(res *principal.Resolved, rel string, size uint64) syscal
 
 // changed lets the label of a labelled writer res flow into the plain
 // file rel (stat st, label l) it changes in place, stored before the
-// change: a label that cannot be kept would be lost taint.
-func (d *Door) changed(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) syscall.Errno {
+// change: a label that cannot be kept would be lost taint. stored: a new
+// label was stored, to be bound to the file as the change leaves it.
+func (d *Door) changed(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) (stored bool, errno syscall.Errno) {
 	nl, _ := d.h.flow.Next(flow.Move{Op: flow.Change, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l},
 		To: flow.Dest{Path: rel, Stat: st}})
 	if nl == nil || label.Same(nl, l) {
-		return 0
+		return false, 0
 	}
 	if err := d.h.labels.Set(label.KeyOf(st), nl); err != nil {
 		d.h.led.Log.Error().Err(err).Str("path", rel).Msg("label not stored: change refused")
-		return syscall.EIO
+		return false, syscall.EIO
 	}
-	return 0
+	return true, 0
+}
+
+// bound reports whether the plain label of the file with stat st (nil:
+// absent) is bound to st: a change made through the mount carries that
+// binding to the file as it leaves it (rebind); a binding already broken
+// (content changed behind aerfs's back) stays broken, so that the drift
+// is still seen.
+func (d *Door) bound(st *syscall.Stat_t) bool {
+	if st == nil {
+		return false
+	}
+	k := label.KeyOf(st)
+	defer d.h.opens.Binding(k)()
+	l := d.h.labels.Get(k)
+	return l != nil && l.Kind == 0 && l.Matches(st)
 }
 
 // Xattr decides a change of rel's extended attributes; do is the node's
@@ -125,6 +146,7 @@ func (d *Door) changed(res *principal.Resolved, rel string, st *syscall.Stat_t, 
 func (d *Door) Xattr(c Caller, rel string, do func() syscall.Errno) syscall.Errno {
 	h := d.h
 	st, _ := h.dir.Lstat(rel)
+	held := d.bound(st)
 	t, l := h.gate.Target(rel, st)
 	res, errno := h.gate.All(c, []gate.Check{{Op: policy.OpXattr, Rel: rel, T: t, L: l}})
 	if errno != 0 {
@@ -134,12 +156,16 @@ func (d *Door) Xattr(c Caller, rel string, do func() syscall.Errno) syscall.Errn
 		if res == nil {
 			res = h.gate.Resolve(c)
 		}
-		if errno := d.changed(res, rel, st, l); errno != 0 {
+		stored, errno := d.changed(res, rel, st, l)
+		if errno != 0 {
 			return errno
 		}
+		held = held || stored
 	}
 	errno = do()
-	d.rebind(rel)
+	if held {
+		d.rebind(rel)
+	}
 	return errno
 }
 
@@ -151,6 +177,7 @@ func (d *Door) rebind(rel string) {
 		return
 	}
 	k := label.KeyOf(st)
+	defer d.h.opens.Binding(k)()
 	if l := d.h.labels.Get(k); l != nil && !l.Matches(st) {
 		l.Bind(st)
 		d.h.labels.Set(k, l)
