@@ -287,7 +287,11 @@ func (f *Flow) open(m Move) (*label.Label, error) {
 		old = m.Sources[0]
 	}
 	var nl *label.Label
-	if m.To.Truncated {
+	if m.To.Truncated && !f.c.Opens.Writing(label.KeyOf(m.To.Stat)) {
+		// Cut to nothing, the file holds only what this writer writes.
+		// Not while another handle is open for writing: what it writes
+		// next lands in the same file, and its label stays until its
+		// own close recomputes it.
 		nl = f.stamp(res, m.To.Path, "", writer(subj), nil)
 	} else {
 		nl = f.stamp(res, m.To.Path, "", meet(old, writer(subj)), old)
