@@ -133,9 +133,17 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 		return 0, 0, errno
 	}
 	if cl, _, _ := h.gate.Policy().Classify(dst); !cl.Guarded() || sst.Mode&syscall.S_IFMT != syscall.S_IFREG || res == nil {
+		// What arrives at the client's machinery is lowered by its
+		// linker first (moved.go).
+		if errno := h.placing(c, &res, dst, sst); errno != 0 {
+			return 0, 0, errno
+		}
 		linked := h.hold(src, sst) // a link moves the inode's ctime (binding.go)
 		errno := link()
 		linked.keep(h)
+		if errno == 0 {
+			h.movedRecord(c, res, "link", src, dst, sst)
+		}
 		return td.Class, td.Namespace, errno
 	}
 	// The content arrives under a guarded name: a write of it.

@@ -53,6 +53,16 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 		return errno
 	}
 	if res == nil || !mv.guarded() {
+		// What arrives at the client's machinery is lowered by its mover
+		// first (moved.go).
+		if errno := h.placing(c, &res, dst, sst); errno != 0 {
+			return errno
+		}
+		if exchange {
+			if errno := h.placing(c, &res, src, dstSt); errno != 0 {
+				return errno
+			}
+		}
 		// The moved inode's ctime moves, and a file renamed over keeps
 		// its other names: their labels stay bound (binding.go).
 		moved, other := h.hold(src, sst), (*held)(nil)
@@ -66,6 +76,10 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 			return errno
 		}
 		forgetReplaced()
+		h.movedRecord(c, res, "rename", src, dst, sst)
+		if exchange {
+			h.movedRecord(c, res, "rename", dst, src, dstSt)
+		}
 		return 0
 	}
 	defer h.txn.Lock(append(mv.keep(), mv.guardedPaths()...)...)()

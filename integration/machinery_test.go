@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,5 +222,55 @@ printf 'print("helper ran")\n' > "$d/helper/scripts/run.py" && printf 'v1\n' > "
 	}
 	if d := e.Denials(sys + "helper/SKILL.md"); !hasRule(d, "R2-taint") && !hasRule(d, "AU3-control-none") {
 		t.Errorf("a tainted session's write of a bundled skill: want R2-taint or AU3-control-none, got%s", describe(d))
+	}
+}
+
+// A session that read untrusted content cannot choose what an untainted
+// session of the client runs by moving a file onto the client's
+// machinery: a clean session's draft (refused to run where it is,
+// AU3-exec-inform) renamed or hard-linked by a WEB session onto the shell
+// snapshot is lowered by its mover on the way (a "place" write record) and
+// refused when the next Bash tool command sources it (AU3-exec-none); a
+// directory moved onto the snapshots by such a session is refused
+// (RX-machinery-move). (Before, the label followed the inode unchanged:
+// the draft ran as AU3-machinery.)
+func TestMachineryMoveByTaintedSessionIsLowered(t *testing.T) {
+	e, home := agentHome(t, "claude-code", ".claude")
+	snaps := filepath.Join(home, ".claude", "shell-snapshots")
+	if err := os.MkdirAll(snaps, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(snaps, "snapshot-bash-1-x.sh")
+	p := filepath.Join(home, ".claude", "projects", "p")
+	for i, mover := range []string{"mv", "ln -f"} {
+		pwned := filepath.Join(e.WS, fmt.Sprintf("pwned-%d", i))
+		draft := filepath.Join(p, fmt.Sprintf("draft-%d.sh", i))
+		expectOK(t, "a clean session writes a draft", e.agentSh("claude-code", home, "clean", "printf 'touch "+pwned+"\\n' > "+draft))
+		expectOK(t, "a WEB session moves it onto the snapshot: "+mover, e.runHome(home, "WEB", fmt.Sprintf("web-%d", i), mover+" "+draft+" "+snap))
+		e.agentSh("claude-code", home, fmt.Sprintf("next-%d", i), ". "+snap+"; echo tool command")
+		if _, err := os.Stat(pwned); err == nil {
+			bugErrorf(t, "%s by a WEB session put a clean session's draft where the client runs it, and it ran:%s", mover, describe(e.Log()))
+		}
+		les := e.Log()
+		refused := false
+		for _, le := range recordsFor(les, "verdict", "interpret", "@claude/shell-snapshots/snapshot-bash-1-x.sh") {
+			refused = refused || le.Record.Meta.Verdict == "deny" && le.Record.Meta.Rule == "AU3-exec-none"
+		}
+		if !refused {
+			bugErrorf(t, "%s: sourcing the snapshot was not refused with AU3-exec-none:%s", mover, describe(les))
+		}
+		if len(recordsFor(les, "write", "place", "@claude/shell-snapshots/snapshot-bash-1-x.sh")) == 0 {
+			bugErrorf(t, "%s: no place record of the lowered label:%s", mover, describe(les))
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(p, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runHome(home, "WEB", "web-dir", "mv "+snaps+" "+snaps+".old && mv "+filepath.Join(p, "d")+" "+snaps)
+	if r.Code == 0 {
+		bugErrorf(t, "a WEB session moved a directory onto the shell snapshots: %s", r)
+	}
+	if d := e.Denials("@claude/shell-snapshots"); !hasRule(d, "RX-machinery-move") {
+		bugErrorf(t, "the directory move was not refused with RX-machinery-move:%s", describe(e.Log()))
 	}
 }

@@ -18,6 +18,8 @@ package policy
 // accepted (a list of what the client writes is short and explicit).
 
 import (
+	"strings"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -56,6 +58,36 @@ func (ps *parser) machinery(v *yaml.Node, r *rootSpec) (err error) {
 // by the client itself. The workspace has none. It does not allocate.
 func (p *Policy) Machinery(rel string) bool {
 	return matchAny(p.machinery, rel, "", false)
+}
+
+// MachineryWithin reports whether rel, or a path below it, may be the
+// root's machinery: a directory moved to rel puts its files there.
+func (p *Policy) MachineryWithin(rel string) bool {
+	for _, pt := range p.machinery {
+		if prefixMayMatch(pt.segs, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// prefixMayMatch reports whether some path at or below rel can match the
+// anchored segments segs.
+func prefixMayMatch(segs []segment, rel string) bool {
+	for i := 0; rel != ""; i++ {
+		comp, rest, _ := strings.Cut(rel, "/")
+		if i >= len(segs) {
+			return false
+		}
+		if segs[i].kind == segStarStar {
+			return true
+		}
+		if !segs[i].match(comp) {
+			return false
+		}
+		rel = rest
+	}
+	return true
 }
 
 // patternSources lists the patterns as written.

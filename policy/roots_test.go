@@ -171,6 +171,36 @@ roots:
 			}
 		}
 	}
+	// MachineryWithin: a directory moved to the path puts its files at
+	// machinery paths.
+	within := map[string]map[string]bool{
+		"claude": {
+			"shell-snapshots":                    true,
+			"plugins":                            true,
+			"plugins/store":                      true,
+			"plugins/cache":                      false,
+			"shell-snapshots/snapshot-bash-1.sh": true,
+			"shell-snapshots/a/b":                false,
+			"projects":                           false,
+			"x/shell-snapshots":                  false,
+		},
+		"codex": {
+			"skills":              true,
+			"skills/.system":      true,
+			"skills/.system/a/b/": true,
+			"skills/mine":         false,
+			"memories":            false,
+		},
+		"other": {"shell-snapshots": false, "x": false},
+	}
+	for name, paths := range within {
+		r, _ := p.Root(name)
+		for rel, m := range paths {
+			if got := r.Policy.MachineryWithin(strings.TrimSuffix(rel, "/")); got != m {
+				t.Errorf("%s: MachineryWithin(%q) = %v, want %v", name, rel, got, m)
+			}
+		}
+	}
 	if r, _ := p.Root("claude"); strings.Join(r.Machinery, " ") != "/shell-snapshots/* /plugins/store/*" {
 		t.Errorf("claude machinery as written: %q", r.Machinery)
 	}

@@ -184,9 +184,25 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 			push(h[i].Idx)
 		}
 	}
+	first := int64(-1)
 	for p := range roots {
 		push(p)
+		if first < 0 || p < first {
+			first = p
+		}
 	}
+	// A rename of a directory holding a file written downstream moves
+	// it: every rename after the first root is looked at, in log order.
+	renames, err := ix.Records(logindex.KindType, evidence.TypeRename)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range renames {
+		if p > first {
+			push(p)
+		}
+	}
+	writtenSet := map[string]bool{}
 	for queue.Len() > 0 {
 		p := heap.Pop(queue).(int64)
 		r, err := ix.Record(p)
@@ -226,6 +242,15 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 				}
 			}
 		}
+		if parent == -2 && r.Type == evidence.TypeRename && r.Path != "" {
+			for k, q := range lastDown {
+				if q < p && (k == r.Path || strings.HasPrefix(k, r.Path+"/")) {
+					if _, ok := nodes[q]; ok && (parent < 0 || q < parent) {
+						parent = q
+					}
+				}
+			}
+		}
 		if parent == -2 {
 			// A restore that is not downstream: the file's later
 			// versions still follow its contaminated one.
@@ -255,9 +280,34 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 		} else {
 			nodes[parent].Children = append(nodes[parent].Children, n)
 		}
+		if r.Type == evidence.TypeRename && r.Path != "" {
+			// What was downstream below the source is downstream at the
+			// destination.
+			_, lr, err := ix.LogRecord(p)
+			if err != nil {
+				return nil, err
+			}
+			if to := lr.Payload.ToPath(); lr.Payload != nil && to != "" && to != r.Path {
+				var moved []string
+				for k := range lastDown {
+					if k == r.Path || strings.HasPrefix(k, r.Path+"/") {
+						moved = append(moved, k)
+					}
+				}
+				for _, k := range moved {
+					nk := to + k[len(r.Path):]
+					lastDown[nk] = p
+					if writtenSet[k] && !writtenSet[nk] {
+						writtenSet[nk] = true
+						written = append(written, nk)
+					}
+				}
+			}
+		}
 		if r.Type == evidence.TypeWrite && len(r.Versions) == 0 && r.Path != "" {
 			// A plain file written downstream: its later readers are.
-			if _, ok := lastDown[r.Path]; !ok {
+			if !writtenSet[r.Path] {
+				writtenSet[r.Path] = true
 				written = append(written, r.Path)
 			}
 			lastDown[r.Path] = p

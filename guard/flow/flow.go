@@ -44,6 +44,10 @@ const (
 	Adopt
 	// Drift: content changed outside the mount.
 	Drift
+	// Place: a plain file moved (renamed, linked) to a name where what
+	// it is decides what it may do (the client's machinery): the mover
+	// lowers its label as a writer of it would.
+	Place
 )
 
 // Move is one flow of content.
@@ -111,7 +115,9 @@ func (f *Flow) Next(m Move) (*label.Label, error) {
 	case Open:
 		return f.open(m)
 	case Flush:
-		return f.flush(m)
+		return f.flush(m, "close", "the writers at close, as they are now, lower the file's label (a writer read lower content, was tainted or became untrusted while the file was open)")
+	case Place:
+		return f.flush(m, "place", "moved to the client's machinery: the mover lowers the file's label as a writer would (a session that read untrusted content chooses what the client runs)")
 	case Make:
 		return f.make(m)
 	case Lookup:
@@ -331,7 +337,7 @@ func (f *Flow) open(m Move) (*label.Label, error) {
 // or exec'd an untrusted program since the open lowers it): the label it
 // has met with each writer's. A lower label is recorded, stored, and
 // reaches the file's readers.
-func (f *Flow) flush(m Move) (*label.Label, error) {
+func (f *Flow) flush(m Move, op, reason string) (*label.Label, error) {
 	k := label.KeyOf(m.To.Stat)
 	cur := f.c.Labels.Get(k)
 	nl := cur
@@ -349,10 +355,9 @@ func (f *Flow) flush(m Move) (*label.Label, error) {
 	nl.Bind(m.To.Stat)
 	nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: nl.Origin.String(),
 		Taint: ledger.TaintNames(nl.Taint), Parents: f.parents(res, m.To.Path),
-		Meta: evidence.Meta{Path: m.To.Path, Op: "close", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
-			UID: res.Proc.UID, Session: subj.Session, Rule: nl.Stamp.Rule.ID(),
-			Reason: "the writers at close, as they are now, lower the file's label (a writer read lower content, was tainted or became untrusted while the file was open)",
-			Class:  nl.Stamp.Class.String()}})
+		Meta: evidence.Meta{Path: m.To.Path, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+			UID: res.Proc.UID, Session: subj.Session, Rule: nl.Stamp.Rule.ID(), Reason: reason,
+			Class: nl.Stamp.Class.String()}})
 	err := f.store(m.To, nl)
 	// The label is kept in memory even when the journal could not take it:
 	// the readers of this mount are tainted all the same.
