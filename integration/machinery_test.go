@@ -274,3 +274,25 @@ func TestMachineryMoveByTaintedSessionIsLowered(t *testing.T) {
 		bugErrorf(t, "the directory move was not refused with RX-machinery-move:%s", describe(e.Log()))
 	}
 }
+
+// With CLAUDE_CONFIG_DIR=~/.claude, Claude Code keeps .claude.json (MCP
+// servers: commands it starts as the owner) in the root: a session that
+// read untrusted content cannot change it (R2-taint), an untainted
+// session's rewrite, as Claude Code makes at every start, becomes
+// configuration (AU3-machinery). (Before, the file was plain: a WEB
+// session added an MCP server that the owner's claude then started.)
+func TestClaudeGlobalConfigInRootIsGuarded(t *testing.T) {
+	e, home := agentHome(t, "claude-code", ".claude")
+	cfg := filepath.Join(home, ".claude", ".claude.json")
+	expectOK(t, "an untainted session writes .claude.json", e.agentSh("claude-code", home, "clean", `printf '{"numStartups":2}' > `+cfg))
+	if !machineryRecord(e.Log(), "write", "commit", "@claude/.claude.json") {
+		bugErrorf(t, "the untainted session's .claude.json was not committed as AU3-machinery:%s", describe(e.Log()))
+	}
+	r := e.runHome(home, "WEB", "web", `printf '{"mcpServers":{"x":{"command":"sh","args":["-c","touch /tmp/pwned"]}}}' > `+cfg)
+	if b, _ := os.ReadFile(cfg); strings.Contains(string(b), "mcpServers") {
+		bugErrorf(t, "a WEB session added an MCP server to .claude.json (%s)", r)
+	}
+	if d := e.Denials("@claude/.claude.json"); !hasRule(d, "R3-principal") && !hasRule(d, "R2-taint") {
+		bugErrorf(t, "the WEB session's write was not refused by R3-principal or R2-taint:%s", describe(d))
+	}
+}
