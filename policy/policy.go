@@ -39,6 +39,7 @@ type Policy struct {
 	firstID      bool     // identity_first_create
 	writable     []string // sandbox.writable as written
 	privateTmp   bool
+	private      []string  // sandbox.private as written
 	sockets      []string  // sandbox.sockets as written
 	roots        []Root    // further guarded roots (roots.go)
 	machinery    []pattern // a root's machinery (machinery.go); none in the workspace
@@ -281,6 +282,13 @@ func expandHome(paths []string, home string) []string {
 	}
 	return out
 }
+
+// SandboxPrivate returns the directories a confined session gets empty
+// and its own (a tmpfs over each in its mount namespace) and may write:
+// places a client needs to write whose content the owner's own processes
+// may later use, so that nothing a session leaves there reaches them.
+// Paths as for SandboxWritable.
+func (p *Policy) SandboxPrivate(home string) []string { return expandHome(p.private, home) }
 
 // SandboxPrivateTmp reports whether a session gets a /tmp of its own
 // instead of the shared one.

@@ -29,6 +29,11 @@ type Mounts struct {
 	// it /tmp stays shared, and only the directories there that belong to
 	// the owner and hold sockets (tmux-<uid>, ssh-XXXX …) are covered.
 	PrivateTmp bool
+	// Private are directories covered by an empty tmpfs of the session's
+	// own, which it may write (sandbox.private): a client's cache that
+	// the owner's own processes also use gets nothing from a session.
+	// One that does not exist is made first (in the owner's home).
+	Private []string
 }
 
 // SetupMounts must run in a fresh mount namespace owned by the caller's
@@ -107,6 +112,19 @@ func SetupMounts(m Mounts) (private, writable []string, err error) {
 			return nil, nil, fmt.Errorf("private /dev/ptmx: %w", err)
 		}
 		private = append(private, "/dev/pts")
+	}
+	for _, d := range m.Private {
+		if within(m.Workspace, d) || within(d, m.Workspace) || within(m.StateDir, d) {
+			continue // never over the workspace or the state directory
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("private %s: %w", d, err)
+		}
+		if err := tmpfs(d, "0700"); err != nil {
+			return nil, nil, fmt.Errorf("private %s: %w", d, err)
+		}
+		private = append(private, d)
+		writable = append(writable, d)
 	}
 	run := "/run/user/" + strconv.Itoa(m.UID)
 	if fi, err := os.Stat(run); err == nil && fi.IsDir() {

@@ -79,6 +79,7 @@ func prepareSandbox(on bool, t *target, model []string) (*runSandbox, error) {
 // besides the workspace, as the register request answers it.
 type sandboxGrant struct {
 	Writable   []string `json:"writable"`
+	Private    []string `json:"private"`
 	PrivateTmp bool     `json:"private_tmp"`
 	Home       string   `json:"home"`
 }
@@ -125,7 +126,7 @@ func (sc *runSandbox) apply(t *target, session string, grant *sandboxGrant) ([]s
 		// state directory, through the cover.
 		sock := daemon.SocketPath(t.stateDir)
 		private, writable, err = sandbox.SetupMounts(sandbox.Mounts{Workspace: t.workspace, StateDir: t.stateDir,
-			Socket: sock, UID: os.Getuid(), PrivateTmp: sc.privateTmp})
+			Socket: sock, UID: os.Getuid(), PrivateTmp: sc.privateTmp, Private: grant.Private})
 		if err != nil {
 			return nil, fail(exitError, "run it unconfined with --sandbox=off if this kernel cannot confine it", "cannot set up the mount namespace of session %s: %v", session, err)
 		}
