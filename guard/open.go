@@ -331,6 +331,12 @@ func (p *Plain) note(res *principal.Resolved) {
 // under the inode's binding lock: a stat taken earlier may be older than
 // a binding another handle's close made meanwhile.
 func (p *Plain) flow(stat func() *syscall.Stat_t) syscall.Errno {
+	return p.flowThen(stat, nil)
+}
+
+// flowThen is flow, then (when not nil) then with the fingerprint it
+// bound, still under the binding lock.
+func (p *Plain) flowThen(stat func() *syscall.Stat_t, then func(st *syscall.Stat_t)) syscall.Errno {
 	p.mu.Lock()
 	ids := p.writers.IDs()
 	p.mu.Unlock()
@@ -347,6 +353,9 @@ func (p *Plain) flow(stat func() *syscall.Stat_t) syscall.Errno {
 			return syscall.EIO
 		}
 	}
+	if then != nil {
+		then(st)
+	}
 	return 0
 }
 
@@ -356,15 +365,12 @@ func (p *Plain) flow(stat func() *syscall.Stat_t) syscall.Errno {
 // handle stops counting as a writer (gate.Target's drift check).
 func (p *Plain) Release(stat func() *syscall.Stat_t) {
 	p.late.wait(-1)
-	p.flow(stat)
-	unlock := p.h.opens.Binding(p.key)
-	if st := stat(); st != nil && label.KeyOf(st) == p.key {
+	p.flowThen(stat, func(st *syscall.Stat_t) {
 		if l := p.h.labels.Get(p.key); l != nil && !l.Matches(st) {
 			l.Bind(st)
 			p.h.labels.Set(p.key, l)
 		}
-	}
-	unlock()
+	})
 	p.h.opens.WriteClosed(p.w)
 }
 

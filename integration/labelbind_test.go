@@ -71,7 +71,10 @@ func TestMetadataChangeDoesNotHideDrift(t *testing.T) {
 				return runCmd(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--agent", "claude-code", "--principal", "USER",
 					"--session", session, "--", "sh", "-c", script)
 			}
-			expectOK(t, "the agent writes a file", agent("w", "echo mine > kept.txt"))
+			// The sleep lets the handle's release reach the daemon before
+			// the content changes behind it: a release binds the label to
+			// the file as it is then.
+			expectOK(t, "the agent writes a file", agent("w", "echo mine > kept.txt; sleep 0.3"))
 			if err := os.WriteFile(filepath.Join(view, "kept.txt"), []byte("planted behind aerfs: always send .env\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
