@@ -608,7 +608,15 @@ func (rd *round) setAsideAfterPoisoning(root, dir string) ([]string, string) {
 		}
 	}
 	text, _ := e.aerfs("scope", "--state", e.State, "--workspace", e.WS, src)
-	aside := filepath.Join(rd.t.TempDir(), "set-aside")
+	// Where the owner keeps it: outside /tmp and /var/tmp, which sessions
+	// may write (restore refuses those).
+	os.MkdirAll("/var/lib/aerfs-e2e", 0o755)
+	asideRoot, err := os.MkdirTemp("/var/lib/aerfs-e2e", "set-aside-")
+	if err != nil {
+		return []string{err.Error()}, "nothing set aside"
+	}
+	defer os.RemoveAll(asideRoot)
+	aside := filepath.Join(asideRoot, "set-aside")
 	res, err := e.aerfs("restore", "--state", e.State, "--workspace", e.WS, "--contaminated-by", src, "--set-aside", aside)
 	if err != nil {
 		return []string{"aerfs restore --set-aside: " + clip(oneLine(res, 400), 400)}, "nothing set aside"

@@ -78,17 +78,29 @@ func (h *house) movedRecord(c Caller, res *principal.Resolved, op, from, to stri
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
 		l := h.labels.Get(label.KeyOf(st))
-		if l == nil || l.Kind != 0 || l.Record == "" {
+		inGraph := l != nil && l.Kind == 0 && l.Record != ""
+		if !inGraph && op != "link" {
 			return // not in the graph: nothing to follow
 		}
 		if res == nil {
 			res = h.gate.Resolve(c)
 		}
+		if !inGraph && res.Session == nil {
+			return // the owner's own link of clean content
+		}
+		// A session's link of any file: what it writes through the new
+		// name is in the file under both (aerfs scope names both).
+		last := ""
+		if inGraph {
+			last = l.Record
+		} else {
+			l = nil
+		}
 		subj := res.Subject()
-		h.led.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: ledger.TaintNames(l.Taint),
-			Parents: h.reads.Parents(res, l.Record),
+		h.led.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Taint: ledger.TaintNames(labelTaint(l)),
+			Parents: h.reads.Parents(res, last),
 			Meta: evidence.Meta{Path: to, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe, UID: res.Proc.UID,
-				Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "a labelled file " + map[string]string{"rename": "renamed", "link": "linked"}[op] + " here from " + from + ": its provenance follows it",
+				Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: movedReason(inGraph, op, from),
 				Class: label.ClassOf(l)},
 			Payload: &evidence.Payload{From: from, To: to}})
 	case syscall.S_IFDIR:
@@ -103,4 +115,18 @@ func (h *house) movedRecord(c Caller, res *principal.Resolved, op, from, to stri
 		}
 		h.led.Record(h.changeRecord(res, policy.Verdict{Allow: true, Rule: policy.RulePlain}, evidence.TypeRename, from, &evidence.Payload{From: from, To: to}))
 	}
+}
+
+func labelTaint(l *label.Label) policy.Taint {
+	if l == nil {
+		return 0
+	}
+	return l.Taint
+}
+
+func movedReason(inGraph bool, op, from string) string {
+	if !inGraph {
+		return "a session linked the file here from " + from + ": what it writes through either name is in the file under both"
+	}
+	return "a labelled file " + map[string]string{"rename": "renamed", "link": "linked"}[op] + " here from " + from + ": its provenance follows it"
 }

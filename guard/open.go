@@ -70,6 +70,14 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 	if err != nil {
 		return nil, backing.Errno(err)
 	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && h.opens.SettleFile(label.KeyOf(st)) {
+		// Open for writing: what is decided here (an exec, an
+		// interpreter's read, the taint a reader gains) is decided on the
+		// label of its writers as they are now.
+		if st, err = h.dir.Lstat(rel); err != nil {
+			return nil, backing.Errno(err)
+		}
+	}
 	t, l := h.gate.Target(rel, st)
 	op := openOp(flags)
 	o := &Opened{Cache: t.Class == policy.Plain && t.Namespace == policy.NSNone, Stat: st}

@@ -202,7 +202,7 @@ func TestRestoreSetAsideMovesPlainFilesWrittenDownstream(t *testing.T) {
 	expectOK(t, "the session fetches a page, then writes", e.Sh("USER", "fetch",
 		"set -e; curl -s "+page.URL+" > /dev/null; mkdir -p notes link; echo summary > notes/summary.txt; echo state > state.db; echo x > link/x.txt; mv link link.old; ln -s keep link"))
 	src := e.taintRecord("fetch")
-	aside := filepath.Join(t.TempDir(), "aside")
+	aside := asideDir(t)
 	if r := e.Aerfs("restore", "--contaminated-by", src, "--set-aside", filepath.Join(e.WS, "aside")); r.Code != 2 {
 		bugErrorf(t, "--set-aside inside the workspace: want exit 2, got %s", r)
 	}
@@ -275,7 +275,7 @@ func TestScopeFollowsRenamesAndLinks(t *testing.T) {
 			bugErrorf(t, "%s, written by the tainted session and moved since, is not in the scope's written: %q", want, sc.Written)
 		}
 	}
-	aside := filepath.Join(t.TempDir(), "aside")
+	aside := asideDir(t)
 	r := e.Aerfs("restore", "--contaminated-by", src, "--set-aside", aside)
 	expectOK(t, "restore --set-aside", r)
 	for _, f := range []string{"by-rename.txt", "by-link.txt", "keep/again/x.txt"} {
@@ -297,4 +297,18 @@ func (e *Env) taintRecord(session string) string {
 	}
 	e.t.Fatalf("no taint record of session %s:%s", session, describe(e.Log()))
 	return ""
+}
+
+// asideDir is a directory for restore --set-aside where the owner would
+// keep one: outside /tmp and /var/tmp, which confined sessions may write
+// (and which restore refuses for it).
+func asideDir(t *testing.T) string {
+	t.Helper()
+	os.MkdirAll("/var/lib/aerfs-it", 0o755)
+	d, err := os.MkdirTemp("/var/lib/aerfs-it", "aside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return filepath.Join(d, "aside")
 }

@@ -44,9 +44,11 @@ type Scope struct {
 	Records int          `json:"records"` // roots and their descendants
 	Files   []ScopeFile  `json:"files"`   // sorted by path
 	// Written is every plain file (no versions kept) a downstream record
-	// wrote, sorted: restore cannot take them back. Among them is the
-	// state an agent's client writes in its home (transcripts, its
-	// databases), which the client loads again at its next start.
+	// wrote, sorted, under every name it had since (renames, links):
+	// restore cannot take them back. Among them is the state an agent's
+	// client writes in its home (transcripts, its databases), which the
+	// client loads again at its next start. A name may hold another file
+	// by now: what its label says decides (the label's record).
 	Written []string `json:"written,omitempty"`
 }
 
@@ -342,6 +344,12 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 		sc.Files = append(sc.Files, *f)
 	}
 	sort.Slice(sc.Files, func(i, j int) bool { return sc.Files[i].Path < sc.Files[j].Path })
+	// A file written downstream under one name is written under every
+	// name a link gave it, before or after (a session links a file,
+	// writes through the link and removes it).
+	if err := x.linkedNames(ix, writtenSet, &written); err != nil {
+		return nil, err
+	}
 	for _, w := range written {
 		if _, ok := files[w]; !ok {
 			sc.Written = append(sc.Written, w)
@@ -349,6 +357,53 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 	}
 	sort.Strings(sc.Written)
 	return sc, nil
+}
+
+// linkedNames adds to written every name a link record joins to a name
+// already in it, until none is added.
+func (x *Index) linkedNames(ix *logindex.Index, set map[string]bool, written *[]string) error {
+	links, err := ix.Records(logindex.KindOp, "link")
+	if err != nil || len(links) == 0 || len(set) == 0 {
+		return err
+	}
+	type pair struct{ from, to string }
+	var pairs []pair
+	for _, p := range links {
+		_, r, err := ix.LogRecord(p)
+		if err != nil {
+			return err
+		}
+		if from, to := r.Payload.FromPath(), r.Payload.ToPath(); from != "" && to != "" && r.Payload != nil {
+			pairs = append(pairs, pair{from, to})
+		}
+	}
+	for added := true; added; {
+		added = false
+		for _, pr := range pairs {
+			for _, n := range [][2]string{{pr.from, pr.to}, {pr.to, pr.from}} {
+				if set[n[0]] && !set[n[1]] {
+					set[n[1]] = true
+					*written = append(*written, n[1])
+					added = true
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// IDs lists the id of every record in the scope.
+func (sc *Scope) IDs() map[string]bool {
+	out := map[string]bool{}
+	var walk func(ns []*ScopeNode)
+	walk = func(ns []*ScopeNode) {
+		for _, n := range ns {
+			out[n.ID] = true
+			walk(n.Children)
+		}
+	}
+	walk(sc.Roots)
+	return out
 }
 
 // idxHeap is a min-heap of record positions.

@@ -183,8 +183,9 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 			// SetAside: with --set-aside, the plain files moved (or,
 			// with --dry-run, to move) and those that could not be.
 			SetAside       []string `json:"set_aside,omitempty"`
+			SetAsideLeft   []string `json:"set_aside_left,omitempty"`
 			SetAsideFailed []string `json:"set_aside_failed,omitempty"`
-		}{o.dryRun, resp.OK && !o.dryRun && len(plan.Steps) > 0, plan.Reason, plan.Confirm, []step{}, aside.moved, aside.failed}
+		}{o.dryRun, resp.OK && !o.dryRun && len(plan.Steps) > 0, plan.Reason, plan.Confirm, []step{}, aside.moved, aside.left, aside.failed}
 		for _, st := range plan.Steps {
 			res.Steps = append(res.Steps, step{st,
 				snapshot.Diff(st.Path, st.Path, blobOrEmpty(t.stateDir, st.From), blobOrEmpty(t.stateDir, st.To))})
@@ -208,8 +209,8 @@ func runRestore(out io.Writer, o restoreOptions, args []string) error {
 
 // asideResult is what --set-aside did (or, with --dry-run, would do).
 type asideResult struct {
-	Dir           string
-	moved, failed []string
+	Dir                 string
+	moved, left, failed []string
 }
 
 // run sets aside the plain files written downstream of source (as aerfs
@@ -223,8 +224,8 @@ func (a *asideResult) run(t *target, source, version string, dryRun bool) error 
 	if err != nil {
 		return lookupErr(err, "give a record id from 'aerfs log' or a path in the workspace")
 	}
-	items, skipped := asideItems(t, sc.Written)
-	a.failed = append(a.failed, skipped...)
+	items, left, skipped := asideItems(t, sc.Written, sc.IDs())
+	a.left, a.failed = left, append(a.failed, skipped...)
 	if dryRun {
 		for _, it := range items {
 			a.moved = append(a.moved, it.rec)
@@ -243,6 +244,9 @@ func (a *asideResult) print(out io.Writer, dryRun bool) {
 	verb := "set aside"
 	if dryRun {
 		verb = "would set aside"
+	}
+	for _, l := range a.left {
+		fmt.Fprintf(out, "left in place: %s\n", line(l))
 	}
 	if len(a.moved) == 0 && len(a.failed) == 0 {
 		fmt.Fprintln(out, "no plain file written downstream is still there: nothing to set aside")

@@ -89,7 +89,7 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 	for _, r := range sc.Roots {
 		walk(r, 0)
 	}
-	printWritten(out, t, source, sc.Written)
+	printWritten(out, t, source, sc)
 	if len(sc.Files) == 0 {
 		_, err := fmt.Fprintln(out, "\nno guarded file changed")
 		return err
@@ -111,13 +111,21 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 // state (transcripts, databases) back at its next start, and a session
 // that does is tainted by it; moving such a file out of the mount lets the
 // client start that part afresh (docs/agents.md, "After a poisoned
-// session").
-func printWritten(out io.Writer, t *target, source string, written []string) {
+// session"). With the workspace mounted, a name that holds another file
+// by now (its label is not the scope's) is not listed.
+func printWritten(out io.Writer, t *target, source string, sc *snapshot.Scope) {
 	var there []string
-	for _, w := range written {
-		if p := recordFile(t, w); p != "" {
-			if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-				there = append(there, w)
+	if t.mounted {
+		items, _, _ := asideItems(t, sc.Written, sc.IDs())
+		for _, it := range items {
+			there = append(there, it.rec)
+		}
+	} else {
+		for _, w := range sc.Written {
+			if p := recordFile(t, w); p != "" {
+				if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+					there = append(there, w)
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -31,10 +33,15 @@ import (
 // it lies beneath and its path there.
 type asideItem struct {
 	rec, base, sub string
+	dev, ino       uint64 // the file whose label was checked
 }
 
-// asideItems resolves the record paths written to the files still there.
-func asideItems(t *target, written []string) (items []asideItem, skipped []string) {
+// asideItems resolves the record paths written to the files still there
+// whose label the scope gave them (ids: the scope's records): a name the
+// scope names may hold another file by now (the poisoned one renamed or
+// removed, another session's or the owner's written there since), which
+// stays (left, with why). skipped are the names that cannot be followed.
+func asideItems(t *target, written []string, ids map[string]bool) (items []asideItem, left, skipped []string) {
 	roots := map[string]string{}
 	for _, r := range policyRoots(t) {
 		roots[r.Name] = r.Dir
@@ -57,26 +64,81 @@ func asideItems(t *target, written []string) (items []asideItem, skipped []strin
 		if err := statBeneath(base, sub, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue // gone, not a regular file, or behind a symbolic link
 		}
-		items = append(items, asideItem{rec: w, base: base, sub: sub})
+		rec, err := labelRecord(t, w)
+		switch {
+		case err != nil:
+			skipped = append(skipped, w+" (its label cannot be read: "+err.Error()+")")
+			continue
+		case rec == "":
+			left = append(left, w+" (its content is the owner's or a clean writer's now)")
+			continue
+		case !ids[rec]:
+			left = append(left, w+" (its label comes from record "+shortRecord(rec)+", not downstream: another file holds the name now)")
+			continue
+		}
+		items = append(items, asideItem{rec: w, base: base, sub: sub, dev: st.Dev, ino: st.Ino})
 	}
-	return items, skipped
+	return items, left, skipped
+}
+
+// labelRecord asks the daemon which record gave the file at the record
+// path rel its label ("" for none).
+func labelRecord(t *target, rel string) (string, error) {
+	resp, err := call(t, daemon.Request{Op: "why", Path: rel})
+	if err != nil {
+		return "", err
+	}
+	var e struct {
+		LabelRecord string `json:"label_record"`
+	}
+	if err := json.Unmarshal(resp.Data, &e); err != nil {
+		return "", err
+	}
+	return e.LabelRecord, nil
 }
 
 // checkAsideDir refuses a set-aside directory inside the workspace or a
-// further root: the files would stay in the mount.
+// further root (the files would stay in the mount), or beneath a place
+// confined sessions may write (sandbox.writable, /tmp, /var/tmp): a
+// session could have laid symbolic links there for the owner's copies to
+// follow. The directory is resolved first.
 func checkAsideDir(t *target, dir string) (string, error) {
 	abs, err := absClean(dir)
 	if err != nil {
 		return "", err
 	}
-	dirs := append([]string{t.workspace}, rootDirs(t)...)
-	for _, d := range dirs {
-		if d != "" && within(abs, d) {
-			return "", fail(exitUsage, "give a directory outside the workspace and its further roots, e.g. --set-aside ~/aerfs-set-aside",
-				"--set-aside %s is inside %s: the files would stay in the mount", line(dir), line(d))
+	hint := "give a directory outside the workspace, its further roots and the places sessions may write, e.g. --set-aside ~/aerfs-set-aside"
+	cands := []string{abs}
+	if r, err := filepath.EvalSymlinks(abs); err == nil && r != abs {
+		cands = append(cands, r)
+	}
+	for _, d := range append([]string{t.workspace}, rootDirs(t)...) {
+		for _, c := range cands {
+			if d != "" && within(c, d) {
+				return "", fail(exitUsage, hint, "--set-aside %s is inside %s: the files would stay in the mount", line(dir), line(d))
+			}
+		}
+	}
+	for _, d := range sessionWritable(t) {
+		for _, c := range cands {
+			if within(c, d) {
+				return "", fail(exitUsage, hint, "--set-aside %s is beneath %s, which confined sessions may write", line(dir), line(d))
+			}
 		}
 	}
 	return abs, nil
+}
+
+// sessionWritable lists the places outside the mount a confined session
+// of t may write: the policy's sandbox.writable and sandbox.private, and
+// /tmp and /var/tmp whatever the policy says.
+func sessionWritable(t *target) []string {
+	out := []string{"/tmp", "/var/tmp", "/dev/shm"}
+	if pol, err := policy.Load(filepath.Join(t.stateDir, daemon.PolicyName)); err == nil {
+		home := daemon.OwnerHome(t.workspace)
+		out = append(append(out, pol.SandboxWritable(home)...), pol.SandboxPrivate(home)...)
+	}
+	return out
 }
 
 // setAside moves each item into dir (its record path below dir). It
@@ -123,11 +185,11 @@ func setAsideOne(dir string, it asideItem) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return errors.New("not a regular file")
 	}
-	to := filepath.Join(dir, filepath.FromSlash(it.rec))
-	if err := os.MkdirAll(filepath.Dir(to), 0o700); err != nil {
-		return err
+	if st.Dev != it.dev || st.Ino != it.ino {
+		return errors.New("another file took its name since its label was read: run the same restore again")
 	}
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	to := filepath.Join(dir, filepath.FromSlash(it.rec))
+	dst, err := createBeneath(dir, it.rec)
 	if err != nil {
 		return err
 	}
@@ -155,6 +217,39 @@ func setAsideOne(dir string, it asideItem) error {
 		return fmt.Errorf("copied to %s, not removed: %w", to, err)
 	}
 	return nil
+}
+
+// createBeneath creates the new file dir/rel (mode 0600), and the
+// directories to it (0700), without following a symbolic link anywhere
+// beneath dir.
+func createBeneath(dir, rel string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(rel, "/")
+	for _, p := range parts[:len(parts)-1] {
+		if err := unix.Mkdirat(fd, p, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return nil, err
+		}
+		next, err := unix.Openat2(fd, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
+		unix.Close(fd)
+		if err != nil {
+			return nil, beneathErr(err)
+		}
+		fd = next
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat(fd, parts[len(parts)-1], unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(f), filepath.Join(dir, rel)), nil
 }
 
 // statBeneath stats base/sub without following a symbolic link anywhere

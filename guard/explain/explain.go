@@ -78,11 +78,15 @@ type Explanation struct {
 	Refusals    []Refusal    `json:"refusals"`             // newest first
 
 	// For a path (aerfs why PATH).
-	Path      string        `json:"path,omitempty"`
-	Class     string        `json:"class,omitempty"`
-	Machinery bool          `json:"machinery,omitempty"` // the agent profile names the path as the client's own machinery
-	Label     string        `json:"label,omitempty"`
-	Verdicts  []PathVerdict `json:"verdicts,omitempty"` // newest first
+	Path      string `json:"path,omitempty"`
+	Class     string `json:"class,omitempty"`
+	Machinery bool   `json:"machinery,omitempty"` // the agent profile names the path as the client's own machinery
+	Label     string `json:"label,omitempty"`
+	// LabelRecord is the record that gave the file its label ("" for the
+	// owner's clean content): aerfs restore --set-aside moves a file only
+	// when it is one of the scope's.
+	LabelRecord string        `json:"label_record,omitempty"`
+	Verdicts    []PathVerdict `json:"verdicts,omitempty"` // newest first
 }
 
 // subjectLog is what the log says about one session or one process.
@@ -314,6 +318,9 @@ func (x *Index) Session(s *principal.Session, pol *policy.Policy) *Explanation {
 func (x *Index) Path(rel string, class policy.Class, machinery bool, l *label.Label, present bool) *Explanation {
 	e := &Explanation{Path: rel, Taint: []string{}, TaintCauses: []TaintCause{}, Refusals: []Refusal{}, Blocked: []string{}, Verdicts: []PathVerdict{}}
 	e.Class, e.Machinery = class.String(), machinery
+	if present && l != nil {
+		e.LabelRecord = l.Record
+	}
 	switch {
 	case !present:
 		e.Label = "absent"

@@ -293,7 +293,9 @@ func (f *Flow) open(m Move) (*label.Label, error) {
 		old = m.Sources[0]
 	}
 	var nl *label.Label
+	kept := old // the content the file keeps, whose record is a parent
 	if m.To.Truncated && !f.c.Opens.Writing(label.KeyOf(m.To.Stat)) {
+		kept = nil
 		// Cut to nothing, the file holds only what this writer writes.
 		// Not while another handle is open for writing: what it writes
 		// next lands in the same file, and its label stays until its
@@ -308,7 +310,7 @@ func (f *Flow) open(m Move) (*label.Label, error) {
 			// The provenance DAG reaches plain files through this record:
 			// whoever reads the file later names it as a parent.
 			nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
-				Taint: ledger.TaintNames(nl.Taint), Parents: f.parents(res, m.To.Path),
+				Taint: ledger.TaintNames(nl.Taint), Parents: withRecord(f.parents(res, m.To.Path), kept),
 				Meta: evidence.Meta{Path: m.To.Path, Op: "open", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 					UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(), Reason: "written by a labelled writer",
 					Class: label.ClassOf(nl)}})
@@ -354,7 +356,7 @@ func (f *Flow) flush(m Move, op, reason string) (*label.Label, error) {
 	subj := res.Subject()
 	nl.Bind(m.To.Stat)
 	nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: nl.Origin.String(),
-		Taint: ledger.TaintNames(nl.Taint), Parents: f.parents(res, m.To.Path),
+		Taint: ledger.TaintNames(nl.Taint), Parents: withRecord(f.parents(res, m.To.Path), cur),
 		Meta: evidence.Meta{Path: m.To.Path, Op: op, Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
 			UID: res.Proc.UID, Session: subj.Session, Rule: nl.Stamp.Rule.ID(), Reason: reason,
 			Class: nl.Stamp.Class.String()}})
@@ -437,7 +439,33 @@ func (f *Flow) change(m Move) *label.Label {
 	if len(m.Sources) > 0 {
 		old = m.Sources[0]
 	}
-	return meet(old, writer(m.Subjects[0].Subject()))
+	res := m.Subjects[0]
+	subj := res.Subject()
+	nl := meet(old, writer(subj))
+	if nl != nil && !label.Same(nl, old) {
+		// The provenance graph reaches the file through this record, as
+		// through an open's (aerfs scope of what tainted the changer).
+		nl.Record = f.c.Ledger.Record(&evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(),
+			Taint: ledger.TaintNames(nl.Taint), Parents: withRecord(f.parents(res, m.To.Path), old),
+			Meta: evidence.Meta{Path: m.To.Path, Op: "change", Verdict: "allow", Pid: res.Proc.ID.Tgid, Exe: res.Proc.Exe,
+				UID: res.Proc.UID, Session: subj.Session, Rule: policy.RulePlain.ID(),
+				Reason: "changed in place (size or extended attributes) by a labelled writer", Class: label.ClassOf(nl)}})
+	}
+	return nl
+}
+
+// withRecord adds the record that labelled l (when there is one) to
+// parents: content that keeps l's descends from it.
+func withRecord(parents []string, l *label.Label) []string {
+	if l == nil || l.Record == "" {
+		return parents
+	}
+	for _, p := range parents {
+		if p == l.Record {
+			return parents
+		}
+	}
+	return append(parents, l.Record)
 }
 
 // rename is the label of content renamed (or linked) under a guarded

@@ -157,6 +157,29 @@ func (o *Opens) Settle(res *principal.Resolved) {
 	}
 }
 
+// SettleFile brings the label of k up to date from its writers as they
+// are now, when it is open for writing (a writer that was clean when it
+// opened the file may have been tainted since, and what it wrote since is
+// in the file: passthrough): before a decision on the file's content (an
+// exec, a read). It reports whether k was open for writing.
+func (o *Opens) SettleFile(k label.Key) bool {
+	o.mu.Lock()
+	f := o.files[k]
+	if f == nil || f.writers == 0 {
+		o.mu.Unlock()
+		return false
+	}
+	var todo []func()
+	for _, w := range f.settle {
+		todo = append(todo, w.settle)
+	}
+	o.mu.Unlock()
+	for _, s := range todo {
+		s()
+	}
+	return true
+}
+
 // Writing reports whether k is open for writing through the mount.
 func (o *Opens) Writing(k label.Key) bool {
 	o.mu.Lock()
