@@ -72,7 +72,10 @@ its path: an agent client's own databases and transcripts a poisoned
 session wrote, which the client would load at its next start, go, and the
 client starts that part afresh. Stop the client first. Nothing is deleted:
 each file is copied and synced before it is removed, and a file behind a
-symbolic link is left alone.`,
+symbolic link is left alone. Only a file whose label the scope's records
+gave it moves; a name that another file holds by now is left in place,
+and the output says why. DIR must be a directory sessions cannot write
+(not beneath /tmp, /var/tmp or the policy's sandbox.writable).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRestore(cmd.OutOrStdout(), o, args)
