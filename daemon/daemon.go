@@ -186,9 +186,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	// Every root's explanations read what came before the mount from the
 	// log's index (state.go), and a session back from retirement
 	// continues its provenance chain from it.
+	taints := &taintRecords{}
 	fromIndex := func(c *guard.Config) {
 		c.Explain, c.ExplainFrom = explainSource{k: keeper, l: elog}, mountStart
 		c.LastReads = func(id string) string { return lastReads(keeper.Index(), id) }
+		c.TaintRecords = taints.of
 	}
 	roots, err := openRoots(o, pol, ws, fi.Sys().(*syscall.Stat_t), reg, rec, onCommit, onBurst, fromIndex)
 	if err != nil {
@@ -204,6 +206,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	mon = newGuarded(g, rec, "", rootFd)
+	mon.taints = taints
 	roots.attach(mon)
 	ev.m = mon
 	// Sessions are cgroups where the daemon may make them (root and a

@@ -22,6 +22,9 @@ type guarded struct {
 	led   *ledger.Ledger
 	dir   *backing.Dir
 	roots map[string]bool // the further roots attached to the workspace's guard
+	// taints: the records of what tainted each session (taints.go); set
+	// on the workspace's, through which every taint is recorded.
+	taints *taintRecords
 
 	mu        sync.Mutex
 	unflushed map[string]struct{} // guarded paths changed since the last SyncBacking
@@ -70,6 +73,10 @@ func (g *guarded) changed(rel string) {
 
 // Record makes r durable.
 func (g *guarded) Record(r *evidence.Record) (string, error) { return g.led.Must(r) }
+
+// TaintedBy notes that the record id tainted the session: what it
+// changes afterwards, in every root, names the record as a parent.
+func (g *guarded) TaintedBy(session, id string) { g.taints.add(session, id) }
 
 // FlushLog makes every record queued so far durable and visible to readers.
 func (g *guarded) FlushLog() error { return g.led.Flush() }

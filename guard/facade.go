@@ -293,16 +293,6 @@ func (g *Guard) Release(ids ...string) {
 	}
 }
 
-// TaintedBy says that the record id tainted the session (an exec of a web
-// client, a web host through the proxy, a declaration): what the session
-// writes afterwards, here and in the further roots, names it as a parent.
-func (g *Guard) TaintedBy(session, id string) {
-	g.h.reads.TaintedBy(session, id)
-	for _, r := range g.h.roots {
-		r.h.reads.TaintedBy(session, id)
-	}
-}
-
 // Close is called when the mount has ended: what the guard holds for the
 // log (the counts of the refusals folded so far, of this root and of its
 // further roots) is recorded.

@@ -64,6 +64,11 @@ type Config struct {
 	// session back from retirement or a remount continues its provenance
 	// chain from it.
 	LastReads func(session string) string
+	// TaintRecords, when set, lists the records of what tainted a
+	// session other than a file it read (an exec of a web client, a web
+	// host through the proxy, a declaration): every change the session
+	// makes afterwards names them as parents.
+	TaintRecords func(session string) []string
 }
 
 // house is the rooms of one root, shared by its two doors.
@@ -115,6 +120,9 @@ func New(c Config) (*Guard, error) {
 	h.status = explain.New(c.StateDir, h.led.Flush)
 	if c.Explain != nil {
 		h.status.UseSource(c.Explain, c.ExplainFrom)
+	}
+	if c.TaintRecords != nil {
+		h.reads.SetTaintRecords(c.TaintRecords)
 	}
 	if c.LastReads != nil {
 		h.reads.SetLastReads(c.LastReads)

@@ -132,11 +132,10 @@ type Reads struct {
 	sweepAt int
 	hashMu  sync.Mutex
 	hashes  map[fingerprint]string
-	// taints is, by session id, the records of what tainted the session
-	// other than a file it read (an exec of a web client, a web host
-	// through the proxy, a declaration): every later change it makes is
-	// downstream of them (TaintedBy).
-	taints map[string][]string
+	// taintRecords lists the records of what tainted a session other
+	// than a file it read: every later change it makes is downstream of
+	// them (SetTaintRecords).
+	taintRecords func(session string) []string
 	// lastReads finds a session's newest reads record (SetLastReads).
 	lastReads func(session string) string
 }
@@ -232,29 +231,16 @@ func (t *Reads) Labelled(res *principal.Resolved, id string) {
 	}
 }
 
-// maxTaintedSessions bounds the sessions whose taint records are kept
-// (TaintedBy); past it they are forgotten and kept afresh.
-const maxTaintedSessions = 4096
-
-// TaintedBy remembers that the record id tainted the session: its later
-// changes, and those of the sessions started from within it, name it as a
-// parent, so that aerfs scope and restore --contaminated-by of that record
-// reach what the session wrote after it.
-func (t *Reads) TaintedBy(session, id string) {
+// SetTaintRecords gives a way to find the records of what tainted a
+// session other than a file it read (an exec of a web client, a web host
+// through the proxy, a declaration): its later changes, and those of the
+// sessions started from within it, name them as parents, so that aerfs
+// scope and restore --contaminated-by of such a record reach what the
+// session wrote after it.
+func (t *Reads) SetTaintRecords(f func(session string) []string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.taints == nil || len(t.taints) >= maxTaintedSessions {
-		t.taints = map[string][]string{}
-	}
-	ids := t.taints[session]
-	for _, x := range ids {
-		if x == id {
-			return
-		}
-	}
-	if len(ids) < maxLabelledParents {
-		t.taints[session] = append(ids, id)
-	}
+	t.taintRecords = f
+	t.mu.Unlock()
 }
 
 // Opened notes that the identified res opened the regular file rel (stat
@@ -323,10 +309,13 @@ func (t *Reads) Parents(res *principal.Resolved, last string) []string {
 	if rs := t.get(readerOf(res), res); rs != nil {
 		labelled = rs.labelled
 	}
-	for s := res.Session; s != nil; s = s.Parent() {
-		labelled = append(labelled[:len(labelled):len(labelled)], t.taints[s.ID]...)
-	}
+	taints := t.taintRecords
 	t.mu.Unlock()
+	if taints != nil {
+		for s := res.Session; s != nil; s = s.Parent() {
+			labelled = append(labelled[:len(labelled):len(labelled)], taints(s.ID)...)
+		}
+	}
 	for _, id := range labelled {
 		add(id)
 	}
