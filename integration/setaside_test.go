@@ -157,3 +157,48 @@ func TestScopeHasChangesInPlace(t *testing.T) {
 		}
 	}
 }
+
+// With a root daemon (its state directory root-owned, mode 0700), the
+// owner's restore --set-aside reads the scope through the daemon, as
+// aerfs scope does, and moves the session's file. (Before, it failed
+// reading the log after the guarded part had run: "permission denied".)
+func TestSetAsideWithRootDaemon(t *testing.T) {
+	page := newPageServer(t)
+	s := newOwnedEnv(t, map[string]string{"MEMORY.md": "# memory\n"})
+	if r := s.session("USER", "fetch", "curl -s "+page.URL+" > /dev/null; echo poisoned > notes.txt"); r.Code != 0 {
+		t.Fatalf("the session: %s", r)
+	}
+	src := s.taintRecord("fetch")
+	aside := filepath.Join(s.home, "aside-"+filepath.Base(s.WS))
+	t.Cleanup(func() { os.RemoveAll(aside) })
+	r := s.asOwner(aerfsBin, "restore", "--contaminated-by", src, "--set-aside", aside)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "set aside 1 plain file(s)") {
+		bugErrorf(t, "the owner's restore --set-aside with a root daemon: %s", r)
+	}
+	if _, err := os.Lstat(filepath.Join(s.WS, "notes.txt")); !os.IsNotExist(err) {
+		bugErrorf(t, "notes.txt is still in the workspace: %s", r)
+	}
+}
+
+// A symbolic link the poisoned session made is set aside too (the same
+// link in the set-aside directory): a client that meets it at its next
+// start would read its label and be tainted. (Before, set-aside and the
+// scope's list skipped every object but a regular file, silently.)
+func TestSetAsideMovesTheSessionsSymlinks(t *testing.T) {
+	page := newPageServer(t)
+	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n"}).Mount()
+	expectOK(t, "the poisoned session makes links", e.Sh("USER", "fetch",
+		"set -e; curl -s "+page.URL+" > /dev/null; ln -s /usr/bin/true lint; mkdir -p snaps; ln -s ../lint snaps/current; mkfifo pipe"))
+	aside, r := setAsideRun(t, e, e.taintRecord("fetch"))
+	for _, l := range []string{"lint", "snaps/current"} {
+		if _, err := os.Lstat(filepath.Join(e.WS, l)); !os.IsNotExist(err) {
+			bugErrorf(t, "the session's link %s is still in the workspace:\n%s", l, r.Stdout)
+		}
+		if _, err := os.Readlink(filepath.Join(aside, l)); err != nil {
+			bugErrorf(t, "the link %s is not in the set-aside directory: %v", l, err)
+		}
+	}
+	if !strings.Contains(r.Stdout, "left in place: pipe (a FIFO") {
+		bugErrorf(t, "the session's FIFO is not reported:\n%s", r.Stdout)
+	}
+}

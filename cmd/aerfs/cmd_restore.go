@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -12,6 +15,7 @@ import (
 
 	"github.com/aerfs/aerfs/daemon"
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/snapshot"
 )
 
@@ -219,13 +223,9 @@ type asideResult struct {
 // run sets aside the plain files written downstream of source (as aerfs
 // scope finds them) that are still there.
 func (a *asideResult) run(t *target, source, version string, dryRun bool) error {
-	x, err := recoveryIndex(t.stateDir)
+	sc, err := scopeOf(t, source, version)
 	if err != nil {
 		return err
-	}
-	sc, err := x.ScopeAt(source, version)
-	if err != nil {
-		return lookupErr(err, "give a record id from 'aerfs log' or a path in the workspace")
 	}
 	items, left, skipped := asideItems(t, sc.Written, sc.IDs())
 	a.left, a.failed = left, append(a.failed, skipped...)
@@ -238,6 +238,47 @@ func (a *asideResult) run(t *target, source, version string, dryRun bool) error 
 	moved, failed := setAside(a.Dir, items)
 	a.moved, a.failed = append(a.moved, moved...), append(a.failed, failed...)
 	return nil
+}
+
+// scopeOf is the scope of source (a record id, or a path relative to the
+// workspace) at version: read from the state directory, or, when the
+// state directory is a root daemon's, by the daemon for the owner (as
+// aerfs scope is).
+func scopeOf(t *target, source, version string) (*snapshot.Scope, error) {
+	if stateReadable(t.stateDir) {
+		x, err := recoveryIndex(t.stateDir)
+		if err != nil {
+			return nil, err
+		}
+		sc, err := x.ScopeAt(source, version)
+		if err != nil {
+			return nil, lookupErr(err, "give a record id from 'aerfs log' or a path in the workspace")
+		}
+		return sc, nil
+	}
+	src := source
+	if !looksLikeRecordID(source) && !strings.HasPrefix(source, policy.RootPrefix) {
+		src = filepath.Join(t.workspace, filepath.FromSlash(source)) // the daemon's reader has its own working directory
+	}
+	args := []string{"scope", "--json", src}
+	if version != "" {
+		args = append(args, "--source-version", version)
+	}
+	var out, errOut bytes.Buffer
+	code, refusal, err := daemon.CallRead(t.stateDir, args, &out, &errOut)
+	switch {
+	case err != nil:
+		return nil, fail(exitNotMounted, "is the workspace mounted? aerfs status"+t.flags(), "reading the scope through the aerfs daemon: %v", err)
+	case refusal != nil:
+		return nil, fail(exitRefused, refusal.Hint, "%s", refusal.Error)
+	case code != 0:
+		return nil, fail(code, "", "the scope of %s: %s", line(source), line(strings.TrimSpace(errOut.String())))
+	}
+	var sc snapshot.Scope
+	if err := json.Unmarshal(out.Bytes(), &sc); err != nil {
+		return nil, fail(exitError, "", "the scope the aerfs daemon read: %v", err)
+	}
+	return &sc, nil
 }
 
 func (a *asideResult) print(out io.Writer, dryRun bool) {

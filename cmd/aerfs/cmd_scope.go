@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -116,10 +117,12 @@ func runScope(out io.Writer, t *target, o scopeOptions, source string) error {
 func printWritten(out io.Writer, t *target, source string, sc *snapshot.Scope) {
 	var there []string
 	if t.mounted {
-		items, _, _ := asideItems(t, sc.Written, sc.IDs())
+		items, _, skipped := asideItems(t, sc.Written, sc.IDs())
 		for _, it := range items {
 			there = append(there, it.rec)
 		}
+		there = append(there, skipped...) // with why they could not be checked
+		sort.Strings(there)
 	} else {
 		for _, w := range sc.Written {
 			if p := recordFile(t, w); p != "" {

@@ -34,6 +34,7 @@ import (
 type asideItem struct {
 	rec, base, sub string
 	dev, ino       uint64 // the file whose label was checked
+	link           bool   // a symbolic link: set aside as a link with the same target
 }
 
 // asideItems resolves the record paths written to the files still there
@@ -61,8 +62,12 @@ func asideItems(t *target, written []string, ids map[string]bool) (items []aside
 			continue
 		}
 		var st unix.Stat_t
-		if err := statBeneath(base, sub, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			continue // gone, not a regular file, or behind a symbolic link
+		if err := statBeneath(base, sub, &st); err != nil {
+			continue // gone, or behind a symbolic link
+		}
+		kind := st.Mode & unix.S_IFMT
+		if kind == unix.S_IFDIR {
+			continue
 		}
 		rec, err := labelRecord(t, w)
 		switch {
@@ -75,8 +80,11 @@ func asideItems(t *target, written []string, ids map[string]bool) (items []aside
 		case !ids[rec]:
 			left = append(left, w+" (its label comes from record "+shortRecord(rec)+", not downstream: another file holds the name now)")
 			continue
+		case kind != unix.S_IFREG && kind != unix.S_IFLNK:
+			left = append(left, w+" (a FIFO, socket or device the poisoned session made: review it with aerfs why and remove it yourself)")
+			continue
 		}
-		items = append(items, asideItem{rec: w, base: base, sub: sub, dev: st.Dev, ino: st.Ino})
+		items = append(items, asideItem{rec: w, base: base, sub: sub, dev: st.Dev, ino: st.Ino, link: kind == unix.S_IFLNK})
 	}
 	return items, left, skipped
 }
@@ -172,6 +180,9 @@ func setAsideOne(dir string, it asideItem) error {
 		}
 		defer unix.Close(pfd)
 	}
+	if it.link {
+		return setAsideLink(dir, it, pfd, name)
+	}
 	fd, err := unix.Openat2(pfd, name, how(unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW))
 	if err != nil {
 		return beneathErr(err)
@@ -219,37 +230,83 @@ func setAsideOne(dir string, it asideItem) error {
 	return nil
 }
 
+// setAsideLink sets aside the symbolic link name in the directory pfd:
+// the same link is made in dir, then the session's removed if its name
+// still holds it.
+func setAsideLink(dir string, it asideItem, pfd int, name string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK || st.Dev != it.dev || st.Ino != it.ino {
+		return errors.New("another file took its name since its label was read: run the same restore again")
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(pfd, name, buf)
+	if err != nil {
+		return err
+	}
+	dfd, last, err := dirsBeneath(dir, it.rec)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	to := filepath.Join(dir, filepath.FromSlash(it.rec))
+	if err := unix.Symlinkat(string(buf[:n]), dfd, last); err != nil {
+		return err
+	}
+	var now unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
+		return fmt.Errorf("link made at %s, not removed: another file took its name meanwhile", to)
+	}
+	if err := unix.Unlinkat(pfd, name, 0); err != nil {
+		return fmt.Errorf("link made at %s, not removed: %w", to, err)
+	}
+	return nil
+}
+
 // createBeneath creates the new file dir/rel (mode 0600), and the
 // directories to it (0700), without following a symbolic link anywhere
 // beneath dir.
 func createBeneath(dir, rel string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	fd, last, err := dirsBeneath(dir, rel)
+	if err != nil {
 		return nil, err
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat(fd, last, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(f), filepath.Join(dir, rel)), nil
+}
+
+// dirsBeneath makes the directories of dir/rel (0700) without following
+// a symbolic link anywhere beneath dir, and returns the last one (open
+// O_PATH) and the name to make in it.
+func dirsBeneath(dir, rel string) (int, string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return -1, "", err
 	}
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return -1, "", err
 	}
 	parts := strings.Split(rel, "/")
 	for _, p := range parts[:len(parts)-1] {
 		if err := unix.Mkdirat(fd, p, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 			unix.Close(fd)
-			return nil, err
+			return -1, "", err
 		}
 		next, err := unix.Openat2(fd, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS})
 		unix.Close(fd)
 		if err != nil {
-			return nil, beneathErr(err)
+			return -1, "", beneathErr(err)
 		}
 		fd = next
 	}
-	defer unix.Close(fd)
-	f, err := unix.Openat(fd, parts[len(parts)-1], unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(f), filepath.Join(dir, rel)), nil
+	return fd, parts[len(parts)-1], nil
 }
 
 // statBeneath stats base/sub without following a symbolic link anywhere
