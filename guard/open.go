@@ -361,6 +361,13 @@ func (p *Plain) flowThen(stat func() *syscall.Stat_t, then func(st *syscall.Stat
 			return syscall.EIO
 		}
 	}
+	if st.Nlink == 0 {
+		// Unlinked since (its readers have taken what it holds): its
+		// label must not outlive it and greet the next file that gets
+		// its inode number.
+		p.h.txn.Forget(p.key)
+		return 0
+	}
 	if then != nil {
 		then(st)
 	}

@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // A plain file's label is bound to its fingerprint (size, mtime, ctime),
@@ -88,4 +91,59 @@ func TestMetadataChangeDoesNotHideDrift(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A file a session still holds open for writing is removed; its handle's
+// release comes after. Its label must not come back for its inode number:
+// the next file given that number (ext4 hands it out again soon) would be
+// labelled with the removed file's taint, and a clean session reading it
+// tainted. (Codex's second day after the owner set its poisoned databases
+// aside: the late release of the poisoned session's handle labelled the
+// new database.)
+func TestReleaseAfterUnlinkLeavesNoLabel(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	reused := 0
+	for i := 0; i < 12 && reused == 0; i++ {
+		name := filepath.Join("state", fmt.Sprintf("db-%d.sqlite", i))
+		done := make(chan Result, 1)
+		go func() {
+			done <- e.Sh("WEB", fmt.Sprintf("web-%d", i), `python3 -c '
+import os, time
+fd = os.open("`+name+`", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"poisoned rows\n")
+open("`+name+`.opened", "w").close()
+while not os.path.exists("`+name+`.go"): time.sleep(0.02)
+os.close(fd)
+'`)
+		}()
+		os.MkdirAll(filepath.Join(e.WS, "state"), 0o755)
+		for j := 0; j < 500; j++ {
+			if _, err := os.Stat(filepath.Join(e.WS, name+".opened")); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(e.WS, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		expectOK(t, "the owner removes the file", e.Owner("rm -f "+name+" "+name+".opened; touch "+name+".go"))
+		<-done
+		time.Sleep(300 * time.Millisecond) // the release reaches the daemon
+		for j := 0; j < 8; j++ {
+			fresh := filepath.Join("state", fmt.Sprintf("fresh-%d-%d.sqlite", i, j))
+			expectOK(t, "the owner makes a file", e.Owner("echo clean > "+fresh))
+			var fst syscall.Stat_t
+			syscall.Stat(filepath.Join(e.WS, fresh), &fst)
+			if fst.Ino != st.Ino {
+				continue
+			}
+			reused++
+			why := e.Aerfs("why", "--json", fresh)
+			if strings.Contains(why.Stdout, "UNTRUSTED") || strings.Contains(why.Stdout, `"label_record"`) {
+				bugErrorf(t, "a new file given a removed file's inode number carries its label: %s", why.Stdout)
+			}
+		}
+	}
+	t.Logf("inode numbers given again: %d", reused)
 }
