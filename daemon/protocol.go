@@ -115,6 +115,11 @@ type Status struct {
 	Sessions    []SessionStatus `json:"sessions"`
 	// Roots are the further guarded roots: "@name" → directory.
 	Roots map[string]string `json:"roots,omitempty"`
+	// SessionWritable are the places outside the mount a confined
+	// session may write (sandbox.writable and sandbox.private, "~" the
+	// workspace owner's home): the owner's tools keep nothing of theirs
+	// there (aerfs restore --set-aside).
+	SessionWritable []string `json:"session_writable,omitempty"`
 	// Drift: guarded files changed outside the mount, found since the
 	// daemon started (at mount: while unmounted); the first ones, and
 	// how many in all (aerfs log --type drift lists every one).

@@ -431,6 +431,10 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
 		st.Drift, st.DriftCount = s.m.driftFound()
 		addRootStatus(s.m, &st)
+		if pol := s.m.Policy(); pol != nil {
+			home := OwnerHome(st.Workspace)
+			st.SessionWritable = append(pol.SandboxWritable(home), pol.SandboxPrivate(home)...)
+		}
 		// The sessions the registry holds: those live, and those ended
 		// and not yet retired (principal/archive.go); aerfs session list
 		// --all shows the retired ones from the log. A session sees only

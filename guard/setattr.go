@@ -152,6 +152,18 @@ func (d *Door) Xattr(c Caller, rel string, do func() syscall.Errno) syscall.Errn
 	if errno != 0 {
 		return errno
 	}
+	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		// A directory carries no label: what a tainted or untrusted
+		// session would write in its attributes would reach their
+		// readers clean.
+		if res == nil {
+			res = h.gate.Resolve(c)
+		}
+		if subj := res.Subject(); subj.Taint != 0 || !subj.Principal.Trusted() || !res.Identified {
+			return h.gate.Deny(res, policy.OpXattr, rel, RuleDirXattr,
+				"a session that read untrusted content, or below USER, may not change a directory's extended attributes: directories carry no label, so their readers would get its bytes clean")
+		}
+	}
 	if st != nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && !t.Class.Guarded() {
 		if res == nil {
 			res = h.gate.Resolve(c)
@@ -168,6 +180,10 @@ func (d *Door) Xattr(c Caller, rel string, do func() syscall.Errno) syscall.Errn
 	}
 	return errno
 }
+
+// RuleDirXattr is the rule id of a directory's extended attribute change
+// refused to a tainted or untrusted session.
+const RuleDirXattr = "RX-dir-xattr"
 
 // rebind re-binds a label's fingerprint after a change made through the
 // mount (chmod, utimes, xattr change the ctime).

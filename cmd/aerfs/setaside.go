@@ -111,13 +111,18 @@ func labelRecord(t *target, rel string) (string, error) {
 // session could have laid symbolic links there for the owner's copies to
 // follow. The directory is resolved first.
 func checkAsideDir(t *target, dir string) (string, error) {
-	abs, err := absClean(dir)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
 	hint := "give a directory outside the workspace, its further roots and the places sessions may write, e.g. --set-aside ~/aerfs-set-aside"
+	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return "", fail(exitUsage, hint, "--set-aside %s is a symbolic link: give the directory itself", line(dir))
+	}
+	// As written and as resolved: a link on the way may lead out of, or
+	// into, a place sessions write.
 	cands := []string{abs}
-	if r, err := filepath.EvalSymlinks(abs); err == nil && r != abs {
+	if r, err := absClean(abs); err == nil && r != abs {
 		cands = append(cands, r)
 	}
 	for _, d := range append([]string{t.workspace}, rootDirs(t)...) {
@@ -127,7 +132,11 @@ func checkAsideDir(t *target, dir string) (string, error) {
 			}
 		}
 	}
-	for _, d := range sessionWritable(t) {
+	writable, err := sessionWritable(t)
+	if err != nil {
+		return "", fail(exitError, hint, "--set-aside %s: %v", line(dir), err)
+	}
+	for _, d := range writable {
 		for _, c := range cands {
 			if within(c, d) {
 				return "", fail(exitUsage, hint, "--set-aside %s is beneath %s, which confined sessions may write", line(dir), line(d))
@@ -140,13 +149,22 @@ func checkAsideDir(t *target, dir string) (string, error) {
 // sessionWritable lists the places outside the mount a confined session
 // of t may write: the policy's sandbox.writable and sandbox.private, and
 // /tmp and /var/tmp whatever the policy says.
-func sessionWritable(t *target) []string {
+func sessionWritable(t *target) ([]string, error) {
 	out := []string{"/tmp", "/var/tmp", "/dev/shm"}
 	if pol, err := policy.Load(filepath.Join(t.stateDir, daemon.PolicyName)); err == nil {
 		home := daemon.OwnerHome(t.workspace)
-		out = append(append(out, pol.SandboxWritable(home)...), pol.SandboxPrivate(home)...)
+		return append(append(out, pol.SandboxWritable(home)...), pol.SandboxPrivate(home)...), nil
 	}
-	return out
+	// A root daemon's policy is its own: the daemon says.
+	resp, err := daemon.Call(t.stateDir, daemon.Request{Op: "status"})
+	if err != nil || !resp.OK {
+		return nil, fmt.Errorf("the places sessions may write cannot be read from the policy nor the daemon")
+	}
+	var st daemon.Status
+	if err := json.Unmarshal(resp.Data, &st); err != nil {
+		return nil, err
+	}
+	return append(out, st.SessionWritable...), nil
 }
 
 // setAside moves each item into dir (its record path below dir). It
@@ -288,8 +306,13 @@ func dirsBeneath(dir, rel string) (int, string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return -1, "", err
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// The directory itself: its last component is not followed either (a
+	// link there could lead anywhere the owner may write).
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return -1, "", fmt.Errorf("%s is a symbolic link: give the directory itself", dir)
+		}
 		return -1, "", err
 	}
 	parts := strings.Split(rel, "/")
