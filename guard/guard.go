@@ -3,6 +3,7 @@ package guard
 import (
 	"fmt"
 	"path"
+	"sync"
 	"syscall"
 	"time"
 
@@ -92,6 +93,12 @@ type house struct {
 	staging  string
 	onCommit func(time.Duration)
 	roots    map[string]*Guard
+	// names: a directory's rename holds it for writing, from the walk
+	// that decides what it moves to the rename that moves it; every other
+	// change that adds a name (a create, a link, a make, a rename of
+	// anything else) holds it for reading, so that nothing arrives
+	// beneath a moving directory that its walk did not decide.
+	names sync.RWMutex
 }
 
 // New builds the guard of one root and indexes the guarded files already

@@ -27,6 +27,8 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Er
 		return false, syscall.EACCES
 	}
 	h := d.h
+	h.names.RLock()
+	defer h.names.RUnlock()
 	t, l := h.gate.Target(rel, nil)
 	// Directories, symlinks, FIFOs and devices never count as the first
 	// creation of an identity file: only regular content does.
@@ -112,6 +114,8 @@ const releaseWait = 250 * time.Millisecond
 // name. link is the node's own link.
 func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (policy.Class, policy.Namespace, syscall.Errno) {
 	h := d.h
+	h.names.RLock()
+	defer h.names.RUnlock()
 	sst, err := h.dir.Lstat(src)
 	if err != nil {
 		return 0, 0, backing.Errno(err)

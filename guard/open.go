@@ -155,6 +155,8 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 // is released by the node (the content arrives at commit, from the draft).
 func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.Errno) (*Opened, syscall.Errno) {
 	h := d.h
+	h.names.RLock()
+	defer h.names.RUnlock()
 	st, _ := h.dir.Lstat(rel)
 	t, l := h.gate.Target(rel, st)
 	op := policy.OpCreate

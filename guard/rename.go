@@ -21,6 +21,7 @@ import (
 // called inside the transaction when a guarded name is touched.
 func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() syscall.Errno) syscall.Errno {
 	h := d.h
+	defer h.renaming(src, dst, flags&unix.RENAME_EXCHANGE != 0)()
 	sst, err := h.dir.Lstat(src)
 	if err != nil {
 		return backing.Errno(err)
@@ -137,6 +138,31 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 			return errno
 		},
 	})
+}
+
+// renaming takes the namespace lock for a rename of src to dst: for
+// writing when a directory moves (its walk and its rename are one step
+// against every change that adds a name), for reading otherwise. It
+// returns the unlock.
+func (h *house) renaming(src, dst string, exchange bool) func() {
+	isDir := func(rel string) bool {
+		st, err := h.dir.Lstat(rel)
+		return err == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	}
+	moves := func() bool { return isDir(src) || exchange && isDir(dst) }
+	for {
+		if moves() {
+			h.names.Lock()
+			return h.names.Unlock
+		}
+		h.names.RLock()
+		if !moves() {
+			return h.names.RUnlock
+		}
+		// A directory arrived at the name meanwhile (a rename that held
+		// the lock): take it for writing.
+		h.names.RUnlock()
+	}
 }
 
 // arrive decides what a directory rename brings under control-class
