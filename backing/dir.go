@@ -184,19 +184,34 @@ func (d *Dir) MkdirAll(rel string) error {
 }
 
 // Walk calls fn for every entry below the directory rel (depth first,
-// never through a symlink), with its path relative to rel.
-func (d *Dir) Walk(rel string, fn func(sub string, st *syscall.Stat_t)) {
+// never through a symlink), with its path relative to rel. It returns the
+// first directory or entry it could not read (an entry removed meanwhile
+// is not one): a decision on what rel holds must not be made on part of
+// it.
+func (d *Dir) Walk(rel string, fn func(sub string, st *syscall.Stat_t)) error {
+	var first error
+	fail := func(sub string, err error) {
+		if first == nil && !errors.Is(err, unix.ENOENT) {
+			first = fmt.Errorf("%s: %w", Join(rel, sub), err)
+		}
+	}
 	var walk func(sub string)
 	walk = func(sub string) {
 		fd, err := d.OpenDir(Join(rel, sub))
 		if err != nil {
+			fail(sub, err)
 			return
 		}
 		f := os.NewFile(uintptr(fd), sub)
-		names, _ := f.Readdirnames(-1)
+		defer f.Close()
+		names, err := f.Readdirnames(-1)
+		if err != nil {
+			fail(sub, err)
+		}
 		for _, name := range names {
 			var st unix.Stat_t
-			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				fail(Join(sub, name), err)
 				continue
 			}
 			child := Join(sub, name)
@@ -205,9 +220,9 @@ func (d *Dir) Walk(rel string, fn func(sub string, st *syscall.Stat_t)) {
 				walk(child)
 			}
 		}
-		f.Close()
 	}
 	walk("")
+	return first
 }
 
 // SyncPaths makes the given paths durable: each regular file's content

@@ -170,7 +170,7 @@ func (h *house) forget(s *principal.Session) {
 func (h *house) index() error {
 	pol := h.gate.Policy()
 	var stale []string
-	h.dir.Walk("", func(rel string, st *syscall.Stat_t) {
+	_ = h.dir.Walk("", func(rel string, st *syscall.Stat_t) {
 		switch st.Mode & syscall.S_IFMT {
 		case syscall.S_IFREG:
 			if txn.IsCommitTemp(path.Base(rel)) {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"strings"
@@ -38,7 +39,7 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 		// the whole directory where it is.
 		var fv policy.Verdict
 		var ferr error
-		h.dir.Walk(rel, func(sub string, fst *syscall.Stat_t) {
+		werr := h.dir.Walk(rel, func(sub string, fst *syscall.Stat_t) {
 			if ferr != nil || !fv.Allow && fv.Rule != policy.RuleUnset || fst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 				return
 			}
@@ -51,6 +52,10 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 		})
 		if ferr != nil {
 			return "", v, ferr
+		}
+		if werr != nil {
+			// A part that cannot be read cannot be decided.
+			return "", v, fmt.Errorf("promote: %w", werr)
 		}
 		if !fv.Allow && fv.Rule != policy.RuleUnset {
 			return "", fv, nil

@@ -28,9 +28,17 @@ func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() sys
 	}
 	dstSt, _ := h.dir.Lstat(dst)
 	renamer := h.gate.Resolve(c).Proc.ID.Tgid
-	checks := h.renameChecks(src, dst, sst, dstSt, renamer)
+	checks, werr := h.renameChecks(src, dst, sst, dstSt, renamer)
 	if flags&unix.RENAME_EXCHANGE != 0 && dstSt != nil {
-		checks = append(checks, h.renameChecks(dst, src, dstSt, sst, renamer)...)
+		more, err := h.renameChecks(dst, src, dstSt, sst, renamer)
+		checks = append(checks, more...)
+		if werr == nil {
+			werr = err
+		}
+	}
+	if werr != nil {
+		return h.gate.Refuse(c, policy.OpRenameFrom, src, RuleUnreadableMove,
+			"a directory moved with a part aerfs cannot read ("+werr.Error()+"): what it holds cannot be decided")
 	}
 	res, errno := h.gate.All(c, checks)
 	if errno != 0 {
@@ -230,13 +238,13 @@ func (h *house) renameMoves(src, dst string, sst *syscall.Stat_t, exchange bool)
 		add(dst, src, dstSt)
 	}
 	if isDir && (pol.MayContainGuarded(src) || pol.MayContainGuarded(dst)) {
-		h.dir.Walk(src, func(sub string, st *syscall.Stat_t) {
+		_ = h.dir.Walk(src, func(sub string, st *syscall.Stat_t) { // read whole by renameChecks, under the namespace lock
 			add(backing.Join(src, sub), backing.Join(dst, sub), st)
 		})
 	}
 	if dstSt, _ := h.dir.Lstat(dst); exchange && dstSt != nil && dstSt.Mode&syscall.S_IFMT == syscall.S_IFDIR &&
 		(pol.MayContainGuarded(src) || pol.MayContainGuarded(dst)) {
-		h.dir.Walk(dst, func(sub string, st *syscall.Stat_t) {
+		_ = h.dir.Walk(dst, func(sub string, st *syscall.Stat_t) {
 			add(backing.Join(dst, sub), backing.Join(src, sub), st)
 		})
 	}
@@ -305,7 +313,7 @@ func (mv *moves) after(old map[string]string) map[string]string {
 }
 
 // renameChecks lists what moving src (stat sst) to dst needs.
-func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t, renamer int) []gate.Check {
+func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t, renamer int) ([]gate.Check, error) {
 	ts, ls := h.gate.Target(src, sst)
 	td, ld := h.gate.Target(dst, dstSt)
 	td.Absent = td.Absent && sst.Mode&syscall.S_IFMT == syscall.S_IFREG
@@ -320,14 +328,19 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t, rename
 	if sst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		pol := h.gate.Policy()
 		if pol.MayContainGuarded(src) || pol.MayContainGuarded(dst) {
-			h.dir.Walk(src, func(sub string, st *syscall.Stat_t) {
+			err := h.dir.Walk(src, func(sub string, st *syscall.Stat_t) {
 				from, to := backing.Join(src, sub), backing.Join(dst, sub)
 				tf, lf := h.gate.Target(from, st)
 				tt, _ := h.gate.Target(to, nil)
 				h.withSource(&tt, lf, st, renamer)
 				checks = append(checks, gate.Check{Op: policy.OpRenameFrom, Rel: from, T: tf, L: lf}, gate.Check{Op: policy.OpRenameTo, Rel: to, T: tt})
 			})
+			return checks, err
 		}
 	}
-	return checks
+	return checks, nil
 }
+
+// RuleUnreadableMove is the rule id of a directory rename refused because
+// part of what it holds cannot be read, so cannot be decided.
+const RuleUnreadableMove = "RX-unreadable-move"

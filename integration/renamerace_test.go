@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,5 +44,44 @@ for k, frac in enumerate((0.8, 0.6, 0.9, 0.5)):
 PY`)
 	if _, err := os.Lstat(filepath.Join(e.WS, "pkg/sub/.claude/settings.json")); err == nil || strings.Contains(r.Stdout, "WON") {
 		bugErrorf(t, "a WEB session's hook arrived at a control path through a rename raced into a moving directory: %s:%s", r, describe(e.Log()))
+	}
+}
+
+// A directory rename whose walk cannot read part of what it moves is
+// refused (RX-unreadable-move): with a rootless daemon (the owner's own
+// uid, no capability to read a directory of mode 000), a WEB session hid
+// a .claude/settings.json in such a directory under node_modules/pkg and
+// moved pkg out to a name where .claude/ is control; the walk skipped the
+// directory and the hook arrived undecided.
+func TestDirectoryRenameWithUnreadablePartRefused(t *testing.T) {
+	u, home := rootlessUser(t)
+	bin := publicBinary(t)
+	ws, state := filepath.Join(home, "ws"), filepath.Join(home, "state")
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := fi.Mode().Perm()
+	os.Chmod("/dev/fuse", 0o666)
+	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
+	expectOK(t, "init as the owner", asUser(u, home, fmt.Sprintf("mkdir ws && echo '# MEMORY' > ws/MEMORY.md && %s init --state %s %s", bin, state, ws)))
+	expectOK(t, "rootless mount", asUser(u, home, fmt.Sprintf("%s mount --state %s %s", bin, state, ws)))
+	t.Cleanup(func() {
+		asUser(u, "/", "chmod -R u+rwx "+ws+"/node_modules "+ws+"/pkg 2>/dev/null")
+		if (&Env{WS: ws}).Mounted() {
+			asUser(u, "/", bin+" unmount "+ws)
+		}
+	})
+	r := asUser(u, "/", fmt.Sprintf(`cd `+ws+` && %s run --principal WEB --session w1 -- sh -c 'mkdir -p node_modules/pkg/locked/.claude && echo "{\"hooks\":{}}" > node_modules/pkg/locked/.claude/settings.json && chmod 000 node_modules/pkg/locked && mv node_modules/pkg pkg'`, bin))
+	asUser(u, "/", "chmod -R u+rwx "+ws+"/node_modules "+ws+"/pkg 2>/dev/null")
+	if r2 := asUser(u, "/", "test -e "+ws+"/pkg/locked/.claude/settings.json && echo ARRIVED"); strings.Contains(r2.Stdout, "ARRIVED") {
+		bugErrorf(t, "a directory with an unreadable part was moved undecided: the hook is at pkg/locked/.claude/settings.json (%s)", r)
+	}
+	lg := asUser(u, "/", fmt.Sprintf("%s log --json --state %s --workspace %s --refused", bin, state, ws))
+	if !strings.Contains(lg.Stdout, "RX-unreadable-move") {
+		bugErrorf(t, "the rename was not refused with RX-unreadable-move (%s): %s", r, lg.Stdout)
 	}
 }

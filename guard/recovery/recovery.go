@@ -66,7 +66,7 @@ func (r *Recovery) State() (map[string]string, error) {
 	pol := r.c.Policy()
 	out := map[string]string{}
 	var ferr error
-	r.c.Dir.Walk("", func(sub string, st *syscall.Stat_t) {
+	_ = r.c.Dir.Walk("", func(sub string, st *syscall.Stat_t) {
 		if ferr != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || r.c.Reserved(path.Base(sub)) {
 			return
 		}
