@@ -54,27 +54,8 @@ PY`)
 // moved pkg out to a name where .claude/ is control; the walk skipped the
 // directory and the hook arrived undecided.
 func TestDirectoryRenameWithUnreadablePartRefused(t *testing.T) {
-	u, home := rootlessUser(t)
-	bin := publicBinary(t)
-	ws, state := filepath.Join(home, "ws"), filepath.Join(home, "state")
-	envsMu.Lock()
-	envs[ws] = true
-	envsMu.Unlock()
-	fi, err := os.Stat("/dev/fuse")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mode := fi.Mode().Perm()
-	os.Chmod("/dev/fuse", 0o666)
-	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
-	expectOK(t, "init as the owner", asUser(u, home, fmt.Sprintf("mkdir ws && echo '# MEMORY' > ws/MEMORY.md && %s init --state %s %s", bin, state, ws)))
-	expectOK(t, "rootless mount", asUser(u, home, fmt.Sprintf("%s mount --state %s %s", bin, state, ws)))
-	t.Cleanup(func() {
-		asUser(u, "/", "chmod -R u+rwx "+ws+"/node_modules "+ws+"/pkg 2>/dev/null")
-		if (&Env{WS: ws}).Mounted() {
-			asUser(u, "/", bin+" unmount "+ws)
-		}
-	})
+	u, bin, ws, state := mountRootless(t)
+	t.Cleanup(func() { asUser(u, "/", "chmod -R u+rwx "+ws+"/node_modules "+ws+"/pkg 2>/dev/null") })
 	r := asUser(u, "/", fmt.Sprintf(`cd `+ws+` && %s run --principal WEB --session w1 -- sh -c 'mkdir -p node_modules/pkg/locked/.claude && echo "{\"hooks\":{}}" > node_modules/pkg/locked/.claude/settings.json && chmod 000 node_modules/pkg/locked && mv node_modules/pkg pkg'`, bin))
 	asUser(u, "/", "chmod -R u+rwx "+ws+"/node_modules "+ws+"/pkg 2>/dev/null")
 	if r2 := asUser(u, "/", "test -e "+ws+"/pkg/locked/.claude/settings.json && echo ARRIVED"); strings.Contains(r2.Stdout, "ARRIVED") {

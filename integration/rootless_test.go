@@ -58,6 +58,34 @@ func publicBinary(t *testing.T) string {
 	return bin
 }
 
+// mountRootless is a workspace ws (with MEMORY.md) initialised and
+// mounted by the unprivileged owner u with the aerfs binary bin, its state
+// in state; unmounted at the end.
+func mountRootless(t *testing.T) (u *user.User, bin, ws, state string) {
+	t.Helper()
+	u, home := rootlessUser(t)
+	bin = publicBinary(t)
+	ws, state = filepath.Join(home, "ws"), filepath.Join(home, "state")
+	envsMu.Lock()
+	envs[ws] = true
+	envsMu.Unlock()
+	fi, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := fi.Mode().Perm()
+	os.Chmod("/dev/fuse", 0o666)
+	t.Cleanup(func() { os.Chmod("/dev/fuse", mode) })
+	expectOK(t, "init as the owner", asUser(u, home, fmt.Sprintf("mkdir ws && echo '# MEMORY' > ws/MEMORY.md && %s init --state %s %s", bin, state, ws)))
+	expectOK(t, "rootless mount", asUser(u, home, fmt.Sprintf("%s mount --state %s %s", bin, state, ws)))
+	t.Cleanup(func() {
+		if (&Env{WS: ws}).Mounted() {
+			asUser(u, "/", bin+" unmount "+ws)
+		}
+	})
+	return u, bin, ws, state
+}
+
 // asUser runs a shell script as u, in dir.
 func asUser(u *user.User, dir, script string) Result {
 	return runCmd(dir, []string{"HOME=" + u.HomeDir, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
