@@ -23,6 +23,11 @@ import (
 // path.
 func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verdict, error) {
 	h := d.h
+	// A directory is decided on a walk of what it holds: nothing may
+	// arrive beneath it until it has moved (the namespace lock, as for a
+	// directory's rename).
+	h.names.Lock()
+	defer h.names.Unlock()
 	pol := h.gate.Policy()
 	st, err := h.dir.Lstat(rel)
 	if err != nil {

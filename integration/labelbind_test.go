@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,6 +131,11 @@ os.close(fd)
 		expectOK(t, "the owner removes the file", e.Owner("rm -f "+name+" "+name+".opened; touch "+name+".go"))
 		<-done
 		time.Sleep(300 * time.Millisecond) // the release reaches the daemon
+		// Whether or not the number is given again below: the label
+		// journal's last word on the removed inode is its deletion.
+		if l, ok := lastLabelEntry(t, e, st.Ino); !ok || l != "" {
+			bugErrorf(t, "the label journal keeps a label for the removed file's inode after its release: %q (found %v)", l, ok)
+		}
 		for j := 0; j < 8; j++ {
 			fresh := filepath.Join("state", fmt.Sprintf("fresh-%d-%d.sqlite", i, j))
 			expectOK(t, "the owner makes a file", e.Owner("echo clean > "+fresh))
@@ -146,4 +152,32 @@ os.close(fd)
 		}
 	}
 	t.Logf("inode numbers given again: %d", reused)
+}
+
+// lastLabelEntry is the label the workspace's label journal
+// (state/labels.jsonl) last stored for the inode number ino ("" for a
+// deletion); ok is false when it has no entry for it.
+func lastLabelEntry(t *testing.T, e *Env, ino uint64) (string, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.State, "labels.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, ok := "", false
+	for _, line := range strings.Split(string(b), "\n") {
+		var ent struct {
+			K struct {
+				Ino uint64 `json:"ino"`
+			} `json:"k"`
+			L json.RawMessage `json:"l"`
+		}
+		if json.Unmarshal([]byte(line), &ent) != nil || ent.K.Ino != ino {
+			continue
+		}
+		last, ok = string(ent.L), true
+		if last == "null" {
+			last = ""
+		}
+	}
+	return last, ok
 }

@@ -172,16 +172,9 @@ func TestScopeOfTaintRecordListsWhatTheSessionWroteAfter(t *testing.T) {
 	expectOK(t, "the session fetches a page, then writes its notes", e.Sh("USER", "fetch",
 		"curl -s "+page.URL+" > /dev/null; mkdir -p notes; echo summary > notes/summary.txt; echo other > other.txt"))
 	src := e.taintRecord("fetch")
-	js := e.Aerfs("scope", "--json", src)
-	expectOK(t, "scope --json of the taint record", js)
-	var sc struct {
-		Written []string `json:"written"`
-	}
-	if err := json.Unmarshal([]byte(js.Stdout), &sc); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(sc.Written, ",") != "notes/summary.txt,other.txt" {
-		bugErrorf(t, "plain files written downstream of the taint: %q, want notes/summary.txt and other.txt", sc.Written)
+	written := e.scopeWritten(src)
+	if strings.Join(written, ",") != "notes/summary.txt,other.txt" {
+		bugErrorf(t, "plain files written downstream of the taint: %q, want notes/summary.txt and other.txt", written)
 	}
 	text := e.Aerfs("scope", src)
 	expectOK(t, "scope of the taint record", text)
@@ -258,21 +251,14 @@ func TestScopeFollowsRenamesAndLinks(t *testing.T) {
 		"mkdir d; echo three > d/x.txt; mv d moved-dir\n"))
 	expectOK(t, "a clean session renames a directory holding one of them", e.Sh("USER", "clean", "mkdir -p keep; mv moved-dir keep/again"))
 	src := e.taintRecord("fetch")
-	js := e.Aerfs("scope", "--json", src)
-	expectOK(t, "scope --json of the taint record", js)
-	var sc struct {
-		Written []string `json:"written"`
-	}
-	if err := json.Unmarshal([]byte(js.Stdout), &sc); err != nil {
-		t.Fatal(err)
-	}
+	written := e.scopeWritten(src)
 	for _, want := range []string{"by-rename.txt", "by-link.txt", "moved-dir/x.txt", "keep/again/x.txt"} {
 		found := false
-		for _, w := range sc.Written {
+		for _, w := range written {
 			found = found || w == want
 		}
 		if !found {
-			bugErrorf(t, "%s, written by the tainted session and moved since, is not in the scope's written: %q", want, sc.Written)
+			bugErrorf(t, "%s, written by the tainted session and moved since, is not in the scope's written: %q", want, written)
 		}
 	}
 	aside := asideDir(t)
@@ -311,4 +297,19 @@ func asideDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return filepath.Join(d, "aside")
+}
+
+// scopeWritten is the "written" list of aerfs scope --json src: the plain
+// files written downstream of src.
+func (e *Env) scopeWritten(src string) []string {
+	e.t.Helper()
+	js := e.Aerfs("scope", "--json", src)
+	expectOK(e.t, "scope --json "+src, js)
+	var sc struct {
+		Written []string `json:"written"`
+	}
+	if err := json.Unmarshal([]byte(js.Stdout), &sc); err != nil {
+		e.t.Fatal(err)
+	}
+	return sc.Written
 }

@@ -148,6 +148,9 @@ func readmeSteps() []readmeStep {
 		{sh: "mkdir -p skills/x && echo 'a skill' > skills/x/SKILL.md"},
 		{readme: "aerfs scope skills/x/SKILL.md", want: "skills/x/SKILL.md"},
 		{readme: "aerfs restore --contaminated-by skills/x/SKILL.md --dry-run"},
+		{readme: "aerfs restore --contaminated-by RECORD --set-aside ~/aerfs-set-aside",
+			sh:   "mkdir -p /var/lib/aerfs-it && d=$(mktemp -d /var/lib/aerfs-it/readme-XXXXXX) && aerfs restore --contaminated-by skills/x/SKILL.md --set-aside $d/aside --dry-run; rc=$?; rm -rf $d; exit $rc",
+			want: "nothing to set aside"},
 		{readme: "aerfs pending", want: "MEMORY.md", capture: `(?m)^([0-9a-f]{12})  `, name: "ID"},
 		{readme: "aerfs approve ID | aerfs reject ID", sh: "aerfs reject {ID}"},
 		// Sessions, and the owner's own changes: a burst of refusals

@@ -34,7 +34,8 @@ for k, frac in enumerate((0.8, 0.6, 0.9, 0.5)):
         try: os.rename("node_modules/pkg/sub/xclaude", "node_modules/pkg/sub/.claude")
         except OSError: pass
         os._exit(0)
-    try: os.rename("node_modules/pkg", "pkg")
+    try:
+        os.rename("node_modules/pkg", "pkg"); print("MOVED")
     except OSError: pass
     os.waitpid(pid, 0)
     if os.path.exists("pkg/sub/.claude/settings.json"):
@@ -44,6 +45,11 @@ for k, frac in enumerate((0.8, 0.6, 0.9, 0.5)):
 PY`)
 	if _, err := os.Lstat(filepath.Join(e.WS, "pkg/sub/.claude/settings.json")); err == nil || strings.Contains(r.Stdout, "WON") {
 		bugErrorf(t, "a WEB session's hook arrived at a control path through a rename raced into a moving directory: %s:%s", r, describe(e.Log()))
+	}
+	// The race was run: the plain directory moved (with the child's
+	// rename waiting for it, then finding its name gone).
+	if !strings.Contains(r.Stdout, "MOVED") {
+		bugErrorf(t, "the session never moved node_modules/pkg, so the race was not run: %s", r)
 	}
 }
 

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,14 +140,8 @@ func TestScopeHasChangesInPlace(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n", "state/threads.sqlite": "threads\n", "state/memories.sqlite": "memories\n"}).Mount()
 	expectOK(t, "the session truncates one file and sets an attribute on another", e.Sh("USER", "fetch",
 		"set -e; curl -s "+page.URL+" > /dev/null; truncate -s 3 state/threads.sqlite; setfattr -n user.x -v 1 state/memories.sqlite"))
-	js := e.Aerfs("scope", "--json", e.taintRecord("fetch"))
-	expectOK(t, "scope --json", js)
-	var sc struct {
-		Written []string `json:"written"`
-	}
-	json.Unmarshal([]byte(js.Stdout), &sc)
-	if strings.Join(sc.Written, ",") != "state/memories.sqlite,state/threads.sqlite" {
-		bugErrorf(t, "the scope's written: %q, want both files changed in place", sc.Written)
+	if w := e.scopeWritten(e.taintRecord("fetch")); strings.Join(w, ",") != "state/memories.sqlite,state/threads.sqlite" {
+		bugErrorf(t, "the scope's written: %q, want both files changed in place", w)
 	}
 	_, r := setAsideRun(t, e, e.taintRecord("fetch"))
 	for _, f := range []string{"state/threads.sqlite", "state/memories.sqlite"} {

@@ -3,7 +3,6 @@ package integration
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -48,11 +47,7 @@ while not os.path.exists("end"): time.sleep(0.02)
 	if _, err := os.Stat(filepath.Join(ws, "pwned")); err == nil {
 		bugErrorf(t, "the owner's sh ran what the WEB session wrote after the owner's truncating rewrite (%s):%s", r, describe(e.Log()))
 	}
-	found := false
-	for _, le := range e.Denials("deploy.sh") {
-		found = found || strings.HasPrefix(le.Record.Meta.Rule, "AU3-")
-	}
-	if !found {
-		bugErrorf(t, "no act-gate refusal of deploy.sh:%s", describe(e.Denials("deploy.sh")))
+	if d := e.Denials("deploy.sh"); !hasRule(d, "AU3-exec-none") {
+		bugErrorf(t, "the owner's sh of deploy.sh was not refused with AU3-exec-none:%s", describe(d))
 	}
 }

@@ -165,7 +165,7 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 	nodes := map[int64]*ScopeNode{}
 	lastDown := map[string]int64{} // path → latest downstream record that versioned it
 	files := map[string]*ScopeFile{}
-	var written []string
+	written := map[string]bool{} // plain files written downstream, by every name
 	hist := map[string][]Version{}
 	queue := &idxHeap{}
 	queued := map[int64]bool{}
@@ -204,7 +204,6 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 			push(p)
 		}
 	}
-	writtenSet := map[string]bool{}
 	for queue.Len() > 0 {
 		p := heap.Pop(queue).(int64)
 		r, err := ix.Record(p)
@@ -299,19 +298,15 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 				for _, k := range moved {
 					nk := to + k[len(r.Path):]
 					lastDown[nk] = p
-					if writtenSet[k] && !writtenSet[nk] {
-						writtenSet[nk] = true
-						written = append(written, nk)
+					if written[k] {
+						written[nk] = true
 					}
 				}
 			}
 		}
 		if r.Type == evidence.TypeWrite && len(r.Versions) == 0 && r.Path != "" {
 			// A plain file written downstream: its later readers are.
-			if !writtenSet[r.Path] {
-				writtenSet[r.Path] = true
-				written = append(written, r.Path)
-			}
+			written[r.Path] = true
 			lastDown[r.Path] = p
 			rs, err := ix.ReadsUnder(r.Path)
 			if err != nil {
@@ -347,10 +342,10 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 	// A file written downstream under one name is written under every
 	// name a link gave it, before or after (a session links a file,
 	// writes through the link and removes it).
-	if err := x.linkedNames(ix, writtenSet, &written); err != nil {
+	if err := x.linkedNames(ix, written); err != nil {
 		return nil, err
 	}
-	for _, w := range written {
+	for w := range written {
 		if _, ok := files[w]; !ok {
 			sc.Written = append(sc.Written, w)
 		}
@@ -361,9 +356,9 @@ func (x *Index) walk(ix *logindex.Index, src string, roots map[int64]bool) (*Sco
 
 // linkedNames adds to written every name a link record joins to a name
 // already in it, until none is added.
-func (x *Index) linkedNames(ix *logindex.Index, set map[string]bool, written *[]string) error {
+func (x *Index) linkedNames(ix *logindex.Index, written map[string]bool) error {
 	links, err := ix.Records(logindex.KindOp, "link")
-	if err != nil || len(links) == 0 || len(set) == 0 {
+	if err != nil || len(links) == 0 || len(written) == 0 {
 		return err
 	}
 	type pair struct{ from, to string }
@@ -381,9 +376,8 @@ func (x *Index) linkedNames(ix *logindex.Index, set map[string]bool, written *[]
 		added = false
 		for _, pr := range pairs {
 			for _, n := range [][2]string{{pr.from, pr.to}, {pr.to, pr.from}} {
-				if set[n[0]] && !set[n[1]] {
-					set[n[1]] = true
-					*written = append(*written, n[1])
+				if written[n[0]] && !written[n[1]] {
+					written[n[1]] = true
 					added = true
 				}
 			}
