@@ -329,6 +329,30 @@ func HashReader(f *os.File) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// ReadHash returns the SHA-256 of f's content and, when it is at most max
+// bytes, the content itself (nil past it): a guarded commit reads small
+// content once and hashes, stores and stages it from that one copy.
+func ReadHash(f *os.File, max int64) ([]byte, string, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err == nil && st.Size <= max {
+		data := make([]byte, st.Size)
+		n, err := f.ReadAt(data, 0)
+		if err != nil && err != io.EOF {
+			return nil, "", err
+		}
+		if int64(n) == st.Size {
+			// Nothing is past the end unless the file grew meanwhile.
+			var one [1]byte
+			if m, _ := f.ReadAt(one[:], st.Size); m == 0 {
+				sum := sha256.Sum256(data)
+				return data, hex.EncodeToString(sum[:]), nil
+			}
+		}
+	}
+	h, err := HashReader(f)
+	return nil, h, err
+}
+
 // FdPath is the /proc path of an open file, for calls that take a path.
 func FdPath(f *os.File) string { return fmt.Sprintf("/proc/self/fd/%d", f.Fd()) }
 

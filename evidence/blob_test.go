@@ -100,3 +100,35 @@ func TestBlobCompression(t *testing.T) {
 		t.Fatalf("corrupted compressed blob: %v, want an integrity error", err)
 	}
 }
+
+// BlobSize gives the content's length without decompressing it: for text
+// stored compressed (in a pack, from its frame's header), raw content, raw
+// content that begins with zstd's magic, and content too large for the
+// journal (a blob file of its own, compressed as it streamed).
+func TestBlobSize(t *testing.T) {
+	dir := newState(t)
+	l := openLog(t, dir)
+	defer l.Close()
+	random := make([]byte, 4096)
+	rand.Read(random)
+	contents := [][]byte{
+		[]byte(strings.Repeat("- the user prefers short answers\n", 300)),
+		random,
+		append(append([]byte{}, zstdMagic...), random...),
+		[]byte(strings.Repeat("a large version of a memory file\n", 80000)),
+		{},
+	}
+	for _, c := range contents {
+		h, err := l.PutBlob(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Flush()
+		if n, err := BlobSize(dir, h); err != nil || n != int64(len(c)) {
+			t.Errorf("content of %d bytes: BlobSize %d, %v", len(c), n, err)
+		}
+	}
+	if _, err := BlobSize(dir, strings.Repeat("ab", 32)); err == nil {
+		t.Errorf("BlobSize of content never stored: no error")
+	}
+}

@@ -2,10 +2,14 @@ package evidence
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/klauspost/compress/zstd"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -199,11 +203,31 @@ func (l *Log) LookupPosition(id [32]byte) (int64, bool) {
 	return l.idt.lookup(id)
 }
 
-// BlobSize is the length of the stored content with this hash (read and
-// checked against its name).
+// BlobSize is the length of the stored content with this hash, for an
+// index to show. Content stored raw is checked against its name; content
+// stored compressed is not decompressed: its zstd frame says its length
+// (every blob aerfs compresses in one piece, which is all content the
+// journal carries, has it), and a read of the content checks it (Blob).
 func BlobSize(stateDir, hash string) (int64, error) {
-	b, err := readBlob(evDir(stateDir), hash)
-	return int64(len(b)), err
+	dir := evDir(stateDir)
+	if !IsHash(hash) {
+		return 0, fmt.Errorf("evidence: blob %q: not a lowercase hex SHA-256", hash)
+	}
+	b, ok, err := packsOf(dir).get(hash)
+	if !ok || err != nil {
+		if b, err = os.ReadFile(blobPath(dir, hash)); err != nil {
+			return 0, fmt.Errorf("evidence: blob %s: %w", hash, err)
+		}
+	}
+	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) == hash {
+		return int64(len(b)), nil
+	}
+	var h zstd.Header
+	if bytes.HasPrefix(b, zstdMagic) && h.Decode(b) == nil && h.HasFCS && !h.Skippable {
+		return int64(h.FrameContentSize), nil
+	}
+	d, err := decodeBlob(hash, b)
+	return int64(len(d)), err
 }
 
 // BlobStored reports whether content with this hash is in stateDir's

@@ -98,17 +98,49 @@ func isSensitive(c policy.Class, ns policy.Namespace) bool {
 // filesystem; go-fuse's default is one second.
 const plainTimeout = 60 * time.Second
 
-// setEntryTimeouts sets the kernel cache lifetimes of a new entry. The
-// mount sets no default (a zero here would otherwise be replaced by it), so
-// a sensitive entry keeps zero: never cached.
+// guardedEntryTimeout is how long the kernel may keep the name of a
+// guarded regular file outside the session and shared namespaces
+// (MEMORY.md): the name only, never its attributes. Every open, read, stat
+// and change of the file still reaches the daemon, which acts on the path,
+// and a commit keeps the kernel's identity of the file (inoalias.go), so
+// a name served from the cache leads where a lookup would. No lookup of
+// such a name is decided (only session namespaces' are), and a failed one
+// is never cached (noNegativeCache). It saves the LOOKUP that every open
+// of a guarded file sent before: one round trip of every commit and read.
+const guardedEntryTimeout = time.Second
+
+// setEntryTimeouts sets the kernel cache lifetimes of a new entry (out's
+// attributes filled). The mount sets no default (a zero here would
+// otherwise be replaced by it), so a sensitive entry keeps zero: never
+// cached, but for the name of a guarded regular file (guardedEntryTimeout).
 func setEntryTimeouts(out *fuse.EntryOut, c policy.Class, ns policy.Namespace) {
 	if isSensitive(c, ns) {
 		out.SetEntryTimeout(0)
 		out.SetAttrTimeout(0)
+		if ns == policy.NSNone && out.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			out.SetEntryTimeout(guardedEntryTimeout)
+		}
 		return
 	}
 	out.SetEntryTimeout(plainTimeout)
 	out.SetAttrTimeout(plainTimeout)
+}
+
+// staleName turns ENOENT into ESTALE for a node whose name the kernel may
+// have served from its cache (a guarded regular file, guardedEntryTimeout):
+// the file went behind the kernel's back (a restore removed it). ESTALE
+// makes the kernel walk the path again with a fresh lookup (the VFS
+// retries once with LOOKUP_REVAL), which finds the name gone: a stat then
+// fails with ENOENT, and an open with O_CREAT creates the file, instead of
+// failing on the name the kernel still held.
+func (n *Node) staleName(errno syscall.Errno) syscall.Errno {
+	if errno != syscall.ENOENT || n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return errno
+	}
+	if c, ns := n.door.Classify(n.rel()); isSensitive(c, ns) && ns == policy.NSNone {
+		return syscall.ESTALE
+	}
+	return errno
 }
 
 // noNegativeCache keeps a failed lookup of a sensitive name out of the
@@ -156,7 +188,7 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 	if fga, ok := f.(gofs.FileGetattrer); ok && f != nil {
 		errno = fga.Getattr(ctx, out)
 	} else {
-		errno = n.getattrAt(n.rel(), out)
+		errno = n.staleName(n.getattrAt(n.rel(), out))
 	}
 	if errno == 0 {
 		if c, ns := n.door.Classify(n.rel()); !isSensitive(c, ns) && !guard.IsObject(out.Attr.Mode) {

@@ -41,7 +41,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 			// Opened, then refused (the writer's label could not be kept).
 			fh.(gofs.FileReleaser).Release(ctx)
 		}
-		return nil, 0, errno
+		return nil, 0, n.staleName(errno)
 	}
 	switch {
 	case o.Draft != nil:

@@ -69,7 +69,7 @@ func (d *Door) Commit(c Caller, rel string, dr *draft.Draft, last bool) syscall.
 		p.Done(false)
 		return errno
 	}
-	hash, err := backing.HashReader(staged)
+	data, hash, err := backing.ReadHash(staged, txn.SmallContent)
 	if err != nil {
 		p.Done(false)
 		return syscall.EIO
@@ -78,7 +78,7 @@ func (d *Door) Commit(c Caller, rel string, dr *draft.Draft, last bool) syscall.
 	if cv.Refused {
 		errno = h.txn.Quarantine(cv.Record, rel, staged, cv.Target.Absent)
 	} else {
-		errno = h.txn.Commit(txn.Commit{Rel: rel, Staged: staged, Hash: hash, Placeholder: cv.Placeholder, Label: cv.Label, Record: cv.Record})
+		errno = h.txn.Commit(txn.Commit{Rel: rel, Staged: staged, Data: data, Hash: hash, Placeholder: cv.Placeholder, Label: cv.Label, Record: cv.Record})
 	}
 	p.Done(errno == 0)
 	if errno == 0 && h.onCommit != nil {

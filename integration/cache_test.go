@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,6 +39,40 @@ func TestGuardedAttributesNotCached(t *testing.T) {
 	r := e.Owner("stat -c %s MEMORY.md; cat MEMORY.md")
 	if r.Stdout != "4\none\n" {
 		t.Fatalf("after restore: %q", r.Stdout)
+	}
+}
+
+// The kernel keeps a guarded file's name for a second, never its
+// attributes (fs/node.go, guardedEntryTimeout): a restore that brings back
+// an older version, or removes the file, shows at once to a process whose
+// path walk the kernel serves from that name.
+func TestGuardedNameFromCacheFollowsRestore(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes.txt": "n\n"}).Mount()
+	snapID := func() string {
+		r := e.Aerfs("snapshot")
+		expectOK(t, "snapshot", r)
+		return strings.TrimSuffix(strings.Fields(r.Stdout)[1], ":")
+	}
+	none := snapID() // before MEMORY.md existed
+	expectOK(t, "first", e.Sh("USER", "u", "echo 'first' > MEMORY.md"))
+	first := snapID()
+	expectOK(t, "second", e.Sh("USER", "u", "echo 'second, a longer version' > MEMORY.md"))
+	// stat caches the name; the restore and the reads follow within its
+	// second.
+	script := "stat -c %%s MEMORY.md >/dev/null && %s restore --snapshot %s --yes >/dev/null && stat -c %%s MEMORY.md && cat MEMORY.md"
+	r := e.Owner(fmt.Sprintf(script, aerfsBin, first))
+	expectOK(t, "restore an older version", r)
+	if r.Stdout != "6\nfirst\n" {
+		t.Fatalf("after restoring the first version: %q, want its size and content", r.Stdout)
+	}
+	r = e.Owner(fmt.Sprintf("stat -c %%s MEMORY.md >/dev/null && %s restore --snapshot %s --yes >/dev/null && "+
+		"{ cat MEMORY.md && echo STILL-THERE; test -e MEMORY.md && echo EXISTS; ls; }", aerfsBin, none))
+	if strings.Contains(r.Stdout, "STILL-THERE") || strings.Contains(r.Stdout, "EXISTS") || strings.Contains(r.Stdout, "MEMORY.md") {
+		t.Fatalf("a restore removed MEMORY.md, and it was still seen through the cached name:\n%s", r)
+	}
+	expectOK(t, "again", e.Sh("USER", "u", "echo 'third' > MEMORY.md"))
+	if r := e.Owner("cat MEMORY.md"); r.Stdout != "third\n" {
+		t.Fatalf("a new MEMORY.md after the removal read %q", r.Stdout)
 	}
 }
 

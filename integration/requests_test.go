@@ -97,6 +97,27 @@ func TestKernelCachesPlainEntriesNotGuarded(t *testing.T) {
 	}
 }
 
+// The name of a guarded file is kept by the kernel for a second, its
+// attributes never: ten commits of MEMORY.md in a row send one LOOKUP of
+// it at most, and every open still asks the daemon for its attributes.
+func TestGuardedCommitsSendNoLookupPerOpen(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount("--debug")
+	var r Result
+	got := e.requestsDuring(func() {
+		r = e.Sh("USER", "u", "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i > MEMORY.md; done; cat MEMORY.md")
+	})
+	expectOK(t, "commits", r)
+	if r.Stdout != "10\n" {
+		t.Fatalf("after ten commits MEMORY.md read %q", r.Stdout)
+	}
+	if n := got.named["LOOKUP MEMORY.md"]; n > 1 {
+		t.Errorf("ten commits and a read of MEMORY.md sent %d LOOKUPs of it, want the name from the kernel's cache:\n%s", n, got)
+	}
+	if n := got.op["GETATTR"] + got.op["STATX"]; n < 11 {
+		t.Errorf("ten commits and a read of MEMORY.md sent %d GETATTRs, want every open to ask the daemon:\n%s", n, got)
+	}
+}
+
 // ls -l asks every entry for its SELinux context and its ACL. On a host
 // without SELinux the first "not supported" makes ls stop asking for the
 // context; the kernel keeps each inode's ACL once fetched. A repeated

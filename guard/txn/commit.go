@@ -14,7 +14,11 @@ import (
 type Commit struct {
 	Rel    string
 	Staged *os.File
-	Hash   string // the staged content's SHA-256
+	// Data is the staged content when it is small (SmallContent), read
+	// once: stored, hashed and staged from this one copy. nil: read from
+	// Staged.
+	Data []byte
+	Hash string // the staged content's SHA-256
 	// Placeholder: only the committing handle's empty placeholder is at
 	// Rel. It is no version: the record, and the not-applied record should
 	// the change not be applied, say the file was absent.
@@ -60,10 +64,16 @@ func (t *Txn) Commit(c Commit) syscall.Errno {
 			}
 			stagec = make(chan staging, 1)
 			go func() {
-				r, errno := t.Stage(rel, c.Staged, st)
+				r, errno := t.stage(rel, c.Staged, c.Data, st)
 				stagec <- staging{r, errno}
 			}()
-			h, err := t.c.Ledger.PutBlobFile(backing.FdPath(c.Staged))
+			var h string
+			var err error
+			if c.Data != nil {
+				h, err = t.c.Ledger.PutBlob(c.Data)
+			} else {
+				h, err = t.c.Ledger.PutBlobFile(backing.FdPath(c.Staged))
+			}
 			if err == nil && h != c.Hash {
 				err = fmt.Errorf("staged content changed while it was stored (%.12s, then %.12s)", c.Hash, h)
 			}

@@ -63,6 +63,17 @@ type Replacement struct {
 // Stage writes staged to a temporary file next to rel (owner, mode and
 // extended attributes of the file old it replaces, nil when absent).
 func (t *Txn) Stage(rel string, staged *os.File, old *syscall.Stat_t) (*Replacement, syscall.Errno) {
+	return t.stage(rel, staged, nil, old)
+}
+
+// SmallContent is the size up to which a commit reads the staged content
+// once into memory (Commit.Data): the journal carries content up to this
+// size, and guarded files are kilobytes in practice.
+const SmallContent = 1 << 20
+
+// stage is Stage, writing data when it is not nil (the staged content,
+// already read).
+func (t *Txn) stage(rel string, staged *os.File, data []byte, old *syscall.Stat_t) (*Replacement, syscall.Errno) {
 	dir, name := path.Split(rel)
 	dfd, err := t.c.Dir.OpenDir(strings.TrimSuffix(dir, "/"))
 	if err != nil {
@@ -91,11 +102,17 @@ func (t *Txn) Stage(rel string, staged *os.File, old *syscall.Stat_t) (*Replacem
 		r.Abort()
 		return nil, backing.Errno(err)
 	}
-	if _, err := staged.Seek(0, io.SeekStart); err != nil {
-		return fail(err)
-	}
-	if _, err := io.Copy(r.out, staged); err != nil {
-		return fail(err)
+	if data != nil {
+		if _, err := r.out.Write(data); err != nil {
+			return fail(err)
+		}
+	} else {
+		if _, err := staged.Seek(0, io.SeekStart); err != nil {
+			return fail(err)
+		}
+		if _, err := io.Copy(r.out, staged); err != nil {
+			return fail(err)
+		}
 	}
 	if old != nil {
 		unix.Fchown(fd, int(old.Uid), int(old.Gid))
