@@ -1,8 +1,10 @@
 package guard
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/aerfs/aerfs/authority"
 	"github.com/aerfs/aerfs/evidence"
@@ -353,4 +355,46 @@ func (a *Acts) Armed(rel string) []string { return a.g.Armed(rel) }
 // outside the mount (the outbox pattern).
 func (a *Acts) Consume(secret, rel string, act authority.Action) (authority.Rule, error) {
 	return a.g.Consume(secret, rel, act)
+}
+
+// OpenToGuard lists the files p would guard that the policy in force does
+// not, and that are open for writing through a plain handle now: the
+// kernel serves such a handle's writes without the daemon, so once p is
+// in force they would change a guarded file undecided and unrecorded. The
+// daemon holds p back until the list is empty.
+func (g *Guard) OpenToGuard(p *policy.Policy) ([]string, error) {
+	out, err := g.h.openToGuard(p)
+	for name, r := range g.h.roots {
+		if rp, ok := p.Root(name); ok {
+			o, rerr := r.h.openToGuard(rp.Policy)
+			for _, rel := range o {
+				out = append(out, name+":"+rel)
+			}
+			err = errors.Join(err, rerr)
+		}
+	}
+	return out, err
+}
+
+func (h *house) openToGuard(next *policy.Policy) ([]string, error) {
+	if !h.opens.AnyWriting() {
+		return nil, nil
+	}
+	cur := h.gate.Policy()
+	var out []string
+	err := h.dir.Walk("", func(rel string, st *syscall.Stat_t) {
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return
+		}
+		if c, _, _ := next.Classify(rel); !c.Guarded() {
+			return
+		}
+		if c, _, _ := cur.Classify(rel); c.Guarded() {
+			return
+		}
+		if h.opens.Passthrough(label.KeyOf(st), releaseWait, 0) {
+			out = append(out, rel)
+		}
+	})
+	return out, err
 }

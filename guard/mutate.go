@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"fmt"
 	"syscall"
 	"time"
 
@@ -62,27 +63,6 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Er
 	return IsObject(kind) || nl != nil, 0
 }
 
-// strictest orders classes by how much they restrict.
-func strictest(a, b policy.Class) policy.Class {
-	rank := func(c policy.Class) int {
-		switch c {
-		case policy.Identity:
-			return 4
-		case policy.Control:
-			return 3
-		case policy.Memory:
-			return 2
-		case policy.Secret:
-			return 1
-		}
-		return 0
-	}
-	if rank(b) > rank(a) {
-		return b
-	}
-	return a
-}
-
 // withSource marks t as receiving the content labelled l of the file st:
 // a rename or link onto a name is a write of that content. Onto a guarded
 // name, a file open for writing through a plain handle says so: the
@@ -122,9 +102,15 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	}
 	ts, ls := h.gate.Target(src, sst)
 	td, _ := h.gate.Target(dst, nil)
+	if sst.Mode&syscall.S_IFMT == syscall.S_IFREG && ts.Class != policy.Plain && td.Class != policy.Plain && ts.Class != td.Class {
+		// One file, one class: writes through the new name would be
+		// decided as its class, not the file's (a memory name on a skill).
+		return 0, 0, h.gate.Deny(h.gate.Resolve(c), policy.OpLink, dst, RuleLinkClasses,
+			fmt.Sprintf("a hard link may not give a %s file a %s name: writes through one name would be decided as the other's class", ts.Class, td.Class))
+	}
 	td.Absent = td.Absent && sst.Mode&syscall.S_IFMT == syscall.S_IFREG
 	if ts.Class != policy.Plain {
-		td.Class = strictest(td.Class, ts.Class)
+		td.Class = policy.Strictest(td.Class, ts.Class)
 	}
 	h.withSource(&td, ls, sst, 0)
 	checks := []gate.Check{{Op: policy.OpLink, Rel: src, T: ts, L: ls}, {Op: policy.OpLink, Rel: dst, T: td}}
@@ -177,6 +163,11 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	})
 	return td.Class, td.Namespace, errno
 }
+
+// RuleLinkClasses is the rule id of a hard link refused because it would
+// give a file a name of another class (both not plain): a file has one
+// class, and writes through each name are decided as that name's.
+const RuleLinkClasses = "RX-link-classes"
 
 // Unlink removes the name rel. A guarded one goes through the transaction:
 // its content is kept and the delete recorded before the name goes.

@@ -75,6 +75,17 @@ const (
 // Guarded reports whether mutations of the class are decided at all.
 func (c Class) Guarded() bool { return c == Identity || c == Memory || c == Control }
 
+// Strictest is the class of a and b that restricts more: identity, then
+// control, memory, secret, plain (the order classification resolves
+// overlapping patterns in). A file with names of two classes (a hard link)
+// is decided as the stricter.
+func Strictest(a, b Class) Class {
+	if classRank(b) < classRank(a) {
+		return b
+	}
+	return a
+}
+
 // Namespace is the session namespace a path lives in, orthogonal to Class:
 // sessions/<id>/MEMORY.md can be both Memory (by glob) and in session <id>.
 type Namespace uint8

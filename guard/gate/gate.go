@@ -109,10 +109,14 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 		return t, nil
 	}
 	k := label.KeyOf(st)
-	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && c == policy.Plain && st.Nlink > 1 {
-		// A hard link shares its content with a guarded name.
-		if p, ok := g.c.Index.Guarded(k); ok {
-			t.Class, _, _ = pol.Classify(p)
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Nlink > 1 {
+		// A hard link shares its content with a guarded name: decided as
+		// that name's class, or as the stricter of two guarded classes
+		// (a plain link moved under another class's directory).
+		for _, p := range g.c.Index.Guarded(k) {
+			if pc, _, _ := pol.Classify(p); pc != policy.Plain {
+				t.Class = policy.Strictest(t.Class, pc)
+			}
 		}
 	}
 	l := g.c.Labels.Get(k)

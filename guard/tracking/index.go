@@ -1,6 +1,7 @@
 package tracking
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/aerfs/aerfs/guard/label"
@@ -10,30 +11,33 @@ import (
 // a plain name, or before the mount, is still guarded) and the record of
 // each guarded path's current version (a change names it as a parent).
 type Index struct {
-	mu      sync.Mutex
-	guarded map[label.Key]string
+	mu sync.Mutex
+	// guarded: every guarded name an inode has been known under, first
+	// the oldest; a hard-linked file is decided as the strictest of them.
+	guarded map[label.Key][]string
 	last    map[string]string
 }
 
+// maxNames bounds the guarded names kept per inode: past it the names
+// known are kept (the earliest, among them the one a scan at mount found).
+const maxNames = 8
+
 // NewIndex is an empty index.
 func NewIndex() *Index {
-	return &Index{guarded: map[label.Key]string{}, last: map[string]string{}}
+	return &Index{guarded: map[label.Key][]string{}, last: map[string]string{}}
 }
 
-// Guarded returns the guarded path the inode k was last known under.
-func (x *Index) Guarded(k label.Key) (string, bool) {
+// Guarded returns the guarded paths the inode k has been known under
+// (since its last name went: Forget). A name may have left the inode
+// since; a caller deciding by them errs on the strict side.
+func (x *Index) Guarded(k label.Key) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	rel, ok := x.guarded[k]
-	return rel, ok
+	return append([]string(nil), x.guarded[k]...)
 }
 
 // SetGuarded notes that the inode k holds the guarded file rel.
-func (x *Index) SetGuarded(k label.Key, rel string) {
-	x.mu.Lock()
-	x.guarded[k] = rel
-	x.mu.Unlock()
-}
+func (x *Index) SetGuarded(k label.Key, rel string) { x.Set(&k, rel, "") }
 
 // Forget forgets the inode k (its last name is gone).
 func (x *Index) Forget(k label.Key) {
@@ -55,7 +59,9 @@ func (x *Index) Last(rel string) string {
 func (x *Index) Set(k *label.Key, rel, id string) {
 	x.mu.Lock()
 	if k != nil {
-		x.guarded[*k] = rel
+		if names := x.guarded[*k]; len(names) < maxNames && !slices.Contains(names, rel) {
+			x.guarded[*k] = append(names, rel)
+		}
 	}
 	if id != "" {
 		x.last[rel] = id

@@ -188,6 +188,18 @@ func (o *Opens) Writing(k label.Key) bool {
 	return f != nil && f.writers > 0
 }
 
+// AnyWriting reports whether any file is open for writing.
+func (o *Opens) AnyWriting() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, f := range o.files {
+		if f.writers > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Passthrough reports whether k is open for writing through a plain
 // handle, whose writes the kernel serves without the daemon. A close
 // returns before the kernel's release of its handle reaches the daemon:
