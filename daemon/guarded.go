@@ -27,6 +27,7 @@ type guarded struct {
 	taints *taintRecords
 
 	mu        sync.Mutex
+	held      []string            // files a policy edit holds out of its guarded classes (policywatch.go)
 	unflushed map[string]struct{} // guarded paths changed since the last SyncBacking
 	drift     []DriftStatus       // drift found since the daemon started (status, mount's output)
 	driftN    int                 // how many, past the ones kept
@@ -158,4 +159,26 @@ func (g *guarded) bornAfter(rel string, t time.Time) bool {
 func (g *guarded) isRootPath(p string) bool {
 	name, _, ok := policy.SplitRootPath(p)
 	return ok && g.roots[name]
+}
+
+// setHeld notes the files a policy edit holds out of its guarded classes
+// until they are no longer open for writing (status).
+func (m *guarded) setHeld(held []string) {
+	m.mu.Lock()
+	m.held = held
+	m.mu.Unlock()
+}
+
+// policyHeld is what setHeld noted.
+func (m *guarded) policyHeld() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.held...)
+}
+
+// record appends r to the log, saying so when it cannot.
+func (m *guarded) record(log zerolog.Logger, r *evidence.Record) {
+	if _, err := m.Record(r); err != nil {
+		log.Error().Err(err).Str("type", r.Type).Msg("record not written")
+	}
 }

@@ -80,40 +80,50 @@ func watchPolicy(ctx context.Context, m *guarded, log zerolog.Logger, file strin
 }
 
 // reloadPolicy loads the policy file and puts it in force, or records why
-// not. It returns true when the policy is held back, to be tried again: it
-// would guard files open for writing through plain descriptors, whose later
-// writes the kernel serves without aerfs (they would change a guarded file
-// undecided and unrecorded, RW-open-writer). again: the same policy was
-// held back before (recorded then, not again).
-func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool) (held bool) {
+// not. A file the policy would newly guard that is open for writing through
+// a plain descriptor is held out of its guarded classes until the
+// descriptor is closed (guard.SetPolicy, RW-open-writer); reloadPolicy then
+// returns true, and is called again every second (again), until nothing is
+// held: the held files are recorded once, and once more when guarded.
+func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool) (waiting bool) {
 	p, err := policy.Load(file)
 	r := &evidence.Record{Type: evidence.TypePolicyLoad, Principal: policy.Sys.String(),
 		Meta: evidence.Meta{Path: file, Op: "reload", UID: uint32(os.Getuid())}}
 	if err != nil {
 		r.Meta.Verdict, r.Meta.Reason = "deny", "invalid policy refused, the previous one stays: "+err.Error()
 		log.Warn().Err(err).Msg("policy edit refused; the previous policy stays in force")
-	} else if busy, werr := m.OpenToGuard(p); len(busy) > 0 || werr != nil {
-		if again {
-			return true
-		}
-		why := "it guards files open for writing through descriptors whose writes the kernel serves without aerfs: " + listSome(busy, 5)
-		if werr != nil {
-			why = "the files open for writing could not all be checked against it (" + werr.Error() + ")"
-		}
-		r.Meta.Verdict, r.Meta.Rule = "deny", policy.RuleOpenWriter.ID()
-		r.Meta.Reason = "policy edit held back, the previous one stays until they are closed (tried every second): " + why +
-			"; to end the sessions holding them: aerfs session list, then aerfs session end ID"
-		log.Warn().Strs("files", busy).Err(werr).Msg("policy edit held back until files it would guard are no longer open for writing")
-		held = true
-	} else {
-		m.SetPolicy(p, authorityConfig(p))
-		r.Meta.Verdict, r.Meta.Reason = "allow", "policy file changed: loaded "+hash[:12]
-		log.Info().Str("policy", file).Msg("policy reloaded")
+		m.setHeld(nil)
+		m.record(log, r)
+		return false
 	}
-	if _, err := m.Record(r); err != nil {
-		log.Error().Err(err).Msg("policy load not recorded")
+	held, werr := m.SetPolicy(p, authorityConfig(p))
+	m.setHeld(held)
+	if werr != nil {
+		log.Warn().Err(werr).Msg("policy edit: part of the workspace could not be read to look for files open for writing")
 	}
-	return held
+	switch {
+	case again && len(held) > 0:
+		return true
+	case again:
+		r.Meta.Verdict, r.Meta.Reason = "allow", "policy "+hash[:12]+": the files it held back are closed, and guarded now"
+		log.Info().Str("policy", file).Msg("policy in force, the files it held back included")
+		m.record(log, r)
+		return false
+	}
+	r.Meta.Verdict, r.Meta.Reason = "allow", "policy file changed: loaded "+hash[:12]
+	log.Info().Str("policy", file).Msg("policy reloaded")
+	m.record(log, r)
+	if len(held) == 0 {
+		return false
+	}
+	h := &evidence.Record{Type: evidence.TypePolicyLoad, Principal: policy.Sys.String(),
+		Meta: evidence.Meta{Path: file, Op: "reload", UID: uint32(os.Getuid()), Verdict: "deny", Rule: policy.RuleOpenWriter.ID(),
+			Reason: "held out of the guarded classes until they are closed (tried every second): " + listSome(held, 5) +
+				", open for writing through descriptors whose writes the kernel passes on without aerfs; " +
+				"to end the sessions holding them: aerfs session list, then aerfs session end ID"}}
+	log.Warn().Strs("files", held).Msg("policy edit: files it would guard are held back until they are no longer open for writing")
+	m.record(log, h)
+	return true
 }
 
 // listSome is up to n of names, and how many more.

@@ -120,6 +120,10 @@ type Status struct {
 	// workspace owner's home): the owner's tools keep nothing of theirs
 	// there (aerfs restore --set-aside).
 	SessionWritable []string `json:"session_writable,omitempty"`
+	// PolicyHeld: files the policy in force would guard, held out of its
+	// guarded classes while they are open for writing through a plain
+	// descriptor (RW-open-writer); guarded once closed.
+	PolicyHeld []string `json:"policy_held,omitempty"`
 	// Drift: guarded files changed outside the mount, found since the
 	// daemon started (at mount: while unmounted); the first ones, and
 	// how many in all (aerfs log --type drift lists every one).

@@ -430,6 +430,7 @@ func (s *controlServer) handle(pid int, req Request) *Response {
 		st.Allowed, st.Denied = gs.Allowed, gs.Denied
 		st.Committed, st.Quarantined = gs.Committed, gs.Quarantined
 		st.Drift, st.DriftCount = s.m.driftFound()
+		st.PolicyHeld = s.m.policyHeld()
 		addRootStatus(s.m, &st)
 		if pol := s.m.Policy(); pol != nil {
 			home := OwnerHome(st.Workspace)

@@ -29,20 +29,64 @@ func (g *Guard) Door() *Door { return &Door{h: g.h} }
 // Policy is the policy in force.
 func (g *Guard) Policy() *policy.Policy { return g.h.gate.Policy() }
 
-// SetPolicy replaces the policy in force and the act gate's configuration
-// (attestors and thresholds count from the next decision on). Each
-// further root gets its part of p; a root p no longer has keeps its policy
-// until the next mount (it stays mounted and guarded).
-func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) {
-	g.h.gate.SetPolicy(p)
+// SetPolicy puts p in force, with the act gate's configuration a
+// (attestors and thresholds count from the next decision on). Each further
+// root gets its part of p; a root p no longer has keeps its policy until
+// the next mount (it stays mounted and guarded).
+//
+// Every file p guards is noted first, so that a name linked to it while it
+// was plain is decided as it is. A file p would newly guard that is open
+// for writing through a plain descriptor now is held out of p's guarded
+// classes (policy.Holding): the kernel passes such a descriptor's writes
+// on without asking, which would change a guarded file undecided and
+// unrecorded (RW-open-writer). SetPolicy returns those files ("@root/path"
+// for a further root's); the caller puts p in force again once they are
+// closed. err: part of a tree could not be read to look for them.
+func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) (held []string, err error) {
+	hp, held, err := g.h.holding(p)
+	g.h.gate.SetPolicy(hp)
 	g.h.flow.Authority().SetConfig(a)
 	for name, r := range g.h.roots {
-		if rp, ok := p.Root(name); ok {
-			r.h.gate.SetPolicy(rp.Policy)
-		} else {
+		rp, ok := p.Root(name)
+		if !ok {
 			g.h.led.Log.Warn().Str("root", name).Msg("the policy no longer names this root: it stays guarded by its old rules until the next mount")
+			continue
 		}
+		rhp, rheld, rerr := r.h.holding(rp.Policy)
+		r.h.gate.SetPolicy(rhp)
+		for _, rel := range rheld {
+			held = append(held, "@"+name+"/"+rel)
+		}
+		err = errors.Join(err, rerr)
 	}
+	return held, err
+}
+
+// holding notes every file next guards in the index, and returns next
+// holding out of its guarded classes the files it would newly guard that
+// are open for writing through a plain descriptor.
+func (h *house) holding(next *policy.Policy) (*policy.Policy, []string, error) {
+	cur := h.gate.Policy()
+	writing := h.opens.AnyWriting()
+	var held []string
+	err := h.dir.Walk("", func(rel string, st *syscall.Stat_t) {
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return
+		}
+		c, _, _ := next.Classify(rel)
+		if c == policy.Plain {
+			return
+		}
+		k := label.KeyOf(st)
+		h.idx.SetGuarded(k, rel)
+		if !writing || !c.Guarded() {
+			return
+		}
+		if was, _, _ := cur.Classify(rel); !was.Guarded() && h.opens.Passthrough(k, releaseWait, 0) {
+			held = append(held, rel)
+		}
+	})
+	return next.Holding(held), held, err
 }
 
 // Status is what `aerfs status` counts.
@@ -355,46 +399,4 @@ func (a *Acts) Armed(rel string) []string { return a.g.Armed(rel) }
 // outside the mount (the outbox pattern).
 func (a *Acts) Consume(secret, rel string, act authority.Action) (authority.Rule, error) {
 	return a.g.Consume(secret, rel, act)
-}
-
-// OpenToGuard lists the files p would guard that the policy in force does
-// not, and that are open for writing through a plain handle now: the
-// kernel serves such a handle's writes without the daemon, so once p is
-// in force they would change a guarded file undecided and unrecorded. The
-// daemon holds p back until the list is empty.
-func (g *Guard) OpenToGuard(p *policy.Policy) ([]string, error) {
-	out, err := g.h.openToGuard(p)
-	for name, r := range g.h.roots {
-		if rp, ok := p.Root(name); ok {
-			o, rerr := r.h.openToGuard(rp.Policy)
-			for _, rel := range o {
-				out = append(out, name+":"+rel)
-			}
-			err = errors.Join(err, rerr)
-		}
-	}
-	return out, err
-}
-
-func (h *house) openToGuard(next *policy.Policy) ([]string, error) {
-	if !h.opens.AnyWriting() {
-		return nil, nil
-	}
-	cur := h.gate.Policy()
-	var out []string
-	err := h.dir.Walk("", func(rel string, st *syscall.Stat_t) {
-		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			return
-		}
-		if c, _, _ := next.Classify(rel); !c.Guarded() {
-			return
-		}
-		if c, _, _ := cur.Classify(rel); c.Guarded() {
-			return
-		}
-		if h.opens.Passthrough(label.KeyOf(st), releaseWait, 0) {
-			out = append(out, rel)
-		}
-	})
-	return out, err
 }

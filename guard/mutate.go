@@ -71,7 +71,8 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Er
 // not counted (renamer, its tgid; 0 for a link, which leaves the old name
 // in place): writers that publish a temporary file by renaming it while
 // it is still open, and close it right after (OpenClaw's file library
-// does), commit as writers that close first.
+// does), commit as writers that close first. Files a renamed directory
+// carries are decided with renamer 0: every handle counts.
 func (h *house) withSource(t *policy.Target, l *label.Label, st *syscall.Stat_t, renamer int) {
 	t.HasSource = true
 	t.SourceOrigin = policy.User

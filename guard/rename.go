@@ -332,7 +332,10 @@ func (h *house) renameChecks(src, dst string, sst, dstSt *syscall.Stat_t, rename
 				from, to := backing.Join(src, sub), backing.Join(dst, sub)
 				tf, lf := h.gate.Target(from, st)
 				tt, _ := h.gate.Target(to, nil)
-				h.withSource(&tt, lf, st, renamer)
+				// The renamer's own descriptors count here: its exception
+				// is for a temporary file it publishes by renaming that
+				// file itself, not for files a directory carries along.
+				h.withSource(&tt, lf, st, 0)
 				checks = append(checks, gate.Check{Op: policy.OpRenameFrom, Rel: from, T: tf, L: lf}, gate.Check{Op: policy.OpRenameTo, Rel: to, T: tt})
 			})
 			return checks, err

@@ -1,8 +1,12 @@
 package integration
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A hard link shares one file between its names, so a file has one class:
@@ -44,5 +48,61 @@ func TestLinkAcrossGuardedClassesRefused(t *testing.T) {
 	d := recordsFor(e.Log(), "", "", "memory/sub/s.md")
 	if len(d) == 0 || !strings.HasPrefix(lastRule(d), "AU3-control") {
 		t.Fatalf("the write through memory/sub/s.md: %s, want it decided as the skill's (AU3-control-…)", describe(d))
+	}
+}
+
+// A name linked to a file while both were plain is decided as the file's
+// class once a policy edit guards the file.
+func TestPolicyEditGuardsLinkedNames(t *testing.T) {
+	e := newEnv(t, map[string]string{"notes.md": "my notes\n"}).Mount()
+	expectOK(t, "WEB links notes.md", e.Sh("WEB", "w", "ln notes.md x.txt"))
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pol, []byte(strings.Replace(string(b), "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !classIs(e.Aerfs("why", "notes.md").Stdout, "memory") {
+		if time.Now().After(deadline) {
+			t.Fatal("the policy edit guarding notes.md did not take effect")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.Sh("WEB", "w2", "echo INJECTED >> x.txt")
+	if got := e.Read("notes.md"); got != "my notes\n" {
+		t.Fatalf("a WEB session changed the now guarded notes.md through a name linked while it was plain: %q", got)
+	}
+	if d := e.Denials("x.txt"); len(d) == 0 {
+		t.Fatalf("no refusal recorded for the write through x.txt:%s", describe(recordsFor(e.Log(), "", "", "x.txt")))
+	}
+}
+
+// A file known under more guarded names than the index keeps is decided
+// as the strictest class: which class a name past the bound had is not
+// known. Links made before the mount, the control file's name among the
+// last the walk finds.
+func TestManyNamesDecidedStrictest(t *testing.T) {
+	files := map[string]string{"Makefile": "all:\n\ttrue\n"}
+	e := newEnv(t, files)
+	for i := 0; i < 70; i++ {
+		d := filepath.Join(e.WS, fmt.Sprintf("d%02d", i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(e.WS, "Makefile"), filepath.Join(d, "CLAUDE.md")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Mount()
+	runCmd(e.WS, nil, aerfsBin, "run", "--workspace", e.WS, "--agent", "claude-code", "--principal", "USER",
+		"--session", "ag", "--", "sh", "-c", "for i in 00 35 69; do echo 'x: ; touch /tmp/pwned' >> d$i/CLAUDE.md; done")
+	if got := e.Read("Makefile"); got != files["Makefile"] {
+		t.Fatalf("an agent changed the Makefile through one of its 70 memory names: %q", got)
+	}
+	if d := recordsFor(e.Log(), "verdict", "write", "d35/CLAUDE.md"); lastRule(d) != "R1-immutable" {
+		t.Fatalf("the write through d35/CLAUDE.md: %s, want it refused as an identity file's (R1-immutable)", describe(d))
 	}
 }

@@ -22,6 +22,8 @@ type Policy struct {
 	byRank [numRanks][]pattern
 	// excl holds the exclusions ("!pattern") of each class, by rank.
 	excl [numRanks][]pattern
+	// held: paths kept out of the guarded classes (Holding).
+	held map[string]bool
 	// guardedFloating is true when some Identity, Memory or Control
 	// pattern matches a base name at any depth.
 	guardedFloating bool
@@ -115,10 +117,34 @@ func (p *Policy) Classify(rel string) (Class, Namespace, string) {
 		if matchAny(p.excl[r], rel, sub, hasSub) {
 			continue
 		}
+		if p.held[rel] && rankClass[r].Guarded() {
+			continue
+		}
 		return rankClass[r], ns, id
 	}
 	return Plain, ns, id
 }
+
+// Holding is p with the paths held out of the guarded classes (identity,
+// memory, control): each is classified as p would without them (secret or
+// plain). The daemon puts a policy edit in force this way while a file it
+// would newly guard is open for writing through a plain descriptor, whose
+// writes the kernel passes on without asking (RW-open-writer), and the
+// whole edit once those are closed.
+func (p *Policy) Holding(paths []string) *Policy {
+	if len(paths) == 0 {
+		return p
+	}
+	q := *p
+	q.held = make(map[string]bool, len(paths))
+	for _, rel := range paths {
+		q.held[rel] = true
+	}
+	return &q
+}
+
+// Held reports whether rel is held out of the guarded classes (Holding).
+func (p *Policy) Held(rel string) bool { return p.held[rel] }
 
 // matchAny reports whether a pattern of pts matches rel, or, for an
 // anchored one, the path sub below a session directory or the shared root.

@@ -46,6 +46,10 @@ func runStatus(out io.Writer, asJSON bool) error {
 	fmt.Fprintf(out, "passthrough: %v   process events: %v\n", st.Passthrough, st.ProcEvents)
 	fmt.Fprintf(out, "sessions by: %s\n", st.Tracking)
 	printRoots(out, st.Roots)
+	if len(st.PolicyHeld) > 0 {
+		fmt.Fprintf(out, "policy held: %s open for writing, not guarded until closed (RW-open-writer): %s\n",
+			plural(len(st.PolicyHeld), "a file the policy guards is", "files the policy guards are"), line(strings.Join(st.PolicyHeld, ", ")))
+	}
 	if st.LogHealthy && st.LogLastError == "" {
 		fmt.Fprintf(out, "evidence:    log healthy\n")
 	} else if st.LogHealthy {

@@ -113,10 +113,14 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 		// A hard link shares its content with a guarded name: decided as
 		// that name's class, or as the stricter of two guarded classes
 		// (a plain link moved under another class's directory).
-		for _, p := range g.c.Index.Guarded(k) {
+		names, more := g.c.Index.Guarded(k)
+		for _, p := range names {
 			if pc, _, _ := pol.Classify(p); pc != policy.Plain {
 				t.Class = policy.Strictest(t.Class, pc)
 			}
+		}
+		if more {
+			t.Class = policy.Identity // a name past the index's bound: of any class
 		}
 	}
 	l := g.c.Labels.Get(k)

@@ -15,25 +15,29 @@ type Index struct {
 	// guarded: every guarded name an inode has been known under, first
 	// the oldest; a hard-linked file is decided as the strictest of them.
 	guarded map[label.Key][]string
-	last    map[string]string
+	// over: inodes known under more names than maxNames.
+	over map[label.Key]bool
+	last map[string]string
 }
 
-// maxNames bounds the guarded names kept per inode: past it the names
-// known are kept (the earliest, among them the one a scan at mount found).
-const maxNames = 8
+// maxNames bounds the guarded names kept per inode. An inode known under
+// more is marked (Guarded's more): which class a name past the bound had
+// is not known, so a caller deciding by them takes the strictest.
+const maxNames = 64
 
 // NewIndex is an empty index.
 func NewIndex() *Index {
-	return &Index{guarded: map[label.Key][]string{}, last: map[string]string{}}
+	return &Index{guarded: map[label.Key][]string{}, over: map[label.Key]bool{}, last: map[string]string{}}
 }
 
 // Guarded returns the guarded paths the inode k has been known under
-// (since its last name went: Forget). A name may have left the inode
-// since; a caller deciding by them errs on the strict side.
-func (x *Index) Guarded(k label.Key) []string {
+// (since its last name went: Forget), and whether it had more than the
+// index keeps. A name may have left the inode since; a caller deciding by
+// them errs on the strict side.
+func (x *Index) Guarded(k label.Key) (names []string, more bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return append([]string(nil), x.guarded[k]...)
+	return append([]string(nil), x.guarded[k]...), x.over[k]
 }
 
 // SetGuarded notes that the inode k holds the guarded file rel.
@@ -43,6 +47,7 @@ func (x *Index) SetGuarded(k label.Key, rel string) { x.Set(&k, rel, "") }
 func (x *Index) Forget(k label.Key) {
 	x.mu.Lock()
 	delete(x.guarded, k)
+	delete(x.over, k)
 	x.mu.Unlock()
 }
 
@@ -58,9 +63,11 @@ func (x *Index) Last(rel string) string {
 // under rel, and id is the record of rel's version.
 func (x *Index) Set(k *label.Key, rel, id string) {
 	x.mu.Lock()
-	if k != nil {
-		if names := x.guarded[*k]; len(names) < maxNames && !slices.Contains(names, rel) {
+	if k != nil && !slices.Contains(x.guarded[*k], rel) {
+		if names := x.guarded[*k]; len(names) < maxNames {
 			x.guarded[*k] = append(names, rel)
+		} else {
+			x.over[*k] = true
 		}
 	}
 	if id != "" {
