@@ -80,11 +80,13 @@ func watchPolicy(ctx context.Context, m *guarded, log zerolog.Logger, file strin
 }
 
 // reloadPolicy loads the policy file and puts it in force, or records why
-// not. A file the policy would newly guard that is open for writing through
-// a plain descriptor is held out of its guarded classes until the
-// descriptor is closed (guard.SetPolicy, RW-open-writer); reloadPolicy then
-// returns true, and is called again every second (again), until nothing is
-// held: the held files are recorded once, and once more when guarded.
+// not. A file the policy classes more strictly that is open for writing
+// through a plain descriptor is held at its class in force until the
+// descriptor is closed (guard.SetPolicy, RW-open-writer); reloadPolicy
+// then returns true, and is called again every second (again) until
+// nothing is held: the held files are recorded once, and once more when
+// they are in force. Files it makes secret that a process it would refuse
+// has open for reading are recorded for the owner to end (RS-open-reader).
 func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool) (waiting bool) {
 	p, err := policy.Load(file)
 	r := &evidence.Record{Type: evidence.TypePolicyLoad, Principal: policy.Sys.String(),
@@ -96,35 +98,50 @@ func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool)
 		m.record(log, r)
 		return false
 	}
-	held, werr := m.SetPolicy(p, authorityConfig(p))
-	m.setHeld(held)
+	roots := ""
+	if cur := m.Policy(); cur != nil && cur.WithNamespacesOf(p) != cur {
+		cs, csh := cur.Namespaces()
+		roots = fmt.Sprintf("; the namespace roots stay %q and %q until the next mount (a root's move would carry files into a namespace behind their writers)", cs, csh)
+	}
+	ch, werr := m.SetPolicy(p, authorityConfig(p))
+	m.setHeld(ch.Held)
 	if werr != nil {
-		log.Warn().Err(werr).Msg("policy edit: part of the workspace could not be read to look for files open for writing")
+		log.Warn().Err(werr).Msg("policy edit: part of the workspace could not be read to look for open files")
+	}
+	note := func(rule, reason string) {
+		m.record(log, &evidence.Record{Type: evidence.TypePolicyLoad, Principal: policy.Sys.String(),
+			Meta: evidence.Meta{Path: file, Op: "reload", UID: uint32(os.Getuid()), Verdict: "deny", Rule: rule, Reason: reason}})
+	}
+	if len(ch.Exposed) > 0 {
+		log.Warn().Strs("files", ch.Exposed).Msg("policy edit: files it makes secret are open for reading by processes it would refuse")
+		note(RuleOpenReader, "made secret while open for reading by processes the policy refuses them to: "+listSome(ch.Exposed, 5)+
+			"; their reads go on until they close them, and they are tainted SECRET_RISK; to end their sessions: aerfs session list, then aerfs session end ID")
 	}
 	switch {
-	case again && len(held) > 0:
+	case again && len(ch.Held) > 0:
 		return true
 	case again:
-		r.Meta.Verdict, r.Meta.Reason = "allow", "policy "+hash[:12]+": the files it held back are closed, and guarded now"
+		r.Meta.Verdict, r.Meta.Reason = "allow", "policy "+hash[:12]+": the files it held back are closed, and in force now"
 		log.Info().Str("policy", file).Msg("policy in force, the files it held back included")
 		m.record(log, r)
 		return false
 	}
-	r.Meta.Verdict, r.Meta.Reason = "allow", "policy file changed: loaded "+hash[:12]
+	r.Meta.Verdict, r.Meta.Reason = "allow", "policy file changed: loaded "+hash[:12]+roots
 	log.Info().Str("policy", file).Msg("policy reloaded")
 	m.record(log, r)
-	if len(held) == 0 {
+	if len(ch.Held) == 0 {
 		return false
 	}
-	h := &evidence.Record{Type: evidence.TypePolicyLoad, Principal: policy.Sys.String(),
-		Meta: evidence.Meta{Path: file, Op: "reload", UID: uint32(os.Getuid()), Verdict: "deny", Rule: policy.RuleOpenWriter.ID(),
-			Reason: "held out of the guarded classes until they are closed (tried every second): " + listSome(held, 5) +
-				", open for writing through descriptors whose writes the kernel passes on without aerfs; " +
-				"to end the sessions holding them: aerfs session list, then aerfs session end ID"}}
-	log.Warn().Strs("files", held).Msg("policy edit: files it would guard are held back until they are no longer open for writing")
-	m.record(log, h)
+	log.Warn().Strs("files", ch.Held).Msg("policy edit: files it classes more strictly are held back until they are no longer open for writing")
+	note(policy.RuleOpenWriter.ID(), "held at their class in force until they are closed (tried every second): "+listSome(ch.Held, 5)+
+		", open for writing through descriptors whose writes the kernel passes on without aerfs; "+
+		"to end the sessions holding them: aerfs session list, then aerfs session end ID")
 	return true
 }
+
+// RuleOpenReader is the rule id of a policy edit's note that a file it
+// makes secret is open for reading by a process it would refuse.
+const RuleOpenReader = "RS-open-reader"
 
 // listSome is up to n of names, and how many more.
 func listSome(names []string, n int) string {

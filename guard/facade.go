@@ -29,22 +29,35 @@ func (g *Guard) Door() *Door { return &Door{h: g.h} }
 // Policy is the policy in force.
 func (g *Guard) Policy() *policy.Policy { return g.h.gate.Policy() }
 
+// PolicyChange is what putting a policy in force leaves for the owner
+// (SetPolicy); paths of a further root are "@root/path".
+type PolicyChange struct {
+	// Held: files the policy classes more strictly, open for writing
+	// through a plain descriptor, held at their class in force until
+	// closed: the kernel passes such a descriptor's writes on without
+	// asking, which would change them undecided (RW-open-writer).
+	Held []string
+	// Exposed: files the policy makes secret that a process it would not
+	// let open them has open for reading since before ("path (pid N)").
+	// Its reads go on through the kernel until it closes them; every such
+	// reader, as every reader of them, is tainted SECRET_RISK at once.
+	Exposed []string
+}
+
 // SetPolicy puts p in force, with the act gate's configuration a
 // (attestors and thresholds count from the next decision on). Each further
 // root gets its part of p; a root p no longer has keeps its policy until
-// the next mount (it stays mounted and guarded).
+// the next mount (it stays mounted and guarded). The namespace roots stay
+// those the mount started with (policy.WithNamespacesOf).
 //
 // Every file p guards is noted first, so that a name linked to it while it
-// was plain is decided as it is. A file p would newly guard that is open
-// for writing through a plain descriptor now is held out of p's guarded
-// classes (policy.Holding): the kernel passes such a descriptor's writes
-// on without asking, which would change a guarded file undecided and
-// unrecorded (RW-open-writer). SetPolicy returns those files ("@root/path"
-// for a further root's); the caller puts p in force again once they are
-// closed. err: part of a tree could not be read to look for them.
-func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) (held []string, err error) {
-	hp, held, err := g.h.holding(p)
-	g.h.gate.SetPolicy(hp)
+// was plain is decided as it is; files it holds or exposes are returned,
+// and the caller puts p in force again once the held ones are closed. No
+// name is made, moved or opened for writing meanwhile (the namespace lock,
+// which such changes take for reading). err: part of a tree could not be
+// read to look for open files.
+func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) (PolicyChange, error) {
+	ch, err := g.h.setPolicy(p)
 	g.h.flow.Authority().SetConfig(a)
 	for name, r := range g.h.roots {
 		rp, ok := p.Root(name)
@@ -52,41 +65,63 @@ func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) (held []string, 
 			g.h.led.Log.Warn().Str("root", name).Msg("the policy no longer names this root: it stays guarded by its old rules until the next mount")
 			continue
 		}
-		rhp, rheld, rerr := r.h.holding(rp.Policy)
-		r.h.gate.SetPolicy(rhp)
-		for _, rel := range rheld {
-			held = append(held, "@"+name+"/"+rel)
+		rch, rerr := r.h.setPolicy(rp.Policy)
+		for _, rel := range rch.Held {
+			ch.Held = append(ch.Held, "@"+name+"/"+rel)
+		}
+		for _, rel := range rch.Exposed {
+			ch.Exposed = append(ch.Exposed, "@"+name+"/"+rel)
 		}
 		err = errors.Join(err, rerr)
 	}
-	return held, err
+	return ch, err
 }
 
-// holding notes every file next guards in the index, and returns next
-// holding out of its guarded classes the files it would newly guard that
-// are open for writing through a plain descriptor.
-func (h *house) holding(next *policy.Policy) (*policy.Policy, []string, error) {
+// setPolicy puts next in force in this root (SetPolicy).
+func (h *house) setPolicy(next *policy.Policy) (PolicyChange, error) {
+	h.names.Lock()
+	defer h.names.Unlock()
 	cur := h.gate.Policy()
+	next = next.WithNamespacesOf(cur)
 	writing := h.opens.AnyWriting()
-	var held []string
+	held := map[string]policy.Class{}
+	var ch PolicyChange
+	type reading struct {
+		rel string
+		res *principal.Resolved
+	}
+	var readers []reading
 	err := h.dir.Walk("", func(rel string, st *syscall.Stat_t) {
-		if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		if st.Mode&syscall.S_IFMT != syscall.S_IFREG || !indexed(next, rel, st) {
 			return
 		}
 		c, _, _ := next.Classify(rel)
-		if c == policy.Plain {
-			return
-		}
 		k := label.KeyOf(st)
 		h.idx.SetGuarded(k, rel)
-		if !writing || !c.Guarded() {
+		was, _, _ := cur.Classify(rel)
+		if policy.Strictest(was, c) == was {
 			return
 		}
-		if was, _, _ := cur.Classify(rel); !was.Guarded() && h.opens.Passthrough(k, releaseWait, 0) {
-			held = append(held, rel)
+		if writing && h.opens.Passthrough(k, 0, 0) {
+			held[rel] = was
+			ch.Held = append(ch.Held, rel)
+			return
+		}
+		if c == policy.Secret {
+			for _, res := range h.opens.OpenReaders(k) {
+				readers = append(readers, reading{rel, res})
+			}
 		}
 	})
-	return next.Holding(held), held, err
+	h.gate.SetPolicy(next.Holding(held))
+	for _, r := range readers {
+		// What it reads from now on is a secret read.
+		h.flow.Next(flow.Move{Op: flow.Read, Subjects: []*principal.Resolved{r.res}, To: flow.Dest{Path: r.rel}, Add: policy.SecretRisk})
+		if !r.res.Identified || !r.res.Subject().Principal.Trusted() {
+			ch.Exposed = append(ch.Exposed, fmt.Sprintf("%s (pid %d)", r.rel, r.res.Proc.ID.Tgid))
+		}
+	}
+	return ch, err
 }
 
 // Status is what `aerfs status` counts.

@@ -162,6 +162,15 @@ func (h *house) forget(s *principal.Session) {
 	h.status.Forget(s.ID)
 }
 
+// indexed reports whether the index notes the file st at rel: its class
+// is not plain, or it is in a session's or the shared namespace and has
+// another name (a hard link made before the mount, whose plain name would
+// reach into the namespace).
+func indexed(pol *policy.Policy, rel string, st *syscall.Stat_t) bool {
+	c, ns, _ := pol.Classify(rel)
+	return c != policy.Plain || ns.Entered() && st.Nlink > 1
+}
+
 // index walks the backing directory once at mount and remembers the inode
 // of every file whose path is not plain, so that a hard link made before
 // the mount (or a link under a plain name) is still guarded. The temporary
@@ -175,7 +184,7 @@ func (h *house) index() error {
 		case syscall.S_IFREG:
 			if txn.IsCommitTemp(path.Base(rel)) {
 				stale = append(stale, rel)
-			} else if c, _, _ := pol.Classify(rel); c != policy.Plain {
+			} else if indexed(pol, rel, st) {
 				h.idx.SetGuarded(label.KeyOf(st), rel)
 			}
 		}

@@ -123,6 +123,10 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	if errno := h.gate.Control(c, res, "link", dst, ls); errno != 0 {
 		return 0, 0, errno
 	}
+	if sst.Mode&syscall.S_IFMT == syscall.S_IFREG && (ts.Class != policy.Plain || ts.Namespace.Entered()) {
+		// The new name is decided as the file's (gate.Target).
+		h.idx.SetGuarded(label.KeyOf(sst), src)
+	}
 	if cl, _, _ := h.gate.Policy().Classify(dst); !cl.Guarded() || sst.Mode&syscall.S_IFMT != syscall.S_IFREG || res == nil {
 		// What arrives at the client's machinery is lowered by its
 		// linker first (moved.go).

@@ -66,6 +66,12 @@ type Opened struct {
 // up again and opens anew, decided anew.
 func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *syscall.Stat_t) syscall.Errno) (*Opened, syscall.Errno) {
 	h := d.h
+	if openOp(flags) == policy.OpWrite {
+		// A policy edit holds the files open for writing that it would
+		// class more strictly: none is opened while it looks (SetPolicy).
+		h.names.RLock()
+		defer h.names.RUnlock()
+	}
 	st, err := h.dir.Lstat(rel)
 	if err != nil {
 		return nil, backing.Errno(err)

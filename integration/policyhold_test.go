@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,10 +71,10 @@ os.close(fd)
 	}
 	guardedNow := false
 	for _, le := range e.Log() {
-		guardedNow = guardedNow || le.Record.Type == "policy_load" && le.Record.Meta.Verdict == "allow" && strings.Contains(le.Record.Meta.Reason, "guarded now")
+		guardedNow = guardedNow || le.Record.Type == "policy_load" && le.Record.Meta.Verdict == "allow" && strings.Contains(le.Record.Meta.Reason, "in force now")
 	}
 	if !guardedNow {
-		t.Fatalf("no policy_load record says the held files are guarded now")
+		t.Fatalf("no policy_load record says the held files are in force now")
 	}
 	if st := e.Aerfs("status"); strings.Contains(st.Stdout, "policy held:") {
 		t.Fatalf("status still says a file is held:\n%s", st)
@@ -114,5 +116,129 @@ os.close(fd)
 	}
 	if !e.logHas("verdict", "rename_to", "deny", "RW-open-writer", "u") {
 		t.Fatalf("the directory rename: %s, want a refusal RW-open-writer", describe(recordsFor(e.Log(), "", "", "memory/d/notes.md")))
+	}
+}
+
+// editPolicy replaces old by new in the workspace's policy file and waits
+// until aerfs why says path has class (a held file may not: then "" skips
+// the wait).
+func editPolicy(t *testing.T, e *Env, old, new string) {
+	t.Helper()
+	pol := filepath.Join(e.State, "aerfs.yaml")
+	b, err := os.ReadFile(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), old, new, 1)
+	if edited == string(b) {
+		t.Fatalf("%q is not in the policy", old)
+	}
+	if err := os.WriteFile(pol, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A policy edit that makes a file secret while a WEB session has it open
+// for reading (opened while it was plain, served by the kernel) cannot take
+// the descriptor back: it says so (RS-open-reader) and taints the reader
+// SECRET_RISK at once, as a read of a secret would.
+func TestPolicyEditSecretWhileOpenForReading(t *testing.T) {
+	e := newEnv(t, map[string]string{"api.token": "placeholder\n"}).Mount()
+	done := make(chan Result, 1)
+	go func() {
+		done <- e.Run("WEB", "w", "python3", "-c", `
+import os, time
+fd = os.open("api.token", os.O_RDONLY)
+open("ready", "w").close()
+time.sleep(3)
+os.close(fd)
+`)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.Exists("ready") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	editPolicy(t, e, "\n    - .netrc\n", "\n    - .netrc\n    - \"*.token\"\n")
+	for !classIs(e.Aerfs("why", "api.token").Stdout, "secret") {
+		if time.Now().After(deadline) {
+			t.Fatal("the edit making *.token secret did not take effect")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !e.logHas("policy_load", "reload", "deny", "RS-open-reader", "") {
+		t.Fatalf("no policy_load note RS-open-reader for api.token open for reading by a WEB session:%s", describe(recordsFor(e.Log(), "policy_load", "", "")))
+	}
+	if s := e.sessionList(t); !slices.Contains(s["w"].Taint, "SECRET_RISK") {
+		t.Fatalf("the WEB session reading api.token as it became secret is not SECRET_RISK: %+v", s["w"])
+	}
+	expectOK(t, "the WEB reader", <-done)
+}
+
+// The namespace roots stay those the mount started with: an edit moving
+// the shared namespace would carry files into it behind their writers.
+func TestPolicyEditKeepsNamespaceRoots(t *testing.T) {
+	e := newEnv(t, map[string]string{"pub/notes.txt": "team notes\n", "MEMORY.md": "m\n"}).Mount()
+	editPolicy(t, e, "\n  shared: shared\n", "\n  shared: pub\n")
+	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - other.md\n")
+	deadline := time.Now().Add(5 * time.Second)
+	for !classIs(e.Aerfs("why", "other.md").Stdout, "memory") {
+		if time.Now().After(deadline) {
+			t.Fatal("the policy edit did not take effect")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	expectOK(t, "WEB appends to pub/notes.txt", e.Sh("WEB", "w", "echo more >> pub/notes.txt"))
+	found := false
+	for _, le := range e.Log() {
+		found = found || le.Record.Type == "policy_load" && strings.Contains(le.Record.Meta.Reason, "namespace roots stay")
+	}
+	if !found {
+		t.Fatalf("no policy_load record says the namespace roots stay until the next mount")
+	}
+}
+
+// A write-open racing a policy edit is either held with the file or
+// decided under the new policy: a WEB session reopening notes.md for
+// writing in a loop never holds a plain descriptor of it once the edit
+// guarding it is in force (none is opened while the edit looks for them,
+// and a handle that is closing counts as open).
+func TestPolicyEditRacingWriteOpens(t *testing.T) {
+	files := map[string]string{"notes.md": "my notes\n"}
+	for d := 0; d < 16; d++ {
+		for f := 0; f < 200; f++ {
+			files[fmt.Sprintf("d%02d/f%03d", d, f)] = "x"
+		}
+	}
+	e := newEnv(t, files).Mount()
+	done := make(chan Result, 1)
+	go func() {
+		done <- e.Run("WEB", "w", "python3", "-c", `
+import os, time, sys
+t0 = time.time()
+open("ready", "w").close()
+while time.time() - t0 < 8:
+    fd = os.open("notes.md", os.O_WRONLY | os.O_APPEND)
+    time.sleep(0.05)
+    try:
+        os.close(os.open("notes.md", os.O_WRONLY | os.O_APPEND))
+    except OSError:
+        os.write(fd, b"INJECTED\n")
+        os.close(fd)
+        print("guarded while my handle was open")
+        sys.exit(0)
+    os.close(fd)
+    time.sleep(0.005)
+print("never")
+`)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.Exists("ready") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n")
+	r := <-done
+	if got := e.Read("notes.md"); strings.Contains(got, "INJECTED") {
+		t.Fatalf("a WEB session wrote the now guarded notes.md through a descriptor it opened around the edit:\n%s\n%s", got, r)
 	}
 }

@@ -22,8 +22,8 @@ type Policy struct {
 	byRank [numRanks][]pattern
 	// excl holds the exclusions ("!pattern") of each class, by rank.
 	excl [numRanks][]pattern
-	// held: paths kept out of the guarded classes (Holding).
-	held map[string]bool
+	// held: paths kept at a class of their own (Holding).
+	held map[string]Class
 	// guardedFloating is true when some Identity, Memory or Control
 	// pattern matches a base name at any depth.
 	guardedFloating bool
@@ -101,6 +101,9 @@ func (p *Policy) Name() string { return p.name }
 // none of whose exclusions does, wins. Classify does not allocate.
 func (p *Policy) Classify(rel string) (Class, Namespace, string) {
 	ns, id, sub, hasSub := p.namespace(rel)
+	if c, ok := p.held[rel]; ok {
+		return c, ns, id
+	}
 	var named uint8 // the ranks that list rel's base name or one of its directories
 	if rel != "" {
 		named = p.literal[rel[strings.LastIndexByte(rel, '/')+1:]]
@@ -117,34 +120,44 @@ func (p *Policy) Classify(rel string) (Class, Namespace, string) {
 		if matchAny(p.excl[r], rel, sub, hasSub) {
 			continue
 		}
-		if p.held[rel] && rankClass[r].Guarded() {
-			continue
-		}
 		return rankClass[r], ns, id
 	}
 	return Plain, ns, id
 }
 
-// Holding is p with the paths held out of the guarded classes (identity,
-// memory, control): each is classified as p would without them (secret or
-// plain). The daemon puts a policy edit in force this way while a file it
-// would newly guard is open for writing through a plain descriptor, whose
-// writes the kernel passes on without asking (RW-open-writer), and the
-// whole edit once those are closed.
-func (p *Policy) Holding(paths []string) *Policy {
-	if len(paths) == 0 {
+// Holding is p with each path of held kept at the class it gives it (the
+// class the path has under the policy in force). The daemon puts a policy
+// edit in force this way while a file it would class more strictly is open
+// for writing through a plain descriptor, whose writes the kernel passes on
+// without asking (RW-open-writer), and the whole edit once those are
+// closed.
+func (p *Policy) Holding(held map[string]Class) *Policy {
+	if len(held) == 0 {
 		return p
 	}
 	q := *p
-	q.held = make(map[string]bool, len(paths))
-	for _, rel := range paths {
-		q.held[rel] = true
-	}
+	q.held = held
 	return &q
 }
 
-// Held reports whether rel is held out of the guarded classes (Holding).
-func (p *Policy) Held(rel string) bool { return p.held[rel] }
+// Held reports whether rel is kept at a class of its own (Holding).
+func (p *Policy) Held(rel string) bool {
+	_, ok := p.held[rel]
+	return ok
+}
+
+// WithNamespacesOf is p with q's session and shared namespace roots. A
+// mount keeps the roots it started with: a file a root's move would carry
+// into a namespace may be open for writing through a plain descriptor, and
+// a namespace is entered only by a session's own writes or a promotion.
+func (p *Policy) WithNamespacesOf(q *Policy) *Policy {
+	if p.sessions == q.sessions && p.shared == q.shared {
+		return p
+	}
+	c := *p
+	c.sessions, c.shared = q.sessions, q.shared
+	return &c
+}
 
 // matchAny reports whether a pattern of pts matches rel, or, for an
 // anchored one, the path sub below a session directory or the shared root.

@@ -172,3 +172,7 @@ type Verdict struct {
 	// (the label's taint on a read, SECRET_RISK on a secret read).
 	AddTaint Taint
 }
+
+// Entered reports whether ns is a session's or the shared namespace: one
+// a file enters only by a session's own writes or a promotion.
+func (ns Namespace) Entered() bool { return ns == NSSession || ns == NSShared }

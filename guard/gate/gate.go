@@ -115,8 +115,14 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 		// (a plain link moved under another class's directory).
 		names, more := g.c.Index.Guarded(k)
 		for _, p := range names {
-			if pc, _, _ := pol.Classify(p); pc != policy.Plain {
+			pc, pns, psess := pol.Classify(p)
+			if pc != policy.Plain {
 				t.Class = policy.Strictest(t.Class, pc)
+			}
+			if pns.Entered() && t.Namespace == policy.NSNone {
+				// A plain name of a file in a namespace: what a write
+				// through it changes is the namespace's.
+				t.Namespace, t.Session = pns, psess
 			}
 		}
 		if more {

@@ -188,6 +188,19 @@ func (o *Opens) Writing(k label.Key) bool {
 	return f != nil && f.writers > 0
 }
 
+// OpenReaders are the processes k is open for reading by now.
+func (o *Opens) OpenReaders(k label.Key) []*principal.Resolved {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []*principal.Resolved
+	if f := o.files[k]; f != nil {
+		for r := range f.readers {
+			out = append(out, r.res)
+		}
+	}
+	return out
+}
+
 // AnyWriting reports whether any file is open for writing.
 func (o *Opens) AnyWriting() bool {
 	o.mu.Lock()
