@@ -56,14 +56,7 @@ func TestLinkAcrossGuardedClassesRefused(t *testing.T) {
 func TestPolicyEditGuardsLinkedNames(t *testing.T) {
 	e := newEnv(t, map[string]string{"notes.md": "my notes\n"}).Mount()
 	expectOK(t, "WEB links notes.md", e.Sh("WEB", "w", "ln notes.md x.txt"))
-	pol := filepath.Join(e.State, "aerfs.yaml")
-	b, err := os.ReadFile(pol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(pol, []byte(strings.Replace(string(b), "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n")
 	deadline := time.Now().Add(5 * time.Second)
 	for !classIs(e.Aerfs("why", "notes.md").Stdout, "memory") {
 		if time.Now().After(deadline) {
