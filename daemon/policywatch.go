@@ -114,8 +114,8 @@ func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool)
 	}
 	if len(ch.Exposed) > 0 {
 		log.Warn().Strs("files", ch.Exposed).Msg("policy edit: files it makes secret are open for reading by processes it would refuse")
-		note(RuleOpenReader, "made secret while open for reading by processes the policy refuses them to: "+listSome(ch.Exposed, 5)+
-			"; their reads go on until they close them, and they are tainted SECRET_RISK; to end their sessions: aerfs session list, then aerfs session end ID")
+		note(RuleOpenReader, "made secret while open through descriptors the kernel serves without aerfs: "+listSome(ch.Exposed, 5)+
+			"; what they read or write goes on until they are closed, and their readers are tainted SECRET_RISK; to end their sessions: aerfs session list, then aerfs session end ID")
 	}
 	switch {
 	case again && len(ch.Held) > 0:

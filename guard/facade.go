@@ -32,15 +32,18 @@ func (g *Guard) Policy() *policy.Policy { return g.h.gate.Policy() }
 // PolicyChange is what putting a policy in force leaves for the owner
 // (SetPolicy); paths of a further root are "@root/path".
 type PolicyChange struct {
-	// Held: files the policy classes more strictly, open for writing
-	// through a plain descriptor, held at their class in force until
-	// closed: the kernel passes such a descriptor's writes on without
-	// asking, which would change them undecided (RW-open-writer).
+	// Held: files the policy guards (identity, memory, control) more
+	// strictly, open for writing through a plain descriptor, held at their
+	// class in force until closed: the kernel passes such a descriptor's
+	// writes on without asking, which would change a guarded file
+	// undecided and unrecorded (RW-open-writer).
 	Held []string
-	// Exposed: files the policy makes secret that a process it would not
-	// let open them has open for reading since before ("path (pid N)").
-	// Its reads go on through the kernel until it closes them; every such
-	// reader, as every reader of them, is tainted SECRET_RISK at once.
+	// Exposed: files the policy makes secret that are open for writing
+	// ("path (open for writing)": the secret class is in force at once, so
+	// that no new reader gets them, and that descriptor's writes go on
+	// undecided), or that a process the policy would not let open them has
+	// open for reading ("path (pid N)"): its reads go on through the kernel
+	// until it closes them. Every reader of them is tainted SECRET_RISK.
 	Exposed []string
 }
 
@@ -103,9 +106,14 @@ func (h *house) setPolicy(next *policy.Policy) (PolicyChange, error) {
 			return
 		}
 		if writing && h.opens.Passthrough(k, 0, 0) {
-			held[rel] = was
-			ch.Held = append(ch.Held, rel)
-			return
+			if c.Guarded() {
+				held[rel] = was
+				ch.Held = append(ch.Held, rel)
+				return
+			}
+			// Made secret: in force at once, so that no new reader
+			// gets it; what the open descriptor writes is not decided.
+			ch.Exposed = append(ch.Exposed, rel+" (open for writing)")
 		}
 		if c == policy.Secret {
 			for _, res := range h.opens.OpenReaders(k) {

@@ -81,6 +81,9 @@ type house struct {
 	led      *ledger.Ledger
 	labels   *label.Store
 	idx      *tracking.Index
+	// linked: the files the index noted at mount that have another name
+	// (crossLinks).
+	linked   []label.Key
 	changes  *tracking.Changes
 	reads    *tracking.Reads
 	opens    *tracking.Opens
@@ -145,6 +148,7 @@ func New(c Config) (*Guard, error) {
 	if err := h.index(); err != nil {
 		return nil, err
 	}
+	h.crossLinks()
 	if c.Namespaces {
 		if err := h.namespaces(); err != nil {
 			return nil, err
@@ -186,6 +190,9 @@ func (h *house) index() error {
 				stale = append(stale, rel)
 			} else if indexed(pol, rel, st) {
 				h.idx.SetGuarded(label.KeyOf(st), rel)
+				if st.Nlink > 1 {
+					h.linked = append(h.linked, label.KeyOf(st))
+				}
 			}
 		}
 	})
@@ -193,6 +200,29 @@ func (h *house) index() error {
 		h.dir.Unlink(rel, 0)
 	}
 	return nil
+}
+
+// crossLinks marks, in each root's index, the files another root (or the
+// workspace) noted with another name at mount: a hard link made before the
+// mount between two roots on one file system. Each root decides by its own
+// policy and index; such a file is decided as the strictest class through
+// every name (tracking.Index.Mark), since which class its names have in
+// the other root is not known here.
+func (h *house) crossLinks() {
+	all := append([]*house{h}, make([]*house, 0, len(h.roots))...)
+	for _, r := range h.roots {
+		all = append(all, r.h)
+	}
+	for _, a := range all {
+		for _, b := range all {
+			if a == b {
+				continue
+			}
+			for _, k := range a.linked {
+				b.idx.Mark(k)
+			}
+		}
+	}
 }
 
 // namespaces creates the sessions and shared roots in the backing

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aerfs/aerfs/backing"
 	"github.com/aerfs/aerfs/evidence"
+	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/guard/txn"
 	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
@@ -38,6 +39,9 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 	if !v.Allow || err != nil {
 		return "", v, err
 	}
+	if rv := h.movable(res, rel, st); rv.Rule != policy.RuleUnset {
+		return "", rv, nil
+	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A directory is promoted with everything in it: each file is
 		// decided as its own promotion would be, and one refusal keeps
@@ -52,6 +56,8 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 			ft, fl := h.gate.Target(p, fst)
 			var w policy.Verdict
 			if w, _, ferr = h.gate.Promote(res, p, ft, fl); !w.Allow {
+				fv = w
+			} else if w = h.movable(res, p, fst); w.Rule != policy.RuleUnset {
 				fv = w
 			}
 		})
@@ -133,4 +139,26 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 	}
 	h.led.Stats.Allowed.Add(1)
 	return dst, v, nil
+}
+
+// movable refuses (a verdict with its rule; RuleUnset: nothing against) to
+// promote the file st at rel when a name would reach the shared file
+// without a promotion: another name of it (RX-linked-promote), or a plain
+// descriptor open for writing, whose writes the kernel passes on without
+// asking (RW-open-writer). The refusal is recorded.
+func (h *house) movable(res *principal.Resolved, rel string, st *syscall.Stat_t) policy.Verdict {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return policy.Verdict{}
+	}
+	rule := policy.RuleUnset
+	switch {
+	case st.Nlink > 1:
+		rule = policy.RuleLinkedPromote
+	case h.opens.Passthrough(label.KeyOf(st), releaseWait, 0):
+		rule = policy.RuleOpenWriter
+	default:
+		return policy.Verdict{}
+	}
+	h.gate.Deny(res, policy.OpPromote, rel, rule.ID(), rule.Reason())
+	return policy.Verdict{Rule: rule}
 }

@@ -230,3 +230,44 @@ print("never")
 		t.Fatalf("a WEB session wrote the now guarded notes.md through a descriptor it opened around the edit:\n%s\n%s", got, r)
 	}
 }
+
+// A file made secret while it is open for writing is secret at once: no
+// session the policy refuses it to opens it meanwhile, and the edit says
+// the descriptor's writes go on undecided (RS-open-reader).
+func TestPolicyEditSecretWhileOpenForWriting(t *testing.T) {
+	e := newEnv(t, map[string]string{"api.token": "old\n"}).Mount()
+	done := make(chan Result, 1)
+	go func() {
+		done <- e.Owner(`python3 -c '
+import os, time
+fd = os.open("api.token", os.O_WRONLY | os.O_APPEND)
+open("ready", "w").close()
+time.sleep(5)
+os.write(fd, b"new token\n")
+os.close(fd)
+'`)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.Exists("ready") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	editPolicy(t, e, "\n    - .netrc\n", "\n    - .netrc\n    - \"*.token\"\n")
+	deadline = time.Now().Add(2 * time.Second) // the writer holds its descriptor for 5 s
+	for !classIs(e.Aerfs("why", "api.token").Stdout, "secret") {
+		if time.Now().After(deadline) {
+			t.Fatal("the edit making api.token secret, open for writing, was held or did not take effect")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := e.Sh("WEB", "w", "cat api.token"); strings.Contains(r.Stdout, "old") {
+		t.Fatalf("a WEB session read api.token after the edit made it secret: %s", r)
+	}
+	found := false
+	for _, le := range e.Log() {
+		found = found || le.Record.Meta.Rule == "RS-open-reader" && strings.Contains(le.Record.Meta.Reason, "api.token (open for writing)")
+	}
+	if !found {
+		t.Fatalf("no RS-open-reader note for api.token open for writing:%s", describe(recordsFor(e.Log(), "policy_load", "", "")))
+	}
+	expectOK(t, "the owner's writer", <-done)
+}

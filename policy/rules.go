@@ -35,6 +35,7 @@ const (
 	RuleOwnerTaint                // RO-tainted: a tainted process is never the owner's channel
 	RuleNetLocal                  // RN-local: the proxy reaches the host's own addresses only for a host the policy names
 	RuleHostLock                  // RH-hostlock: no process is moved between cgroups without the host's lock
+	RuleLinkedPromote             // RX-linked-promote: a file with another name is not promoted
 	numRules
 )
 
@@ -70,6 +71,7 @@ var ruleIDs = [numRules]string{
 	RuleOwnerTaint:    "RO-tainted",
 	RuleNetLocal:      "RN-local",
 	RuleHostLock:      "RH-hostlock",
+	RuleLinkedPromote: "RX-linked-promote",
 }
 
 var ruleReasons = [numRules]string{
@@ -104,6 +106,7 @@ var ruleReasons = [numRules]string{
 	RuleOwnerTaint:    "a tainted process is never the owner's channel, whatever it read it from",
 	RuleNetLocal:      "the proxy does not reach this host's own loopback, link-local or interface addresses unless the policy's network.hosts or the session's model endpoint names the host",
 	RuleHostLock:      "the host's cgroup lock was not taken in time: no process is moved between sessions without it",
+	RuleLinkedPromote: "a file with another name is not promoted: what the session writes through that name would change the shared file with no promotion",
 }
 
 // ID is the stable identifier of the rule, as written to the evidence log.

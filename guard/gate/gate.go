@@ -114,16 +114,27 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 		// that name's class, or as the stricter of two guarded classes
 		// (a plain link moved under another class's directory).
 		names, more := g.c.Index.Guarded(k)
+		mixed := false
 		for _, p := range names {
 			pc, pns, psess := pol.Classify(p)
 			if pc != policy.Plain {
 				t.Class = policy.Strictest(t.Class, pc)
 			}
-			if pns.Entered() && t.Namespace == policy.NSNone {
+			switch {
+			case !pns.Entered():
+			case t.Namespace == policy.NSNone:
 				// A plain name of a file in a namespace: what a write
 				// through it changes is the namespace's.
 				t.Namespace, t.Session = pns, psess
+			case t.Namespace != pns || t.Session != psess:
+				mixed = true
 			}
+		}
+		if mixed {
+			// Names in two namespaces (a link made before the mount
+			// between a session's and the shared namespace, or two
+			// sessions'): no session's own, so only the owner reaches it.
+			t.Namespace, t.Session = policy.NSSession, LinkedAcrossNamespaces
 		}
 		if more {
 			t.Class = policy.Identity // a name past the index's bound: of any class
@@ -163,6 +174,11 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 	t.LabelTaint = l.ReadTaint()
 	return t, l
 }
+
+// LinkedAcrossNamespaces is the session a file with names in two
+// namespaces is decided in (Target): one no session is, since no session
+// may reach into another's namespace or enter the shared one unpromoted.
+const LinkedAcrossNamespaces = "(names in several namespaces)"
 
 // boundNow reports whether the plain label of k holds for the file at
 // rel as it is now, deciding under the inode's binding lock (a written

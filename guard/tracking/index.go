@@ -43,6 +43,14 @@ func (x *Index) Guarded(k label.Key) (names []string, more bool) {
 // SetGuarded notes that the inode k holds the guarded file rel.
 func (x *Index) SetGuarded(k label.Key, rel string) { x.Set(&k, rel, "") }
 
+// Mark notes that k has a name the index cannot class (one in another
+// root): Guarded reports more for it.
+func (x *Index) Mark(k label.Key) {
+	x.mu.Lock()
+	x.over[k] = true
+	x.mu.Unlock()
+}
+
 // Forget forgets the inode k (its last name is gone).
 func (x *Index) Forget(k label.Key) {
 	x.mu.Lock()
