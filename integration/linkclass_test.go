@@ -57,13 +57,7 @@ func TestPolicyEditGuardsLinkedNames(t *testing.T) {
 	e := newEnv(t, map[string]string{"notes.md": "my notes\n"}).Mount()
 	expectOK(t, "WEB links notes.md", e.Sh("WEB", "w", "ln notes.md x.txt"))
 	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n")
-	deadline := time.Now().Add(5 * time.Second)
-	for !classIs(e.Aerfs("why", "notes.md").Stdout, "memory") {
-		if time.Now().After(deadline) {
-			t.Fatal("the policy edit guarding notes.md did not take effect")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitClass(t, e, "notes.md", "memory", 5*time.Second, "the policy edit guarding notes.md did not take effect")
 	e.Sh("WEB", "w2", "echo INJECTED >> x.txt")
 	if got := e.Read("notes.md"); got != "my notes\n" {
 		t.Fatalf("a WEB session changed the now guarded notes.md through a name linked while it was plain: %q", got)

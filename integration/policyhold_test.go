@@ -72,6 +72,20 @@ os.close(fd)
 	expectFail(t, "WEB appends to the now guarded notes.md", e.Sh("WEB", "w2", "echo again >> notes.md"))
 }
 
+// waitClass waits up to wait for aerfs why to say rel has class c, and
+// fails the test with what (the edit that should have taken effect) if it
+// does not.
+func waitClass(t *testing.T, e *Env, rel, c string, wait time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !classIs(e.Aerfs("why", rel).Stdout, c) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s is not %s", what, rel, c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // classIs reports whether aerfs why's output names the class c.
 func classIs(why, c string) bool {
 	for _, line := range strings.Split(why, "\n") {
@@ -168,13 +182,7 @@ func TestPolicyEditKeepsNamespaceRoots(t *testing.T) {
 	e := newEnv(t, map[string]string{"pub/notes.txt": "team notes\n", "MEMORY.md": "m\n"}).Mount()
 	editPolicy(t, e, "\n  shared: shared\n", "\n  shared: pub\n")
 	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - other.md\n")
-	deadline := time.Now().Add(5 * time.Second)
-	for !classIs(e.Aerfs("why", "other.md").Stdout, "memory") {
-		if time.Now().After(deadline) {
-			t.Fatal("the policy edit did not take effect")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitClass(t, e, "other.md", "memory", 5*time.Second, "the policy edit did not take effect")
 	expectOK(t, "WEB appends to pub/notes.txt", e.Sh("WEB", "w", "echo more >> pub/notes.txt"))
 	found := false
 	for _, le := range e.Log() {
