@@ -666,8 +666,12 @@ func (s *controlServer) promote(pid int, req Request) *Response {
 	}
 	if !v.Allow {
 		r := refused(v, "promotion of "+rel+" refused")
-		if v.Rule == policy.RulePromotion {
+		switch {
+		case v.Rule == policy.RulePromotion:
 			r.Error, r.Hint = s.promoteRefusal(peer, rel)
+		case dst != "":
+			why, hint, _ := strings.Cut(dst, "\n")
+			r.Error, r.Hint = "promotion of "+rel+" refused: "+why, hint
 		}
 		return r
 	}

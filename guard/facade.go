@@ -3,6 +3,7 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -77,7 +78,19 @@ func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) (PolicyChange, e
 		}
 		err = errors.Join(err, rerr)
 	}
+	g.h.crossLinks() // links to another root's file that p guards now
 	return ch, err
+}
+
+// refuseHeld refuses to open for writing or truncate rel while a policy
+// edit holds it at its old class (RW-open-writer): the hold is for the
+// descriptors that were open at the edit, not for new writers.
+func (h *house) refuseHeld(c Caller, rel string) syscall.Errno {
+	if !h.gate.Policy().Held(rel) {
+		return 0
+	}
+	return h.gate.Refuse(c, policy.OpWrite, rel, policy.RuleOpenWriter.ID(),
+		"a policy edit holds this file at its old class while a descriptor opened before the edit writes it: it takes no new writer until that one is closed and the edit is in force")
 }
 
 // setPolicy puts next in force in this root (SetPolicy).
@@ -101,6 +114,9 @@ func (h *house) setPolicy(next *policy.Policy) (PolicyChange, error) {
 		c, _, _ := next.Classify(rel)
 		k := label.KeyOf(st)
 		h.idx.SetGuarded(k, rel)
+		if st.Nlink > 1 && !slices.Contains(h.linked, k) {
+			h.linked = append(h.linked, k)
+		}
 		was, _, _ := cur.Classify(rel)
 		if policy.Strictest(was, c) == was {
 			return
@@ -299,6 +315,8 @@ func (g *Guard) Change(c Change) (Result, error) {
 // Promote moves the item at rel (under sessions/<id>/) into the shared
 // namespace on behalf of res, if the policy and the act gate allow it. It
 // returns the new path.
+// When refused, the string says which file kept the item back and, on a
+// second line, what to do, if there is more to say than the rule's reason.
 func (g *Guard) Promote(res *principal.Resolved, rel string) (string, policy.Verdict, error) {
 	return g.Door().promote(res, rel)
 }

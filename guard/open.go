@@ -68,9 +68,14 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 	h := d.h
 	if openOp(flags) == policy.OpWrite {
 		// A policy edit holds the files open for writing that it would
-		// class more strictly: none is opened while it looks (SetPolicy).
+		// class more strictly: none is opened while it looks (SetPolicy),
+		// and none it holds is opened for writing again until it is in
+		// force (the hold is for the descriptors open at the edit).
 		h.names.RLock()
 		defer h.names.RUnlock()
+		if errno := h.refuseHeld(c, rel); errno != 0 {
+			return nil, errno
+		}
 	}
 	st, err := h.dir.Lstat(rel)
 	if err != nil {

@@ -39,14 +39,15 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 	if !v.Allow || err != nil {
 		return "", v, err
 	}
-	if rv := h.movable(res, rel, st); rv.Rule != policy.RuleUnset {
-		return "", rv, nil
+	if rv, why := h.movable(res, rel, rel, st); rv.Rule != policy.RuleUnset {
+		return why, rv, nil
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		// A directory is promoted with everything in it: each file is
 		// decided as its own promotion would be, and one refusal keeps
 		// the whole directory where it is.
 		var fv policy.Verdict
+		var fwhy string
 		var ferr error
 		werr := h.dir.Walk(rel, func(sub string, fst *syscall.Stat_t) {
 			if ferr != nil || !fv.Allow && fv.Rule != policy.RuleUnset || fst.Mode&syscall.S_IFMT == syscall.S_IFDIR {
@@ -57,8 +58,8 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 			var w policy.Verdict
 			if w, _, ferr = h.gate.Promote(res, p, ft, fl); !w.Allow {
 				fv = w
-			} else if w = h.movable(res, p, fst); w.Rule != policy.RuleUnset {
-				fv = w
+			} else if w, why := h.movable(res, rel, p, fst); w.Rule != policy.RuleUnset {
+				fv, fwhy = w, why
 			}
 		})
 		if ferr != nil {
@@ -69,7 +70,7 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 			return "", v, fmt.Errorf("promote: %w", werr)
 		}
 		if !fv.Allow && fv.Rule != policy.RuleUnset {
-			return "", fv, nil
+			return fwhy, fv, nil
 		}
 	}
 	sessions, shared := pol.Namespaces()
@@ -142,23 +143,33 @@ func (d *Door) promote(res *principal.Resolved, rel string) (string, policy.Verd
 }
 
 // movable refuses (a verdict with its rule; RuleUnset: nothing against) to
-// promote the file st at rel when a name would reach the shared file
-// without a promotion: another name of it (RX-linked-promote), or a plain
-// descriptor open for writing, whose writes the kernel passes on without
-// asking (RW-open-writer). The refusal is recorded.
-func (h *house) movable(res *principal.Resolved, rel string, st *syscall.Stat_t) policy.Verdict {
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return policy.Verdict{}
+// promote the file st at rel, in the promoted item, when something would
+// reach the shared file without a promotion: another name of it, or a
+// symbolic link leading out of the item, whose target the session may
+// still write (RX-linked-promote); a plain descriptor open for writing,
+// whose writes the kernel passes on without asking (RW-open-writer). The
+// refusal is recorded. The reason's second line says what to do.
+func (h *house) movable(res *principal.Resolved, item, rel string, st *syscall.Stat_t) (policy.Verdict, string) {
+	rule, reason := policy.RuleUnset, ""
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		switch {
+		case st.Nlink > 1:
+			rule, reason = policy.RuleLinkedPromote, rel+" has another name: what is written through it would change the shared file with no promotion\ncopy it to break the link (cp FILE FILE.new && mv FILE.new FILE), then promote"
+		case h.opens.Passthrough(label.KeyOf(st), releaseWait, 0):
+			rule, reason = policy.RuleOpenWriter, rel+" is open for writing: what its descriptor writes would change the shared file with no promotion\nclose it, or end the session holding it (aerfs session list; aerfs session end ID), then promote"
+		}
+	case syscall.S_IFLNK:
+		target, err := h.dir.Readlink(rel)
+		to := path.Join(path.Dir(rel), string(target))
+		if err != nil || path.IsAbs(string(target)) || to != item && !strings.HasPrefix(to, item+"/") {
+			rule, reason = policy.RuleLinkedPromote, rel+" is a symbolic link leading out of "+item+": what its session writes there would change the shared item with no promotion\nreplace it with a copy of what it leads to, then promote"
+		}
 	}
-	rule := policy.RuleUnset
-	switch {
-	case st.Nlink > 1:
-		rule = policy.RuleLinkedPromote
-	case h.opens.Passthrough(label.KeyOf(st), releaseWait, 0):
-		rule = policy.RuleOpenWriter
-	default:
-		return policy.Verdict{}
+	if rule == policy.RuleUnset {
+		return policy.Verdict{}, ""
 	}
-	h.gate.Deny(res, policy.OpPromote, rel, rule.ID(), rule.Reason())
-	return policy.Verdict{Rule: rule}
+	why, _, _ := strings.Cut(reason, "\n")
+	h.gate.Deny(res, policy.OpPromote, rel, rule.ID(), why)
+	return policy.Verdict{Rule: rule}, reason
 }

@@ -34,6 +34,11 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 	if err != nil {
 		return backing.Errno(err)
 	}
+	if a.Size != nil {
+		if errno := h.refuseHeld(c, rel); errno != 0 {
+			return errno
+		}
+	}
 	held := d.bound(st)
 	t, l := h.gate.Target(rel, st)
 	var checks []gate.Check

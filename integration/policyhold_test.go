@@ -45,6 +45,12 @@ os.close(fd)
 	if !e.logHas("policy_load", "reload", "deny", "RW-open-writer", "") {
 		t.Fatalf("no policy_load record held back with RW-open-writer:%s", describe(recordsFor(e.Log(), "policy_load", "", "")))
 	}
+	// The hold is for the descriptor open at the edit: a new writer is
+	// refused until the edit is in force.
+	e.Sh("WEB", "w3", "echo 'a new writer' >> notes.md")
+	if strings.Contains(e.Read("notes.md"), "a new writer") || !e.logHas("verdict", "write", "deny", "RW-open-writer", "w3") {
+		t.Fatalf("a WEB session opened the held notes.md for writing after the edit:%s", describe(recordsFor(e.Log(), "", "", "notes.md")))
+	}
 	r := <-done
 	expectOK(t, "the WEB writer", r)
 	deadline := time.Now().Add(5 * time.Second)
@@ -197,7 +203,8 @@ func TestPolicyEditKeepsNamespaceRoots(t *testing.T) {
 // decided under the new policy: a WEB session reopening notes.md for
 // writing in a loop never holds a plain descriptor of it once the edit
 // guarding it is in force (none is opened while the edit looks for them,
-// and a handle that is closing counts as open).
+// and a handle that is closing counts as open). When a second open is
+// refused, the first descriptor must be one the edit holds the file for.
 func TestPolicyEditRacingWriteOpens(t *testing.T) {
 	files := map[string]string{"notes.md": "my notes\n"}
 	for d := 0; d < 16; d++ {
@@ -218,9 +225,12 @@ while time.time() - t0 < 8:
     try:
         os.close(os.open("notes.md", os.O_WRONLY | os.O_APPEND))
     except OSError:
-        os.write(fd, b"INJECTED\n")
+        open("refused", "w").close()
+        while not os.path.exists("verdict"):
+            time.sleep(0.01)
+        if open("verdict").read() == "unheld":
+            os.write(fd, b"INJECTED\n")
         os.close(fd)
-        print("guarded while my handle was open")
         sys.exit(0)
     os.close(fd)
     time.sleep(0.005)
@@ -233,6 +243,21 @@ print("never")
 	}
 	time.Sleep(300 * time.Millisecond)
 	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n")
+	for !e.Exists("refused") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if e.Exists("refused") {
+		verdict := "unheld"
+		if st := e.Aerfs("status"); strings.Contains(st.Stdout, "policy held:") && strings.Contains(st.Stdout, "notes.md") {
+			verdict = "held"
+		}
+		if err := os.WriteFile(filepath.Join(e.WS, "verdict"), []byte(verdict), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if verdict == "unheld" {
+			t.Errorf("notes.md was guarded while a WEB session held a plain descriptor of it that the edit did not hold")
+		}
+	}
 	r := <-done
 	if got := e.Read("notes.md"); strings.Contains(got, "INJECTED") {
 		t.Fatalf("a WEB session wrote the now guarded notes.md through a descriptor it opened around the edit:\n%s\n%s", got, r)

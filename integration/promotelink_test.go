@@ -22,6 +22,17 @@ func TestPromoteRefusesLinkedAndOpenFiles(t *testing.T) {
 	if !e.logHas("", "promote", "deny", "RX-linked-promote", "") {
 		t.Fatalf("the promotion of a linked file: %s, want a refusal RX-linked-promote", describe(recordsFor(e.Log(), "", "promote", "sessions/a/plan.md")))
 	}
+	// A directory with a symbolic link leading out of it: the session
+	// could still write what the shared link would lead to. The refusal
+	// names the file and what to do.
+	expectOK(t, "session a makes a directory with a link out of it", e.Sh("USER", "a", "mkdir -p sessions/a/d && echo x > sessions/a/d/in.md && ln -s ../plan.md sessions/a/d/out.md"))
+	r = runCmd(e.WS, nil, aerfsBin, "promote", "--workspace", e.WS, "sessions/a/d")
+	if r.Code == 0 || e.Exists("shared/d") {
+		t.Fatalf("a directory holding a symbolic link out of it was promoted: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "sessions/a/d/out.md") || !strings.Contains(r.Stderr, "copy") {
+		t.Fatalf("the refusal does not name the link and what to do:\n%s", r.Stderr)
+	}
 
 	expectOK(t, "session b writes a note", e.Sh("USER", "b", "echo note > sessions/b/note.md"))
 	done := make(chan Result, 1)
@@ -75,5 +86,13 @@ func TestNamespaceLinksMadeBeforeMount(t *testing.T) {
 	r := e.Sh("USER", "b", "cat sessions/b/private.md")
 	if strings.Contains(r.Stdout, "a's notes") {
 		t.Fatalf("session b read session a's file through its own name of it: %s", r)
+	}
+	if !e.logHas("", "read", "deny", "RX-linked-namespaces", "b") {
+		t.Fatalf("the refusal of sessions/b/private.md does not say why: %s", describe(recordsFor(e.Log(), "", "", "sessions/b/private.md")))
+	}
+	// The owner breaks the link: session a reaches its file again.
+	expectOK(t, "the owner removes b's name", e.Owner("rm sessions/b/private.md"))
+	if r := e.Sh("USER", "a", "cat sessions/a/private.md"); r.Stdout != "a's notes\n" {
+		t.Fatalf("once the link was broken, session a could not read its own file: %s", r)
 	}
 }

@@ -37,6 +37,9 @@ func (p *Policy) Decide(s Subject, op Op, t Target) Verdict {
 		if t.Session == "" {
 			return deny(RuleNamespace)
 		}
+		if t.Session == LinkedSession && (s.Session != "" || !trusted) {
+			return deny(RuleLinkedNamespaces)
+		}
 		if s.Session == "" {
 			if !trusted {
 				return deny(RuleNamespace)

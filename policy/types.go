@@ -176,3 +176,9 @@ type Verdict struct {
 // Entered reports whether ns is a session's or the shared namespace: one
 // a file enters only by a session's own writes or a promotion.
 func (ns Namespace) Entered() bool { return ns == NSSession || ns == NSShared }
+
+// LinkedSession is the session a file with names in two namespaces is
+// decided in (a hard link made before the mount between a session's and
+// the shared namespace, or two sessions'): one no session is, so that only
+// the owner, outside every session, reaches it (RX-linked-namespaces).
+const LinkedSession = "(names in several namespaces)"

@@ -116,6 +116,12 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 		names, more := g.c.Index.Guarded(k)
 		mixed := false
 		for _, p := range names {
+			if p != rel {
+				if pst, err := g.c.Dir.Lstat(p); err != nil || label.KeyOf(pst) != k {
+					g.c.Index.Drop(k, p) // the name went (unlinked, renamed, replaced)
+					continue
+				}
+			}
 			pc, pns, psess := pol.Classify(p)
 			if pc != policy.Plain {
 				t.Class = policy.Strictest(t.Class, pc)
@@ -134,7 +140,7 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 			// Names in two namespaces (a link made before the mount
 			// between a session's and the shared namespace, or two
 			// sessions'): no session's own, so only the owner reaches it.
-			t.Namespace, t.Session = policy.NSSession, LinkedAcrossNamespaces
+			t.Namespace, t.Session = policy.NSSession, policy.LinkedSession
 		}
 		if more {
 			t.Class = policy.Identity // a name past the index's bound: of any class
@@ -174,11 +180,6 @@ func (g *Gate) Target(rel string, st *syscall.Stat_t) (policy.Target, *label.Lab
 	t.LabelTaint = l.ReadTaint()
 	return t, l
 }
-
-// LinkedAcrossNamespaces is the session a file with names in two
-// namespaces is decided in (Target): one no session is, since no session
-// may reach into another's namespace or enter the shared one unpromoted.
-const LinkedAcrossNamespaces = "(names in several namespaces)"
 
 // boundNow reports whether the plain label of k holds for the file at
 // rel as it is now, deciding under the inode's binding lock (a written

@@ -51,6 +51,15 @@ func (x *Index) Mark(k label.Key) {
 	x.mu.Unlock()
 }
 
+// Drop forgets rel as a name of k (it names another file now, or none).
+func (x *Index) Drop(k label.Key, rel string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if i := slices.Index(x.guarded[k], rel); i >= 0 {
+		x.guarded[k] = slices.Delete(x.guarded[k], i, i+1)
+	}
+}
+
 // Forget forgets the inode k (its last name is gone).
 func (x *Index) Forget(k label.Key) {
 	x.mu.Lock()
