@@ -82,15 +82,16 @@ func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) (PolicyChange, e
 	return ch, err
 }
 
-// refuseHeld refuses to open for writing or truncate rel while a policy
-// edit holds it at its old class (RW-open-writer): the hold is for the
-// descriptors that were open at the edit, not for new writers.
+// refuseHeld refuses to open for writing, truncate, create, remove, rename
+// or link rel while a policy edit holds it at its old class
+// (RW-open-writer): the hold is for the descriptors that were open at the
+// edit, not for new writers or for content arriving by another name.
 func (h *house) refuseHeld(c Caller, rel string) syscall.Errno {
 	if !h.gate.Policy().Held(rel) {
 		return 0
 	}
 	return h.gate.Refuse(c, policy.OpWrite, rel, policy.RuleOpenWriter.ID(),
-		"a policy edit holds this file at its old class while a descriptor opened before the edit writes it: it takes no new writer until that one is closed and the edit is in force")
+		"a policy edit holds this file at its old class while a descriptor opened before the edit writes it: nothing else changes it until that one is closed and the edit is in force")
 }
 
 // setPolicy puts next in force in this root (SetPolicy).

@@ -97,6 +97,11 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	h := d.h
 	h.names.RLock()
 	defer h.names.RUnlock()
+	for _, p := range []string{src, dst} {
+		if errno := h.refuseHeld(c, p); errno != 0 {
+			return 0, 0, errno
+		}
+	}
 	sst, err := h.dir.Lstat(src)
 	if err != nil {
 		return 0, 0, backing.Errno(err)
@@ -178,6 +183,9 @@ const RuleLinkClasses = "RX-link-classes"
 // its content is kept and the delete recorded before the name goes.
 func (d *Door) Unlink(c Caller, rel string) syscall.Errno {
 	h := d.h
+	if errno := h.refuseHeld(c, rel); errno != 0 {
+		return errno
+	}
 	st, err := h.dir.Lstat(rel)
 	if err != nil {
 		return backing.Errno(err)

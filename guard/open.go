@@ -168,6 +168,9 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.
 	h := d.h
 	h.names.RLock()
 	defer h.names.RUnlock()
+	if errno := h.refuseHeld(c, rel); errno != 0 {
+		return nil, errno
+	}
 	st, _ := h.dir.Lstat(rel)
 	t, l := h.gate.Target(rel, st)
 	op := policy.OpCreate

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -156,14 +157,17 @@ func (h *house) movable(res *principal.Resolved, item, rel string, st *syscall.S
 		switch {
 		case st.Nlink > 1:
 			rule, reason = policy.RuleLinkedPromote, rel+" has another name: what is written through it would change the shared file with no promotion\ncopy it to break the link (cp FILE FILE.new && mv FILE.new FILE), then promote"
-		case h.opens.Passthrough(label.KeyOf(st), releaseWait, 0):
+		case h.opens.Passthrough(label.KeyOf(st), releaseWait, 0) || h.opens.Writing(label.KeyOf(st)):
 			rule, reason = policy.RuleOpenWriter, rel+" is open for writing: what its descriptor writes would change the shared file with no promotion\nclose it, or end the session holding it (aerfs session list; aerfs session end ID), then promote"
 		}
 	case syscall.S_IFLNK:
 		target, err := h.dir.Readlink(rel)
 		to := path.Join(path.Dir(rel), string(target))
-		if err != nil || path.IsAbs(string(target)) || to != item && !strings.HasPrefix(to, item+"/") {
-			rule, reason = policy.RuleLinkedPromote, rel+" is a symbolic link leading out of "+item+": what its session writes there would change the shared item with no promotion\nreplace it with a copy of what it leads to, then promote"
+		// Any ".." is refused, not only one that leads out as text: a
+		// symbolic link on the way (s -> .) makes "s/s/.." go up twice.
+		if err != nil || path.IsAbs(string(target)) || slices.Contains(strings.Split(string(target), "/"), "..") ||
+			to != item && !strings.HasPrefix(to, item+"/") {
+			rule, reason = policy.RuleLinkedPromote, rel+" is a symbolic link that may lead out of "+item+" (absolute, or through ..): what its session writes there would change the shared item with no promotion\nreplace it with a copy of what it leads to, then promote"
 		}
 	}
 	if rule == policy.RuleUnset {

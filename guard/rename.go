@@ -19,12 +19,29 @@ import (
 // at dst; for RENAME_EXCHANGE both ways; for a directory, every file below
 // it whose class changes or is guarded. rename is the node's own rename,
 // called inside the transaction when a guarded name is touched.
-func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() syscall.Errno) syscall.Errno {
+func (d *Door) Rename(c Caller, src, dst string, flags uint32, rename func() syscall.Errno) (errno syscall.Errno) {
 	h := d.h
 	defer h.renaming(src, dst, flags&unix.RENAME_EXCHANGE != 0)()
 	sst, err := h.dir.Lstat(src)
 	if err != nil {
 		return backing.Errno(err)
+	}
+	for _, p := range []string{src, dst} {
+		if errno := h.refuseHeld(c, p); errno != 0 {
+			return errno
+		}
+	}
+	if sst.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		// A file the index knows keeps every name it is known under: the
+		// new one too (gate.Target decides by all of them).
+		k := label.KeyOf(sst)
+		if names, more := h.idx.Guarded(k); len(names) > 0 || more {
+			defer func() {
+				if errno == 0 {
+					h.idx.SetGuarded(k, dst)
+				}
+			}()
+		}
 	}
 	dstSt, _ := h.dir.Lstat(dst)
 	renamer := h.gate.Resolve(c).Proc.ID.Tgid

@@ -51,6 +51,16 @@ os.close(fd)
 	if strings.Contains(e.Read("notes.md"), "a new writer") || !e.logHas("verdict", "write", "deny", "RW-open-writer", "w3") {
 		t.Fatalf("a WEB session opened the held notes.md for writing after the edit:%s", describe(recordsFor(e.Log(), "", "", "notes.md")))
 	}
+	// Nor does content arrive by another name: a rename over it, a link
+	// of it, its removal.
+	for _, script := range []string{"echo theirs > mine.md && mv mine.md notes.md", "ln notes.md x.md", "rm notes.md"} {
+		if r := e.Sh("WEB", "w4", script); r.Code == 0 {
+			t.Fatalf("while notes.md is held, a WEB session's %q succeeded: %s", script, r)
+		}
+	}
+	if got := e.Read("notes.md"); strings.Contains(got, "theirs") || e.Exists("x.md") {
+		t.Fatalf("while held, notes.md changed by another name: %q", got)
+	}
 	r := <-done
 	expectOK(t, "the WEB writer", r)
 	deadline := time.Now().Add(5 * time.Second)

@@ -33,6 +33,35 @@ func TestPromoteRefusesLinkedAndOpenFiles(t *testing.T) {
 	if !strings.Contains(r.Stderr, "sessions/a/d/out.md") || !strings.Contains(r.Stderr, "copy") {
 		t.Fatalf("the refusal does not name the link and what to do:\n%s", r.Stderr)
 	}
+	// A link that stays inside as text but goes up through a link on the
+	// way (s -> ., s/s/../..) is refused too.
+	expectOK(t, "session a makes a directory with a winding link", e.Sh("USER", "a", "mkdir -p sessions/a/e && ln -s . sessions/a/e/s && ln -s s/s/../../plan.md sessions/a/e/w.md"))
+	if r := runCmd(e.WS, nil, aerfsBin, "promote", "--workspace", e.WS, "sessions/a/e"); r.Code == 0 || e.Exists("shared/e") {
+		t.Fatalf("a directory holding a link that winds out of it was promoted: %s", r)
+	}
+	// A memory file the session has open through a staging handle.
+	done0 := make(chan Result, 1)
+	go func() {
+		done0 <- e.Run("USER", "a", "python3", "-c", `
+import os, time
+os.makedirs("sessions/a/m", exist_ok=True)
+f = open("sessions/a/m/MEMORY.md", "w")
+f.write("draft\n"); f.flush()
+open("sessions/a/m-ready", "w").close()
+time.sleep(2)
+f.write("more\n")
+f.close()
+`)
+	}()
+	deadline0 := time.Now().Add(10 * time.Second)
+	for !e.Exists("sessions/a/m-ready") && time.Now().Before(deadline0) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r = runCmd(e.WS, nil, aerfsBin, "promote", "--workspace", e.WS, "sessions/a/m")
+	<-done0
+	if r.Code == 0 || e.Exists("shared/m") {
+		t.Fatalf("a directory holding a memory file open for writing was promoted: %s", r)
+	}
 
 	expectOK(t, "session b writes a note", e.Sh("USER", "b", "echo note > sessions/b/note.md"))
 	done := make(chan Result, 1)
@@ -66,8 +95,9 @@ os.close(fd)
 // not change the shared file, and a session reading its name does not read
 // another session's file.
 func TestNamespaceLinksMadeBeforeMount(t *testing.T) {
-	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent, "shared/conventions.md": "team conventions\n", "sessions/a/private.md": "a's notes\n"})
-	for _, l := range [][2]string{{"shared/conventions.md", "sessions/w/conventions.md"}, {"sessions/a/private.md", "sessions/b/private.md"}} {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent, "shared/conventions.md": "team conventions\n", "sessions/a/private.md": "a's notes\n",
+		"sessions/a/report.md": "a's token\n"})
+	for _, l := range [][2]string{{"shared/conventions.md", "sessions/w/conventions.md"}, {"sessions/a/private.md", "sessions/b/private.md"}, {"sessions/a/report.md", "report.md"}} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.WS, l[1])), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -82,6 +112,12 @@ func TestNamespaceLinksMadeBeforeMount(t *testing.T) {
 	}
 	if d := e.Denials("sessions/w/conventions.md"); len(d) == 0 {
 		t.Fatalf("no refusal recorded for the write through sessions/w/conventions.md")
+	}
+	// A plain name of a session's file, the session's name then renamed:
+	// the file stays in the session's namespace.
+	expectOK(t, "session a renames its report", e.Sh("USER", "a", "mv sessions/a/report.md sessions/a/final.md"))
+	if r := e.Sh("WEB", "c", "cat report.md"); strings.Contains(r.Stdout, "token") {
+		t.Fatalf("another session read session a's file through a plain name once a renamed its own: %s", r)
 	}
 	r := e.Sh("USER", "b", "cat sessions/b/private.md")
 	if strings.Contains(r.Stdout, "a's notes") {
