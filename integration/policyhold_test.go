@@ -54,8 +54,9 @@ os.close(fd)
 	// Nor does content arrive by another name: a rename over it, a link
 	// of it, its removal.
 	for _, script := range []string{"echo theirs > mine.md && mv mine.md notes.md", "ln notes.md x.md", "rm notes.md"} {
-		if r := e.Sh("WEB", "w4", script); r.Code == 0 {
-			t.Fatalf("while notes.md is held, a WEB session's %q succeeded: %s", script, r)
+		before := len(heldRefusals(e, "w4"))
+		if r := e.Sh("WEB", "w4", script); r.Code == 0 || len(heldRefusals(e, "w4")) != before+1 {
+			t.Fatalf("while notes.md is held, a WEB session's %q: %s, want one more RW-open-writer refusal:%s", script, r, describe(heldRefusals(e, "w4")))
 		}
 	}
 	if got := e.Read("notes.md"); strings.Contains(got, "theirs") || e.Exists("x.md") {
@@ -138,6 +139,17 @@ os.close(fd)
 	}
 }
 
+// heldRefusals are the RW-open-writer refusals of session's changes.
+func heldRefusals(e *Env, session string) []LogEntry {
+	var out []LogEntry
+	for _, le := range e.Log() {
+		if m := le.Record.Meta; m.Verdict == "deny" && m.Rule == "RW-open-writer" && m.Session == session {
+			out = append(out, le)
+		}
+	}
+	return out
+}
+
 // editPolicy replaces old by new in the workspace's policy file (the
 // mounted daemon reloads it).
 func editPolicy(t *testing.T, e *Env, old, new string) {
@@ -172,17 +184,9 @@ time.sleep(3)
 os.close(fd)
 `)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Exists("ready") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "ready", func() bool { return e.Exists("ready") })
 	editPolicy(t, e, "\n    - .netrc\n", "\n    - .netrc\n    - \"*.token\"\n")
-	for !classIs(e.Aerfs("why", "api.token").Stdout, "secret") {
-		if time.Now().After(deadline) {
-			t.Fatal("the edit making *.token secret did not take effect")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitClass(t, e, "api.token", "secret", 10*time.Second, "the edit making *.token secret did not take effect")
 	if !e.logHas("policy_load", "reload", "deny", "RS-open-reader", "") {
 		t.Fatalf("no policy_load note RS-open-reader for api.token open for reading by a WEB session:%s", describe(recordsFor(e.Log(), "policy_load", "", "")))
 	}
@@ -247,15 +251,10 @@ while time.time() - t0 < 8:
 print("never")
 `)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Exists("ready") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "ready", func() bool { return e.Exists("ready") })
 	time.Sleep(300 * time.Millisecond)
 	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n")
-	for !e.Exists("refused") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "refused", func() bool { return e.Exists("refused") })
 	if e.Exists("refused") {
 		verdict := "unheld"
 		if st := e.Aerfs("status"); strings.Contains(st.Stdout, "policy held:") && strings.Contains(st.Stdout, "notes.md") {
@@ -290,18 +289,10 @@ os.write(fd, b"new token\n")
 os.close(fd)
 '`)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Exists("ready") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "ready", func() bool { return e.Exists("ready") })
 	editPolicy(t, e, "\n    - .netrc\n", "\n    - .netrc\n    - \"*.token\"\n")
-	deadline = time.Now().Add(2 * time.Second) // the writer holds its descriptor for 5 s
-	for !classIs(e.Aerfs("why", "api.token").Stdout, "secret") {
-		if time.Now().After(deadline) {
-			t.Fatal("the edit making api.token secret, open for writing, was held or did not take effect")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The writer holds its descriptor for 5 s: secret within 2 s is not held.
+	waitClass(t, e, "api.token", "secret", 2*time.Second, "the edit making api.token secret, open for writing, was held or did not take effect")
 	if r := e.Sh("WEB", "w", "cat api.token"); strings.Contains(r.Stdout, "old") {
 		t.Fatalf("a WEB session read api.token after the edit made it secret: %s", r)
 	}

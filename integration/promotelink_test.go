@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A promotion moves one name: a file with another name (RX-linked-promote)
@@ -39,6 +38,9 @@ func TestPromoteRefusesLinkedAndOpenFiles(t *testing.T) {
 	if r := runCmd(e.WS, nil, aerfsBin, "promote", "--workspace", e.WS, "sessions/a/e"); r.Code == 0 || e.Exists("shared/e") {
 		t.Fatalf("a directory holding a link that winds out of it was promoted: %s", r)
 	}
+	if d := recordsFor(e.Log(), "", "promote", "sessions/a/e/w.md"); lastRule(d) != "RX-linked-promote" {
+		t.Fatalf("the promotion of sessions/a/e: %s, want sessions/a/e/w.md refused RX-linked-promote", describe(d))
+	}
 	// A memory file the session has open through a staging handle.
 	done0 := make(chan Result, 1)
 	go func() {
@@ -53,14 +55,14 @@ f.write("more\n")
 f.close()
 `)
 	}()
-	deadline0 := time.Now().Add(10 * time.Second)
-	for !e.Exists("sessions/a/m-ready") && time.Now().Before(deadline0) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "sessions/a/m-ready", func() bool { return e.Exists("sessions/a/m-ready") })
 	r = runCmd(e.WS, nil, aerfsBin, "promote", "--workspace", e.WS, "sessions/a/m")
 	<-done0
 	if r.Code == 0 || e.Exists("shared/m") {
 		t.Fatalf("a directory holding a memory file open for writing was promoted: %s", r)
+	}
+	if d := recordsFor(e.Log(), "", "promote", "sessions/a/m/MEMORY.md"); lastRule(d) != "RW-open-writer" {
+		t.Fatalf("the promotion of sessions/a/m: %s, want sessions/a/m/MEMORY.md refused RW-open-writer", describe(d))
 	}
 
 	expectOK(t, "session b writes a note", e.Sh("USER", "b", "echo note > sessions/b/note.md"))
@@ -75,10 +77,7 @@ os.write(fd, b"written after the promotion\n")
 os.close(fd)
 `)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Exists("sessions/b/ready") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "sessions/b/ready", func() bool { return e.Exists("sessions/b/ready") })
 	r = runCmd(e.WS, nil, aerfsBin, "promote", "--workspace", e.WS, "sessions/b/note.md")
 	<-done
 	if r.Code == 0 || e.Exists("shared/note.md") {
@@ -110,14 +109,17 @@ func TestNamespaceLinksMadeBeforeMount(t *testing.T) {
 	if got := e.Read("shared/conventions.md"); got != "team conventions\n" {
 		t.Fatalf("a WEB session changed the shared file through its own name of it: %q", got)
 	}
-	if d := e.Denials("sessions/w/conventions.md"); len(d) == 0 {
-		t.Fatalf("no refusal recorded for the write through sessions/w/conventions.md")
+	if d := e.Denials("sessions/w/conventions.md"); lastRule(d) != "RX-linked-namespaces" {
+		t.Fatalf("the write through sessions/w/conventions.md: %s, want a refusal RX-linked-namespaces", describe(d))
 	}
 	// A plain name of a session's file, the session's name then renamed:
 	// the file stays in the session's namespace.
 	expectOK(t, "session a renames its report", e.Sh("USER", "a", "mv sessions/a/report.md sessions/a/final.md"))
 	if r := e.Sh("WEB", "c", "cat report.md"); strings.Contains(r.Stdout, "token") {
 		t.Fatalf("another session read session a's file through a plain name once a renamed its own: %s", r)
+	}
+	if d := e.Denials("report.md"); lastRule(d) != "R4-namespace" {
+		t.Fatalf("the read of report.md by session c: %s, want a refusal R4-namespace", describe(d))
 	}
 	r := e.Sh("USER", "b", "cat sessions/b/private.md")
 	if strings.Contains(r.Stdout, "a's notes") {
