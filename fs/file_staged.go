@@ -45,6 +45,7 @@ func (f *stagedFile) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (f *stagedFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	defer f.node.written()
 	return f.d.Write(f.node.door.Writer(caller(ctx)), data, off)
 }
 
@@ -54,6 +55,7 @@ func (f *stagedFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint
 }
 
 func (f *stagedFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	defer f.node.written()
 	return f.d.Allocate(f.node.door.Writer(caller(ctx)), int64(off), int64(size), mode)
 }
 
@@ -74,6 +76,7 @@ func (f *stagedFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 // staged; mode, owner and times are decided by the node's Setattr.
 func (f *stagedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if sz, ok := in.GetSize(); ok {
+		defer f.node.written()
 		if errno := f.d.Truncate(f.node.door.Writer(caller(ctx)), int64(sz)); errno != 0 {
 			return errno
 		}
@@ -82,13 +85,13 @@ func (f *stagedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.
 }
 
 func (f *stagedFile) Flush(ctx context.Context) syscall.Errno {
-	return f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false)
+	return f.settle(f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false))
 }
 
 func (f *stagedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false)
+	return f.settle(f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false))
 }
 
 func (f *stagedFile) Release(ctx context.Context) syscall.Errno {
-	return f.node.door.Release(f.node.rel(), f.d)
+	return f.settle(f.node.door.Release(f.node.rel(), f.d))
 }

@@ -43,10 +43,11 @@ type inoAlias struct {
 // identities across the renames the guard's transaction publishes
 // (txn.Identities).
 type aliases struct {
-	dir *backing.Dir
-	n   atomic.Int32
-	mu  sync.Mutex
-	m   map[label.Key]*inoAlias
+	dir  *backing.Dir
+	root atomic.Pointer[Node] // the mount's root, for Changed (attrcache.go)
+	n    atomic.Int32
+	mu   sync.Mutex
+	m    map[label.Key]*inoAlias
 }
 
 var _ txn.Identities = (*aliases)(nil)

@@ -36,6 +36,7 @@ func Mount(mountpoint string, door *guard.Door, o MountOptions) (*fuse.Server, e
 	lr := &gofs.LoopbackRoot{Path: dir.Path(), Dev: uint64(st.Dev)}
 	root := &Node{LoopbackNode: &gofs.LoopbackNode{RootData: lr}, door: door, dir: dir, ids: ids}
 	lr.RootNode = root
+	ids.root.Store(root)
 
 	// No default entry or attribute timeout: every lookup, create and
 	// getattr sets its own (setEntryTimeouts), so that the zero of a

@@ -25,6 +25,9 @@ type Node struct {
 	ids  *aliases // inoalias.go
 
 	xattrs atomic.Int32 // xattrUnknown, xattrNone or xattrSome
+	// attrsOut: the kernel may hold this guarded file's attributes, given
+	// since the last write through a staging handle (attrcache.go).
+	attrsOut atomic.Bool
 }
 
 const (
@@ -81,9 +84,11 @@ func caller(ctx context.Context) guard.Caller {
 	return guard.Caller(c.Pid)
 }
 
-// isSensitive reports whether lookups and attributes of rel must never be
-// cached by the kernel: guarded files (every byte and size must come from
-// here, and restores change them behind the kernel's back), session
+// isSensitive reports whether lookups and attributes of rel are not cached
+// by the kernel like plain ones: guarded files (every byte must come from
+// here, and restores change them behind the kernel's back: only a regular
+// file's name and attributes are kept, for a second, and every change the
+// kernel did not make itself invalidates them, attrcache.go), session
 // namespaces (a dentry cached for one session must not serve another) and
 // the shared namespace (promotions add to it behind the kernel's back).
 func isSensitive(c policy.Class, ns policy.Namespace) bool {
@@ -100,8 +105,9 @@ const plainTimeout = 60 * time.Second
 
 // guardedEntryTimeout is how long the kernel may keep the name of a
 // guarded regular file outside the session and shared namespaces
-// (MEMORY.md): the name only, never its attributes. Every open, read, stat
-// and change of the file still reaches the daemon, which acts on the path,
+// (MEMORY.md); its attributes are kept as long, on the terms of
+// attrcache.go. Every open, read and change of the file still reaches
+// the daemon, which acts on the path,
 // and a commit keeps the kernel's identity of the file (inoalias.go), so
 // a name served from the cache leads where a lookup would. No lookup of
 // such a name is decided (only session namespaces' are), and a failed one
@@ -166,10 +172,21 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 		noNegativeCache(out)
 		return nil, errno
 	}
+	prev := n.GetChild(name)
+	if prev != nil && cachesAttrs(c, ns, prev.StableAttr().Mode) {
+		if pn, ok := prev.Operations().(*Node); ok {
+			pn.giveAttrs()
+		} else {
+			prev = nil
+		}
+	}
 	ch, errno := n.lookupAt(ctx, rel, out)
 	switch {
 	case errno == 0:
 		setEntryTimeouts(out, c, ns)
+		if d := cachedAttrs(prev, ch, c, ns, out.Attr.Mode); d > 0 {
+			out.SetAttrTimeout(d)
+		}
 		if guard.IsObject(out.Attr.Mode) {
 			// Never cached: every path walk to one reaches the guard.
 			neverCache(out)
@@ -185,14 +202,24 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 
 func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	var errno syscall.Errno
+	rel := n.rel()
+	c, ns := n.door.Classify(rel)
+	// Attributes read through a handle are never cached (attrcache.go).
+	give := false
 	if fga, ok := f.(gofs.FileGetattrer); ok && f != nil {
 		errno = fga.Getattr(ctx, out)
 	} else {
-		errno = n.staleName(n.getattrAt(n.rel(), out))
+		if give = cachesAttrs(c, ns, n.StableAttr().Mode); give {
+			n.giveAttrs()
+		}
+		errno = n.staleName(n.getattrAt(rel, out))
 	}
 	if errno == 0 {
-		if c, ns := n.door.Classify(n.rel()); !isSensitive(c, ns) && !guard.IsObject(out.Attr.Mode) {
+		switch {
+		case !isSensitive(c, ns) && !guard.IsObject(out.Attr.Mode):
 			out.SetTimeout(plainTimeout)
+		case give && cachesAttrs(c, ns, out.Attr.Mode):
+			out.SetTimeout(guardedAttrTimeout)
 		}
 	}
 	return errno

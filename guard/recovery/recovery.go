@@ -269,6 +269,7 @@ func (r *Recovery) Check(rel string) (*Drift, error) {
 	}
 	// Believe the file from now on, so one drift is reported once.
 	r.c.Changes.Expect(rel, found)
+	r.c.Txn.Changed(rel)
 	return &Drift{Path: rel, Expected: want, Found: found}, nil
 }
 

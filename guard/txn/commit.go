@@ -56,8 +56,9 @@ func (t *Txn) Commit(c Commit) syscall.Errno {
 	}
 	var preKey *label.Key
 	return t.Apply(&Change{
-		Keep:  []string{rel},
-		After: func(map[string]string) map[string]string { return map[string]string{rel: c.Hash} },
+		ThroughKernel: true,
+		Keep:          []string{rel},
+		After:         func(map[string]string) map[string]string { return map[string]string{rel: c.Hash} },
 		Prepare: func(old map[string]string) ([]*evidence.Record, syscall.Errno) {
 			if c.Placeholder {
 				old[rel] = ""

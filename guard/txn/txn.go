@@ -42,6 +42,11 @@ type Identities interface {
 	After(prev any, fd int)
 	// Failed is called when the rename did not happen.
 	Failed(prev any)
+	// Changed is called once rel changed, or may have, without the kernel
+	// making the change through its own handle of the file (a restore, a
+	// rename or removal, content found changed in the backing directory):
+	// what the kernel caches of rel no longer describes it.
+	Changed(rel string)
 }
 
 // New prepares the transaction of a root.
@@ -55,6 +60,14 @@ func New(c Config) (*Txn, error) {
 // SetIdentities sets what keeps the kernel's identities (before the mount
 // serves).
 func (t *Txn) SetIdentities(i Identities) { t.ids = i }
+
+// Changed tells the kernel's side that rel changed behind it
+// (Identities.Changed).
+func (t *Txn) Changed(rel string) {
+	if t.ids != nil {
+		t.ids.Changed(rel)
+	}
+}
 
 // Lock takes the locks of every path a change touches (Changes.Lock).
 func (t *Txn) Lock(paths ...string) func() { return t.c.Changes.Lock(paths...) }
@@ -83,6 +96,11 @@ type Change struct {
 	Done func(ids []string) syscall.Errno
 	// Abort releases what Prepare staged when the change does not happen.
 	Abort func()
+	// ThroughKernel: the change is the commit of content the kernel wrote
+	// through its own handle of the file (a staging handle), which knows
+	// what it wrote; the handle settles the rest (fs, file_staged.go).
+	// Every other change is told to the kernel's side (Identities.Changed).
+	ThroughKernel bool
 }
 
 // Apply carries out c. Called with the locks of every path in c.Keep and
@@ -127,7 +145,13 @@ func (t *Txn) Apply(c *Change) (errno syscall.Errno) {
 		unexpect()
 		return syscall.EIO
 	}
-	if errno := c.Publish(ids); errno != 0 {
+	errno = c.Publish(ids)
+	if !c.ThroughKernel {
+		for _, p := range paths {
+			t.Changed(p)
+		}
+	}
+	if errno != 0 {
 		unexpect()
 		t.notApplied(paths, old, after, ids, errno)
 		return errno

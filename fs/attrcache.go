@@ -1,0 +1,107 @@
+package fs
+
+import (
+	"strings"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/aerfs/aerfs/policy"
+)
+
+// # A guarded file's attributes in the kernel's cache
+//
+// The kernel may keep a guarded file's attributes (outside the session and
+// shared namespaces) for guardedAttrTimeout, as it keeps its name. That
+// spares every open a GETATTR: with default_permissions the kernel checks
+// the mode at each open, and asks for it again whenever its copy expired.
+// A guarded commit is then five round trips instead of six.
+//
+// The kernel's copy must never outlive a change it did not see. What the
+// kernel sees itself: a write through a staging handle marks the size and
+// times it holds invalid, so whatever it is told after that write comes
+// from here. What it does not see, and how each is told:
+//
+//   - a commit that publishes after the kernel was given the attributes
+//     since the handle's last write (a lookup after the name expired):
+//     attrsOut notes such an answer before it is read, and the commit
+//     then invalidates the kernel's copy (stagedFile.settle);
+//   - every other change of a guarded path — a restore, a rename, a
+//     removal, a promotion, an accepted quarantine: the transaction tells
+//     the mount (aliases.Changed), which invalidates the copy;
+//   - content changed in the backing directory: the drift check tells it
+//     the same way, once the drift is found (within a fraction of a second
+//     while mounted).
+//
+// An invalidation bumps the kernel's attribute version, so an answer read
+// before the change and sent after it is dropped by the kernel, not
+// cached. Attributes read through an open handle (fstat, and the kernel's
+// stat of a file some handle has open) are never cached: a staging
+// handle's are its draft's.
+
+// guardedAttrTimeout is how long the kernel may keep a guarded regular
+// file's attributes.
+const guardedAttrTimeout = guardedEntryTimeout
+
+// cachesAttrs reports whether the kernel may keep the attributes of a
+// file of class c in namespace ns and of the given mode for
+// guardedAttrTimeout (plain files have plainTimeout).
+func cachesAttrs(c policy.Class, ns policy.Namespace, mode uint32) bool {
+	return isSensitive(c, ns) && ns == policy.NSNone && mode&syscall.S_IFMT == syscall.S_IFREG
+}
+
+// giveAttrs notes, before the node's attributes are read for an answer the
+// kernel may cache, that it may hold them from now on.
+func (n *Node) giveAttrs() { n.attrsOut.Store(true) }
+
+// forgetAttrs invalidates the kernel's copy of the node's attributes (its
+// pages are left: a guarded file's readers drop them at open and close).
+func (n *Node) forgetAttrs() {
+	n.attrsOut.Store(false)
+	n.EmbeddedInode().NotifyContent(-1, 0)
+}
+
+// written: the kernel has marked its copy of the size and times invalid
+// (a write, truncation or allocation through a staging handle).
+func (n *Node) written() { n.attrsOut.Store(false) }
+
+// settle ends a commit, refused or not, through a staging handle: the
+// kernel's copy of the attributes is invalidated if it may have been
+// given them since the handle's last write.
+func (f *stagedFile) settle(errno syscall.Errno) syscall.Errno {
+	if f.node.attrsOut.Swap(false) {
+		f.node.forgetAttrs()
+	}
+	return errno
+}
+
+// Changed invalidates the kernel's copy of the attributes of rel, which
+// changed behind it (txn.Identities).
+func (t *aliases) Changed(rel string) {
+	root := t.root.Load()
+	if root == nil {
+		return
+	}
+	in := root.EmbeddedInode()
+	for _, name := range strings.Split(rel, "/") {
+		if in = in.GetChild(name); in == nil {
+			return // the kernel has not looked it up
+		}
+	}
+	if n, ok := in.Operations().(*Node); ok {
+		n.forgetAttrs()
+	}
+}
+
+// cachedAttrs sets the lifetime of the attributes a lookup of the child
+// prev (nil: not known before this lookup) answers with: a guarded file's
+// are kept only when the node was known before and noted as given
+// (giveAttrs) before they were read, so that a change racing the lookup
+// invalidates them.
+func cachedAttrs(prev *gofs.Inode, ch *gofs.Inode, c policy.Class, ns policy.Namespace, mode uint32) time.Duration {
+	if prev == nil || ch == nil || !cachesAttrs(c, ns, mode) || prev.StableAttr() != ch.StableAttr() {
+		return 0
+	}
+	return guardedAttrTimeout
+}
