@@ -2,6 +2,7 @@ package fs
 
 import (
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 //
 //   - a commit that publishes after the kernel was given the attributes
 //     since the handle's last write (a lookup after the name expired):
-//     attrsOut notes such an answer before it is read, and the commit
+//     kernelAttrs notes such an answer before it is read, and the commit
 //     then invalidates the kernel's copy (stagedFile.settle);
 //   - every other change of a guarded path — a restore, a rename, a
 //     removal, a promotion, an accepted quarantine: the transaction tells
@@ -34,11 +35,13 @@ import (
 //     the same way, once the drift is found (within a fraction of a second
 //     while mounted).
 //
-// An invalidation bumps the kernel's attribute version, so an answer read
-// before the change and sent after it is dropped by the kernel, not
-// cached. Attributes read through an open handle (fstat, and the kernel's
-// stat of a file some handle has open) are never cached: a staging
-// handle's are its draft's.
+// A lookup that meets a node it did not know before answers attributes
+// the kernel does not keep (cachedAttrs): a change racing that lookup
+// would find no node to invalidate. An invalidation bumps the kernel's
+// attribute version, so an answer read before the change and sent after it
+// is dropped by the kernel, not cached. Attributes read through an open
+// handle (fstat, and the kernel's stat of a file some handle has open) are
+// never cached: a staging handle's are its draft's.
 
 // guardedAttrTimeout is how long the kernel may keep a guarded regular
 // file's attributes.
@@ -51,27 +54,33 @@ func cachesAttrs(c policy.Class, ns policy.Namespace, mode uint32) bool {
 	return isSensitive(c, ns) && ns == policy.NSNone && mode&syscall.S_IFMT == syscall.S_IFREG
 }
 
-// giveAttrs notes, before the node's attributes are read for an answer the
-// kernel may cache, that it may hold them from now on.
-func (n *Node) giveAttrs() { n.attrsOut.Store(true) }
+// kernelAttrs is what a node knows of the kernel's copy of its
+// attributes: whether the kernel may hold them, given since the last
+// write through a staging handle.
+type kernelAttrs struct{ given atomic.Bool }
 
-// forgetAttrs invalidates the kernel's copy of the node's attributes (its
-// pages are left: a guarded file's readers drop them at open and close).
-func (n *Node) forgetAttrs() {
-	n.attrsOut.Store(false)
-	n.EmbeddedInode().NotifyContent(-1, 0)
-}
+// give notes, before the node's attributes are read for an answer the
+// kernel may cache, that it may hold them from now on.
+func (k *kernelAttrs) give() { k.given.Store(true) }
 
 // written: the kernel has marked its copy of the size and times invalid
 // (a write, truncation or allocation through a staging handle).
-func (n *Node) written() { n.attrsOut.Store(false) }
+func (k *kernelAttrs) written() { k.given.Store(false) }
+
+// forget invalidates the kernel's copy of the attributes of the node in
+// (its pages are left: a guarded file's readers drop them at open and
+// close).
+func (k *kernelAttrs) forget(in *gofs.Inode) {
+	k.given.Store(false)
+	in.NotifyContent(-1, 0)
+}
 
 // settle ends a commit, refused or not, through a staging handle: the
 // kernel's copy of the attributes is invalidated if it may have been
 // given them since the handle's last write.
 func (f *stagedFile) settle(errno syscall.Errno) syscall.Errno {
-	if f.node.attrsOut.Swap(false) {
-		f.node.forgetAttrs()
+	if n := f.node; n.attrs.given.Swap(false) {
+		n.attrs.forget(n.EmbeddedInode())
 	}
 	return errno
 }
@@ -90,14 +99,14 @@ func (t *aliases) Changed(rel string) {
 		}
 	}
 	if n, ok := in.Operations().(*Node); ok {
-		n.forgetAttrs()
+		n.attrs.forget(in)
 	}
 }
 
 // cachedAttrs sets the lifetime of the attributes a lookup of the child
 // prev (nil: not known before this lookup) answers with: a guarded file's
 // are kept only when the node was known before and noted as given
-// (giveAttrs) before they were read, so that a change racing the lookup
+// (kernelAttrs.give) before they were read, so that a change racing the lookup
 // invalidates them.
 func cachedAttrs(prev *gofs.Inode, ch *gofs.Inode, c policy.Class, ns policy.Namespace, mode uint32) time.Duration {
 	if prev == nil || ch == nil || !cachesAttrs(c, ns, mode) || prev.StableAttr() != ch.StableAttr() {

@@ -45,7 +45,7 @@ func (f *stagedFile) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (f *stagedFile) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	defer f.node.written()
+	defer f.node.attrs.written()
 	return f.d.Write(f.node.door.Writer(caller(ctx)), data, off)
 }
 
@@ -55,7 +55,7 @@ func (f *stagedFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint
 }
 
 func (f *stagedFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	defer f.node.written()
+	defer f.node.attrs.written()
 	return f.d.Allocate(f.node.door.Writer(caller(ctx)), int64(off), int64(size), mode)
 }
 
@@ -76,7 +76,7 @@ func (f *stagedFile) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 // staged; mode, owner and times are decided by the node's Setattr.
 func (f *stagedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if sz, ok := in.GetSize(); ok {
-		defer f.node.written()
+		defer f.node.attrs.written()
 		if errno := f.d.Truncate(f.node.door.Writer(caller(ctx)), int64(sz)); errno != 0 {
 			return errno
 		}

@@ -25,9 +25,7 @@ type Node struct {
 	ids  *aliases // inoalias.go
 
 	xattrs atomic.Int32 // xattrUnknown, xattrNone or xattrSome
-	// attrsOut: the kernel may hold this guarded file's attributes, given
-	// since the last write through a staging handle (attrcache.go).
-	attrsOut atomic.Bool
+	attrs  kernelAttrs  // the kernel's copy of a guarded file's attributes (attrcache.go)
 }
 
 const (
@@ -175,7 +173,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	prev := n.GetChild(name)
 	if prev != nil && cachesAttrs(c, ns, prev.StableAttr().Mode) {
 		if pn, ok := prev.Operations().(*Node); ok {
-			pn.giveAttrs()
+			pn.attrs.give()
 		} else {
 			prev = nil
 		}
@@ -210,7 +208,7 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 		errno = fga.Getattr(ctx, out)
 	} else {
 		if give = cachesAttrs(c, ns, n.StableAttr().Mode); give {
-			n.giveAttrs()
+			n.attrs.give()
 		}
 		errno = n.staleName(n.getattrAt(rel, out))
 	}
