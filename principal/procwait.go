@@ -17,7 +17,9 @@ import (
 // any process, when that process's FLUSH needs the lock. The entries of a
 // process on its way out may block their reader too.
 //
-// Hence three rules. Every resolution reads /proc under a bound: past
+// Hence three rules. Every resolution reads /proc under a bound (but for
+// the program's link of a thread already resolved, read through its open
+// directory, which cannot wait: Registry.Resolve): past
 // ProcWait the process is taken as one whose entries do not answer, and
 // while that read is still blocked, later resolutions of the same process
 // do not wait again. A request whose caller waits for its answer in the
@@ -37,6 +39,13 @@ const ProcWait = time.Second
 const CallerWait = 20 * time.Millisecond
 
 var stalled sync.Map // tid → chan struct{} closed when its blocked read returns
+
+// isStalled reports whether a read of tid's /proc has been blocked past
+// ProcWait and has not returned yet.
+func isStalled(tid int) bool {
+	_, ok := stalled.Load(tid)
+	return ok
+}
 
 // WithinProcWait runs f, which reads /proc entries of process tid, and
 // reports whether it returned within ProcWait. When it did not, f goes on

@@ -366,14 +366,23 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	ok = ok && e.hg == hg
 	if ok {
 		same := false
-		if !WithinProcWait(tid, func() {
-			if e.dir != nil && e.exe != "" {
-				exe, ok := exeAt(e.dir)
-				same = ok && exe == e.exe
-			} else {
-				start, err := startTime(tid)
-				same = err == nil && e.start == start && exePath(tid) == e.exe
+		if e.dir != nil && e.exe != "" {
+			// The one /proc read not put under the bound (procwait.go):
+			// the program's link, through the thread's own directory. It
+			// takes no lock the process can hold while it waits for this
+			// daemon (the file is taken under RCU since Linux 4.1; the
+			// access checks take the task's spinlock), so neither an exec
+			// nor an exit can make it wait. Bounding it cost a goroutine
+			// and a timer per request. A process whose reads stalled
+			// before stays stalled until they return.
+			if isStalled(tid) {
+				return stalled()
 			}
+			exe, ok := exeAt(e.dir)
+			same = ok && exe == e.exe
+		} else if !WithinProcWait(tid, func() {
+			start, err := startTime(tid)
+			same = err == nil && e.start == start && exePath(tid) == e.exe
 		}) {
 			return stalled()
 		}
