@@ -79,7 +79,7 @@ func caller(ctx context.Context) guard.Caller {
 	if !ok {
 		return guard.NoCaller
 	}
-	return guard.Caller(c.Pid)
+	return guard.Caller{Pid: int(c.Pid), UID: c.Uid}
 }
 
 // isSensitive reports whether lookups and attributes of rel are not cached

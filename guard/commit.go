@@ -16,7 +16,7 @@ import (
 // Writer resolves the caller of a write through a guarded handle (nil
 // when the request names no process).
 func (d *Door) Writer(c Caller) *principal.Resolved {
-	if c <= 0 {
+	if c.Pid <= 0 {
 		return nil
 	}
 	return d.h.gate.Resolve(c)
@@ -39,7 +39,7 @@ func (d *Door) Commit(c Caller, rel string, dr *draft.Draft, last bool) syscall.
 	if !due {
 		return 0
 	}
-	if c > 0 {
+	if c.Pid > 0 {
 		h.gate.ResolveCaller(c)
 	}
 	now := tracking.Resolve(h.reg, ids)
@@ -93,7 +93,7 @@ func (d *Door) Commit(c Caller, rel string, dr *draft.Draft, last bool) syscall.
 // recorded the name, so it is absent again. Only that very placeholder
 // goes, not a file another commit has put there since.
 func (d *Door) Release(rel string, dr *draft.Draft) syscall.Errno {
-	errno := d.Commit(0, rel, dr, true)
+	errno := d.Commit(Caller{}, rel, dr, true)
 	placeholder, closed := dr.Close()
 	if closed {
 		return errno

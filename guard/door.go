@@ -25,7 +25,7 @@ type Door struct{ h *house }
 type Caller = gate.Caller
 
 // NoCaller is the Caller of a request that names no process.
-const NoCaller = gate.NoCaller
+var NoCaller = gate.NoCaller
 
 // Dir is the backing directory, for the nodes' own *at calls.
 func (d *Door) Dir() *backing.Dir { return d.h.dir }

@@ -77,7 +77,7 @@ func (h *house) commit(t *testing.T, res *principal.Resolved, rel, content strin
 	if _, errno := dr.Write(res, []byte(content), 0); errno != 0 {
 		t.Fatal(errno)
 	}
-	return (&Door{h: h}).Commit(0, rel, dr, false)
+	return (&Door{h: h}).Commit(Caller{}, rel, dr, false)
 }
 
 // records reads the log as a reader does: after asking for a flush, so

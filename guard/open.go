@@ -321,7 +321,7 @@ func (p *Plain) settle() {
 // the label recomputed once it can be resolved (the handle's release and
 // its readers' decisions wait for that: principal/procwait.go).
 func (p *Plain) Flush(c Caller, stat func() *syscall.Stat_t) syscall.Errno {
-	if c > 0 {
+	if c.Pid > 0 {
 		res, later := p.h.gate.ResolveCaller(c)
 		if later != nil {
 			p.late.add()

@@ -177,7 +177,7 @@ func BenchmarkPlainWriteOpen(b *testing.B) {
 	os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644)
 	h, _ := benchHouse(b, ws)
 	d := &Door{h: h}
-	c := Caller(os.Getpid())
+	c := Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}
 	var st syscall.Stat_t
 	syscall.Lstat(filepath.Join(ws, "f"), &st)
 	nop := func(*syscall.Stat_t) syscall.Errno { return 0 }

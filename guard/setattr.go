@@ -110,7 +110,7 @@ func (d *Door) truncate(res *principal.Resolved, rel string, size uint64) syscal
 	if errno := dr.Truncate(res, int64(size)); errno != 0 {
 		return errno
 	}
-	return d.Commit(0, rel, dr, true)
+	return d.Commit(Caller{}, rel, dr, true)
 }
 
 // changed lets the label of a labelled writer res flow into the plain

@@ -96,7 +96,7 @@ func TestWalkOneCommit(t *testing.T) {
 	if run != "with" {
 		return
 	}
-	errno = (&Door{h: h}).Commit(Caller(os.Getpid()), "MEMORY.md", dr, false) // as the close of a process
+	errno = (&Door{h: h}).Commit(Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}, "MEMORY.md", dr, false) // as the close of a process
 	if errno != 0 {
 		t.Fatalf("commit: %v", errno)
 	}

@@ -323,3 +323,35 @@ echo "own $(cat sessions/$me/secret.txt)"
 		bugErrorf(t, "a session planted a file in another session:\n%s", r.Stdout)
 	}
 }
+
+// A process the mount resolved as the owner, which then changes its user
+// without an exec (setresuid to nobody, as a service handing work to an
+// unprivileged user does), is resolved again as the user it is now: its
+// write of a guarded file is decided and recorded as nobody's, not as the
+// owner's it resolved as before.
+func TestCallerChangingUserIsResolvedAgain(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m\n"}).Mount()
+	expectOK(t, "chmod", e.Owner("chmod 666 MEMORY.md"))
+	py := `import os
+os.close(os.open("MEMORY.md", os.O_RDONLY))   # resolved as the owner
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+try:
+    fd = os.open("MEMORY.md", os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"written as nobody\n")
+    os.close(fd)
+    print("written")
+except OSError as ex:
+    print("refused", ex.errno)
+`
+	e.Owner("python3 -c '" + py + "'")
+	if got := e.Read("MEMORY.md"); got != "m\n" {
+		t.Fatalf("a process that dropped to nobody changed MEMORY.md as the owner: %q", got)
+	}
+	d := e.Denials("MEMORY.md")
+	if lastRule(d) != "R3-principal" {
+		t.Fatalf("the write was not refused for its principal: %v", describe(d))
+	}
+	if uid := d[len(d)-1].Record.Meta.UID; uid != 65534 {
+		t.Fatalf("the refusal records uid %d, want 65534 (the user the process is now)", uid)
+	}
+}

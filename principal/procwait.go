@@ -93,13 +93,16 @@ var pendingCallers sync.Map // tid → *callerResolution
 // answers (the exec over; the caller is then the same process, running
 // its new program), waiting for it. Until then CallerPending(tid) holds,
 // and a further request of the same caller does not wait at all.
-func (r *Registry) ResolveCaller(tid int) (res *Resolved, later func() *Resolved) {
+func (r *Registry) ResolveCaller(tid int, fsuid int64) (res *Resolved, later func() *Resolved) {
 	if v, ok := pendingCallers.Load(tid); ok {
 		return nil, v.(*callerResolution).wait
 	}
+	if res := r.known(tid, fsuid); res != nil {
+		return res, nil // from the cache, without waiting
+	}
 	c := &callerResolution{done: make(chan struct{})}
 	go func() {
-		c.res = r.Resolve(tid)
+		c.res = r.ResolveAs(tid, fsuid)
 		close(c.done)
 	}()
 	t := time.NewTimer(CallerWait)

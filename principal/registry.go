@@ -251,6 +251,7 @@ type threadEntry struct {
 	res   *Resolved
 	dir   *os.File
 	hg    uint64 // the host's move counter when cached
+	fsuid int64  // the filesystem uid of the request it was resolved for (-1: none)
 }
 
 // maxThreadDirs bounds the /proc directories kept open for cached threads
@@ -264,6 +265,32 @@ var maxThreadDirs = func() int {
 	}
 	return int(min(4096, rl.Cur/4))
 }()
+
+// known answers from the cache, without waiting, for a thread seen before
+// whose /proc directory it holds open: still alive (the directory is that
+// thread's for good), still running the same program, making its request
+// as the same user, and no daemon on the host has moved a process since
+// (nil: not answered so). The program's link is the one /proc read not
+// put under the bound (procwait.go): read through the thread's own
+// directory it takes no lock the process can hold while it waits for this
+// daemon (the file is taken under RCU since Linux 4.1; the access checks
+// take the task's spinlock), so neither an exec nor an exit can make it
+// wait. Bounding it cost a goroutine and a timer per request.
+func (r *Registry) known(tid int, fsuid int64) *Resolved {
+	if isStalled(tid) {
+		return nil
+	}
+	r.mu.RLock()
+	e, ok := r.threads[tid]
+	r.mu.RUnlock()
+	if !ok || e.dir == nil || e.exe == "" || e.hg != hostGen() || (fsuid >= 0 && e.fsuid != fsuid) {
+		return nil
+	}
+	if exe, ok := exeAt(e.dir); !ok || exe != e.exe {
+		return nil
+	}
+	return e.res
+}
 
 // setThread caches e for tid, closing the directory of the entry it
 // replaces. Called with r.mu held.
@@ -350,37 +377,37 @@ func (r *Registry) Tracking() string {
 // is returned Stalled. Only those reads are bounded: the registry's own
 // work (its locks, the host's coordination of mounts) is not a sign of an
 // exit, and a resolution that waits for it is not stalled.
-func (r *Registry) Resolve(tid int) *Resolved {
+func (r *Registry) Resolve(tid int) *Resolved { return r.ResolveAs(tid, -1) }
+
+// ResolveAs is Resolve for a request of tid that the kernel says acts as
+// the filesystem uid fsuid (-1: not known). A resolution cached for a
+// request serves only requests made as the same uid: a thread that
+// changed its credentials without an exec (a service dropping to another
+// user) is resolved again from its /proc, as the user it is now.
+func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
 	}
 	stalled := func() *Resolved {
 		return &Resolved{Stalled: true, Reason: fmt.Sprintf("pid %d: its /proc entries did not answer within %v (a process on its way out)", tid, ProcWait)}
 	}
-	// Fast path: a thread seen before, still alive, same program, and no
-	// daemon on the host has moved a process since.
+	// Fast path: a thread seen before, still alive, same program and
+	// user, and no daemon on the host has moved a process since.
+	if isStalled(tid) {
+		return stalled() // until its blocked read of /proc returns
+	}
+	if res := r.known(tid, fsuid); res != nil {
+		return res
+	}
 	hg := hostGen()
 	r.mu.RLock()
 	e, ok := r.threads[tid]
 	r.mu.RUnlock()
-	ok = ok && e.hg == hg
-	if ok {
+	if ok && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid) && (e.dir == nil || e.exe == "") {
+		// Cached without its directory (past maxThreadDirs): checked
+		// through /proc paths, under the bound.
 		same := false
-		if e.dir != nil && e.exe != "" {
-			// The one /proc read not put under the bound (procwait.go):
-			// the program's link, through the thread's own directory. It
-			// takes no lock the process can hold while it waits for this
-			// daemon (the file is taken under RCU since Linux 4.1; the
-			// access checks take the task's spinlock), so neither an exec
-			// nor an exit can make it wait. Bounding it cost a goroutine
-			// and a timer per request. A process whose reads stalled
-			// before stays stalled until they return.
-			if isStalled(tid) {
-				return stalled()
-			}
-			exe, ok := exeAt(e.dir)
-			same = ok && exe == e.exe
-		} else if !WithinProcWait(tid, func() {
+		if !WithinProcWait(tid, func() {
 			start, err := startTime(tid)
 			same = err == nil && e.start == start && exePath(tid) == e.exe
 		}) {
@@ -409,7 +436,7 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	r.mu.RLock()
 	res, ok := r.procs[p.ID]
 	r.mu.RUnlock()
-	if !ok || res.Proc.Exe != p.Exe || res.hg != hg {
+	if !ok || res.Proc.Exe != p.Exe || res.Proc.UID != p.UID || res.hg != hg {
 		res = r.resolve(p, res)
 	}
 	r.mu.RLock()
@@ -429,7 +456,7 @@ func (r *Registry) Resolve(tid int) *Resolved {
 	if stErr == nil {
 		r.mu.Lock()
 		if r.gen == gen {
-			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg})
+			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg, fsuid: fsuid})
 		} else if dir != nil {
 			dir.Close()
 		}

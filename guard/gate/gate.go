@@ -72,19 +72,24 @@ func (g *Gate) Policy() *policy.Policy { return g.pol.Load() }
 // SetPolicy replaces the policy in force.
 func (g *Gate) SetPolicy(p *policy.Policy) { g.pol.Store(p) }
 
-// Caller is the thread id of a request (NoCaller when the request carries
-// none).
-type Caller int
+// Caller is the thread behind a request: its id (NoCaller when the
+// request names none) and the user id the kernel says it acts as for the
+// request (its filesystem uid), which a thread that changed its
+// credentials without an exec no longer shares with its resolution.
+type Caller struct {
+	Pid int
+	UID uint32
+}
 
 // NoCaller is the Caller of a request that names no process.
-const NoCaller Caller = -1
+var NoCaller = Caller{Pid: -1}
 
 // Resolve resolves the process behind a request.
 func (g *Gate) Resolve(c Caller) *principal.Resolved {
-	if c == NoCaller {
+	if c.Pid <= 0 {
 		return &principal.Resolved{Reason: "request without caller"}
 	}
-	return g.c.Registry.Resolve(int(c))
+	return g.c.Registry.ResolveAs(c.Pid, int64(c.UID))
 }
 
 // ResolveCaller resolves the caller of a request it waits for in the
@@ -92,10 +97,10 @@ func (g *Gate) Resolve(c Caller) *principal.Resolved {
 // does not answer within principal.CallerWait, res is nil and later
 // returns the resolution once it does (principal.Registry.ResolveCaller).
 func (g *Gate) ResolveCaller(c Caller) (res *principal.Resolved, later func() *principal.Resolved) {
-	if c == NoCaller {
+	if c.Pid <= 0 {
 		return &principal.Resolved{Reason: "request without caller"}, nil
 	}
-	return g.c.Registry.ResolveCaller(int(c))
+	return g.c.Registry.ResolveCaller(c.Pid, int64(c.UID))
 }
 
 // Target classifies rel and attaches the label of the file with stat st

@@ -1,0 +1,58 @@
+package principal
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/aerfs/aerfs/policy"
+)
+
+// A thread resolved as one user and then acting as another without an
+// exec (setresuid, as a service dropping its privileges does) is resolved
+// again from its /proc: neither the thread cache nor the process cache
+// hands out the resolution of the user it was.
+func TestResolutionFollowsACredentialChange(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("changes a process's user: needs root")
+	}
+	cmd := exec.Command("python3", "-c", `import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+print("dropped", flush=True)
+sys.stdin.readline()
+`)
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	out := bufio.NewReader(outp)
+	expect := func(want string) {
+		line, err := out.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != want {
+			t.Fatalf("child said %q (%v), want %q", line, err, want)
+		}
+	}
+	expect("ready")
+	pol := policy.Default()
+	r := NewRegistry(uint32(os.Getuid()), func() *policy.Policy { return pol }, nil)
+	pid := cmd.Process.Pid
+	if res := r.ResolveAs(pid, 0); res.Proc.UID != 0 || res.Principal != policy.User {
+		t.Fatalf("before the change: uid %d, %v", res.Proc.UID, res.Principal)
+	}
+	in.Write([]byte("\n"))
+	expect("dropped")
+	// The kernel now makes the thread's requests as uid 65534.
+	res := r.ResolveAs(pid, 65534)
+	if res.Proc.UID != 65534 || res.Principal == policy.User {
+		t.Fatalf("after dropping to nobody the thread resolves as uid %d, %v (the owner's resolution was kept)", res.Proc.UID, res.Principal)
+	}
+	if res, _ := r.ResolveCaller(pid, 65534); res == nil || res.Proc.UID != 65534 {
+		t.Fatalf("ResolveCaller after the change: %+v", res)
+	}
+}
