@@ -21,7 +21,8 @@ import (
 //
 // The kernel's copy must never outlive a change it did not see. What the
 // kernel sees itself: a write through a staging handle marks the size and
-// times it holds invalid, so whatever it is told after that write comes
+// times it holds invalid, and a truncation through one replaces them with
+// attributes it does not keep, so whatever it is told after either comes
 // from here. What it does not see, and how each is told:
 //
 //   - a commit that publishes after the kernel was given the attributes
@@ -64,7 +65,8 @@ type kernelAttrs struct{ given atomic.Bool }
 func (k *kernelAttrs) give() { k.given.Store(true) }
 
 // written: the kernel has marked its copy of the size and times invalid
-// (a write, truncation or allocation through a staging handle).
+// (a write through a staging handle), or replaced it with attributes it
+// does not keep (a truncation through one).
 func (k *kernelAttrs) written() { k.given.Store(false) }
 
 // forget invalidates the kernel's copy of the attributes of the node in

@@ -54,8 +54,10 @@ func (f *stagedFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint
 	return uint64(n), errno
 }
 
+// Allocate leaves the note that the kernel may hold the file's
+// attributes (attrcache.go): with FALLOC_FL_KEEP_SIZE the kernel keeps
+// the size it holds, so the commit invalidates it.
 func (f *stagedFile) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	defer f.node.attrs.written()
 	return f.d.Allocate(f.node.door.Writer(caller(ctx)), int64(off), int64(size), mode)
 }
 
