@@ -86,11 +86,17 @@ func (f *stagedFile) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.
 	return f.Getattr(ctx, out)
 }
 
-func (f *stagedFile) Flush(ctx context.Context) syscall.Errno {
-	return f.settle(f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false))
-}
+func (f *stagedFile) Flush(ctx context.Context) syscall.Errno { return f.commit(ctx) }
 
-func (f *stagedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+func (f *stagedFile) Fsync(ctx context.Context, flags uint32) syscall.Errno { return f.commit(ctx) }
+
+// commit commits what the handle staged, if anything: a close with
+// nothing to commit (a shell's first close of a redirection, before it
+// writes) changes nothing the kernel holds.
+func (f *stagedFile) commit(ctx context.Context) syscall.Errno {
+	if _, due := f.d.Due(false); !due {
+		return 0
+	}
 	return f.settle(f.node.door.Commit(caller(ctx), f.node.rel(), f.d, false))
 }
 

@@ -62,6 +62,9 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if errno != 0 {
 		return nil, errno
 	}
+	// The file has one more name: what the kernel keeps of its attributes
+	// under the old one no longer holds (attrcache.go, keepsAttrs).
+	tn.attrs.forget(tn.EmbeddedInode())
 	setEntryTimeouts(out, c, ns)
 	return ch, 0
 }
