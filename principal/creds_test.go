@@ -56,3 +56,46 @@ sys.stdin.readline()
 		t.Fatalf("ResolveCaller after the change: %+v", res)
 	}
 }
+
+// A thread that changes only its real uid keeps acting as the user it was
+// for the kernel (its effective and filesystem uid): it is decided as that
+// user whether its resolution was cached before the change or not, never
+// as one or the other depending on the cache.
+func TestRealUIDChangeDecidedAsTheUserTheRequestIsMadeAs(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("changes a process's user: needs root")
+	}
+	cmd := exec.Command("python3", "-c", `import os, sys
+print("ready", flush=True)
+sys.stdin.readline()
+os.setresuid(1000, 0, 0)
+print("changed", flush=True)
+sys.stdin.readline()
+`)
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	out := bufio.NewReader(outp)
+	expect := func(want string) {
+		line, err := out.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != want {
+			t.Fatalf("child said %q (%v), want %q", line, err, want)
+		}
+	}
+	expect("ready")
+	pol := policy.Default()
+	warm := NewRegistry(uint32(os.Getuid()), func() *policy.Policy { return pol }, nil)
+	pid := cmd.Process.Pid
+	warm.ResolveAs(pid, 0)
+	in.Write([]byte("\n"))
+	expect("changed")
+	cold := NewRegistry(uint32(os.Getuid()), func() *policy.Policy { return pol }, nil)
+	a, b := warm.ResolveAs(pid, 0), cold.ResolveAs(pid, 0)
+	if a.Principal != b.Principal || a.Proc.UID != b.Proc.UID || b.Proc.UID != 0 {
+		t.Fatalf("after a change of the real uid alone: cached %v (uid %d), fresh %v (uid %d); want both the owner's (uid 0)",
+			a.Principal, a.Proc.UID, b.Principal, b.Proc.UID)
+	}
+}

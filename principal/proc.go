@@ -47,7 +47,7 @@ func (p ProcID) String() string { return fmt.Sprintf("%d@%d", p.Tgid, p.Start) }
 type Proc struct {
 	ID   ProcID
 	PPid int
-	UID  uint32 // real uid
+	UID  uint32 // real uid, or the uid a request is made as (Registry.ResolveAs)
 	Exe  string // "" when unreadable (kernel thread, exited, or another user's process)
 }
 

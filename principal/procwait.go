@@ -17,9 +17,7 @@ import (
 // any process, when that process's FLUSH needs the lock. The entries of a
 // process on its way out may block their reader too.
 //
-// Hence three rules. Every resolution reads /proc under a bound (but for
-// the program's link of a thread already resolved, read through its open
-// directory, which cannot wait: Registry.Resolve): past
+// Hence three rules. Every resolution reads /proc under a bound: past
 // ProcWait the process is taken as one whose entries do not answer, and
 // while that read is still blocked, later resolutions of the same process
 // do not wait again. A request whose caller waits for its answer in the
@@ -39,13 +37,6 @@ const ProcWait = time.Second
 const CallerWait = 20 * time.Millisecond
 
 var stalled sync.Map // tid → chan struct{} closed when its blocked read returns
-
-// isStalled reports whether a read of tid's /proc has been blocked past
-// ProcWait and has not returned yet.
-func isStalled(tid int) bool {
-	_, ok := stalled.Load(tid)
-	return ok
-}
 
 // WithinProcWait runs f, which reads /proc entries of process tid, and
 // reports whether it returned within ProcWait. When it did not, f goes on
@@ -96,9 +87,6 @@ var pendingCallers sync.Map // tid → *callerResolution
 func (r *Registry) ResolveCaller(tid int, fsuid int64) (res *Resolved, later func() *Resolved) {
 	if v, ok := pendingCallers.Load(tid); ok {
 		return nil, v.(*callerResolution).wait
-	}
-	if res := r.known(tid, fsuid); res != nil {
-		return res, nil // from the cache, without waiting
 	}
 	c := &callerResolution{done: make(chan struct{})}
 	go func() {

@@ -266,32 +266,6 @@ var maxThreadDirs = func() int {
 	return int(min(4096, rl.Cur/4))
 }()
 
-// known answers from the cache, without waiting, for a thread seen before
-// whose /proc directory it holds open: still alive (the directory is that
-// thread's for good), still running the same program, making its request
-// as the same user, and no daemon on the host has moved a process since
-// (nil: not answered so). The program's link is the one /proc read not
-// put under the bound (procwait.go): read through the thread's own
-// directory it takes no lock the process can hold while it waits for this
-// daemon (the file is taken under RCU since Linux 4.1; the access checks
-// take the task's spinlock), so neither an exec nor an exit can make it
-// wait. Bounding it cost a goroutine and a timer per request.
-func (r *Registry) known(tid int, fsuid int64) *Resolved {
-	if isStalled(tid) {
-		return nil
-	}
-	r.mu.RLock()
-	e, ok := r.threads[tid]
-	r.mu.RUnlock()
-	if !ok || e.dir == nil || e.exe == "" || e.hg != hostGen() || (fsuid >= 0 && e.fsuid != fsuid) {
-		return nil
-	}
-	if exe, ok := exeAt(e.dir); !ok || exe != e.exe {
-		return nil
-	}
-	return e.res
-}
-
 // setThread caches e for tid, closing the directory of the entry it
 // replaces. Called with r.mu held.
 func (r *Registry) setThread(tid int, e threadEntry) {
@@ -379,11 +353,16 @@ func (r *Registry) Tracking() string {
 // exit, and a resolution that waits for it is not stalled.
 func (r *Registry) Resolve(tid int) *Resolved { return r.ResolveAs(tid, -1) }
 
-// ResolveAs is Resolve for a request of tid that the kernel says acts as
-// the filesystem uid fsuid (-1: not known). A resolution cached for a
-// request serves only requests made as the same uid: a thread that
-// changed its credentials without an exec (a service dropping to another
-// user) is resolved again from its /proc, as the user it is now.
+// ResolveAs is Resolve for a request of tid that the kernel says is made
+// as the filesystem uid fsuid (-1: not known). The request is decided as
+// that user, the one whose permissions the kernel checks for it (the
+// effective uid, unless the thread set its filesystem uid apart), not as
+// the real uid, which a thread may change while it keeps acting as the
+// same user; and a resolution cached for a request serves only requests
+// made as the same uid: a thread that changed its credentials without an
+// exec (a service dropping to another user) is resolved again, as the
+// user it is now. Where no request names a user (Resolve) the real uid
+// decides.
 func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	if tid <= 0 {
 		return &Resolved{Reason: "request without a caller pid"}
@@ -391,25 +370,24 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	stalled := func() *Resolved {
 		return &Resolved{Stalled: true, Reason: fmt.Sprintf("pid %d: its /proc entries did not answer within %v (a process on its way out)", tid, ProcWait)}
 	}
-	// Fast path: a thread seen before, still alive, same program and
-	// user, and no daemon on the host has moved a process since.
-	if isStalled(tid) {
-		return stalled() // until its blocked read of /proc returns
-	}
-	if res := r.known(tid, fsuid); res != nil {
-		return res
-	}
+	// Fast path: a thread seen before, still alive, same program, making
+	// its request as the same user, and no daemon on the host has moved a
+	// process since.
 	hg := hostGen()
 	r.mu.RLock()
 	e, ok := r.threads[tid]
 	r.mu.RUnlock()
-	if ok && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid) && (e.dir == nil || e.exe == "") {
-		// Cached without its directory (past maxThreadDirs): checked
-		// through /proc paths, under the bound.
+	ok = ok && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid)
+	if ok {
 		same := false
 		if !WithinProcWait(tid, func() {
-			start, err := startTime(tid)
-			same = err == nil && e.start == start && exePath(tid) == e.exe
+			if e.dir != nil && e.exe != "" {
+				exe, ok := exeAt(e.dir)
+				same = ok && exe == e.exe
+			} else {
+				start, err := startTime(tid)
+				same = err == nil && e.start == start && exePath(tid) == e.exe
+			}
 		}) {
 			return stalled()
 		}
@@ -432,6 +410,9 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	}
 	if err != nil {
 		return &Resolved{Reason: fmt.Sprintf("pid %d: %v", tid, err)}
+	}
+	if fsuid >= 0 {
+		p.UID = uint32(fsuid) // the user the request is made as
 	}
 	r.mu.RLock()
 	res, ok := r.procs[p.ID]
