@@ -38,6 +38,7 @@ func watchPolicy(ctx context.Context, m *guarded, log zerolog.Logger, file strin
 		// held: the hash of a policy held back for files it would guard
 		// that are open for writing; it is tried again every second.
 		var held string
+		var still func() bool // whether what it held is still open
 		var retry <-chan time.Time
 		for {
 			select {
@@ -69,11 +70,14 @@ func watchPolicy(ctx context.Context, m *guarded, log zerolog.Logger, file strin
 				held = ""
 				continue
 			}
-			if reloadPolicy(m, log, file, h, h == held) {
-				held, retry = h, time.After(time.Second)
+			if h != held {
+				still = nil
+			}
+			if w := reloadPolicy(m, log, file, h, still); w != nil {
+				held, still, retry = h, w, time.After(time.Second)
 				continue
 			}
-			last, held = h, ""
+			last, held, still = h, "", nil
 		}
 	}()
 	return nil
@@ -83,11 +87,17 @@ func watchPolicy(ctx context.Context, m *guarded, log zerolog.Logger, file strin
 // not. A file the policy classes more strictly that is open for writing
 // through a plain descriptor is held at its class in force until the
 // descriptor is closed (guard.SetPolicy, RW-open-writer); reloadPolicy
-// then returns true, and is called again every second (again) until
-// nothing is held: the held files are recorded once, and once more when
-// they are in force. Files it makes secret that a process it would refuse
+// then returns what tells whether it is still held, and is called again
+// every second with it (held) until nothing is held: while the held files
+// are still open nothing is tried (the edit would walk the whole
+// workspace again), and the held files are recorded once, and once more
+// when they are in force. Files it makes secret that a process it would refuse
 // has open for reading are recorded for the owner to end (RS-open-reader).
-func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool) (waiting bool) {
+func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, held func() bool) (waiting func() bool) {
+	again := held != nil
+	if again && held() {
+		return held // nothing to try yet: the held files are open as they were
+	}
 	p, err := policy.Load(file)
 	r := &evidence.Record{Type: evidence.TypePolicyLoad, Principal: policy.Sys.String(),
 		Meta: evidence.Meta{Path: file, Op: "reload", UID: uint32(os.Getuid())}}
@@ -96,7 +106,7 @@ func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool)
 		log.Warn().Err(err).Msg("policy edit refused; the previous policy stays in force")
 		m.setHeld(nil)
 		m.record(log, r)
-		return false
+		return nil
 	}
 	roots := ""
 	if cur := m.Policy(); cur != nil && cur.WithNamespacesOf(p) != cur {
@@ -119,24 +129,24 @@ func reloadPolicy(m *guarded, log zerolog.Logger, file, hash string, again bool)
 	}
 	switch {
 	case again && len(ch.Held) > 0:
-		return true
+		return ch.StillHeld
 	case again:
 		r.Meta.Verdict, r.Meta.Reason = "allow", "policy "+hash[:12]+": the files it held back are closed, and in force now"
 		log.Info().Str("policy", file).Msg("policy in force, the files it held back included")
 		m.record(log, r)
-		return false
+		return nil
 	}
 	r.Meta.Verdict, r.Meta.Reason = "allow", "policy file changed: loaded "+hash[:12]+roots
 	log.Info().Str("policy", file).Msg("policy reloaded")
 	m.record(log, r)
 	if len(ch.Held) == 0 {
-		return false
+		return nil
 	}
 	log.Warn().Strs("files", ch.Held).Msg("policy edit: files it classes more strictly are held back until they are no longer open for writing")
 	note(policy.RuleOpenWriter.ID(), "held at their class in force until they are closed (tried every second): "+listSome(ch.Held, 5)+
 		", open for writing through descriptors whose writes the kernel passes on without aerfs; "+
 		"to end the sessions holding them: aerfs session list, then aerfs session end ID")
-	return true
+	return ch.StillHeld
 }
 
 // RuleOpenReader is the rule id of a policy edit's note that a file it

@@ -46,6 +46,11 @@ type PolicyChange struct {
 	// open for reading ("path (pid N)"): its reads go on through the kernel
 	// until it closes them. Every reader of them is tainted SECRET_RISK.
 	Exposed []string
+	// StillHeld reports, later, whether a held file (in any root) is still
+	// open for writing: the edit, tried again, would hold it again. It
+	// looks at the held files only, where trying the edit walks the whole
+	// workspace.
+	StillHeld func() bool
 }
 
 // SetPolicy puts p in force, with the act gate's configuration a
@@ -79,7 +84,32 @@ func (g *Guard) SetPolicy(p *policy.Policy, a authority.Config) (PolicyChange, e
 		err = errors.Join(err, rerr)
 	}
 	g.h.crossLinks() // links to another root's file that p guards now
+	ch.StillHeld = g.stillHeld
 	return ch, err
+}
+
+// stillHeld is PolicyChange.StillHeld: whether a file a policy edit
+// holds back (Holding) in this root or a further one is still open for
+// writing through a plain descriptor.
+func (g *Guard) stillHeld() bool {
+	if g.h.stillHeld() {
+		return true
+	}
+	for _, r := range g.h.roots {
+		if r.h.stillHeld() {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *house) stillHeld() bool {
+	for _, rel := range h.gate.Policy().HeldPaths() {
+		if st, err := h.dir.Lstat(rel); err == nil && h.opens.Passthrough(label.KeyOf(st), 0, 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // refuseHeld refuses to open for writing, truncate, create, remove, rename

@@ -146,6 +146,16 @@ func (p *Policy) Held(rel string) bool {
 	return ok
 }
 
+// HeldPaths are the paths kept at a class of their own (Holding), in no
+// particular order.
+func (p *Policy) HeldPaths() []string {
+	out := make([]string, 0, len(p.held))
+	for rel := range p.held {
+		out = append(out, rel)
+	}
+	return out
+}
+
 // WithNamespacesOf is p with q's session and shared namespace roots. A
 // mount keeps the roots it started with: a file a root's move would carry
 // into a namespace may be open for writing through a plain descriptor, and
