@@ -56,14 +56,17 @@ func cachesAttrs(c policy.Class, ns policy.Namespace, mode uint32) bool {
 	return isSensitive(c, ns) && ns == policy.NSNone && mode&syscall.S_IFMT == syscall.S_IFREG
 }
 
-// keepsAttrs reports whether an answer with the attributes a may be kept
-// by the kernel for guardedAttrTimeout: not for a file with several
-// names. The kernel may know such a file as several inodes (each name
-// looked up on its own, one of them keeping its identity across commits,
+// keepsAttrs reports whether an answer with the attributes a of a file of
+// class c in namespace ns may be kept by the kernel for guardedAttrTimeout:
+// a guarded regular file's (cachesAttrs), but not one with several names.
+// The kernel may know such a file as several inodes (each name looked up
+// on its own, one of them keeping its identity across commits,
 // inoalias.go), and a change made through one leaves the others' copies
 // as they were; a link made through the mount invalidates the linked
 // node's copy (Node.Link).
-func keepsAttrs(a *fuse.Attr) bool { return a.Nlink == 1 }
+func keepsAttrs(c policy.Class, ns policy.Namespace, a *fuse.Attr) bool {
+	return cachesAttrs(c, ns, a.Mode) && a.Nlink == 1
+}
 
 // kernelAttrs is what a node knows of the kernel's copy of its
 // attributes: whether the kernel may hold them, given since the last
@@ -120,8 +123,8 @@ func (t *aliases) Changed(rel string) {
 // are kept only when the node was known before and noted as given
 // (kernelAttrs.give) before they were read, so that a change racing the lookup
 // invalidates them.
-func cachedAttrs(prev *gofs.Inode, ch *gofs.Inode, c policy.Class, ns policy.Namespace, mode, nlink uint32) time.Duration {
-	if prev == nil || ch == nil || !cachesAttrs(c, ns, mode) || prev.StableAttr() != ch.StableAttr() || nlink != 1 {
+func cachedAttrs(prev *gofs.Inode, ch *gofs.Inode, c policy.Class, ns policy.Namespace, a *fuse.Attr) time.Duration {
+	if prev == nil || ch == nil || !keepsAttrs(c, ns, a) || prev.StableAttr() != ch.StableAttr() {
 		return 0
 	}
 	return guardedAttrTimeout

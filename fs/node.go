@@ -182,7 +182,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	switch {
 	case errno == 0:
 		setEntryTimeouts(out, c, ns)
-		if d := cachedAttrs(prev, ch, c, ns, out.Attr.Mode, out.Attr.Nlink); d > 0 {
+		if d := cachedAttrs(prev, ch, c, ns, &out.Attr); d > 0 {
 			out.SetAttrTimeout(d)
 		}
 		if guard.IsObject(out.Attr.Mode) {
@@ -216,7 +216,7 @@ func (n *Node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 		switch {
 		case !isSensitive(c, ns) && !guard.IsObject(out.Attr.Mode):
 			out.SetTimeout(plainTimeout)
-		case give && cachesAttrs(c, ns, out.Attr.Mode) && keepsAttrs(&out.Attr):
+		case give && keepsAttrs(c, ns, &out.Attr):
 			out.SetTimeout(guardedAttrTimeout)
 		}
 	}

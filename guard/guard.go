@@ -209,7 +209,7 @@ func (h *house) index() error {
 // every name (tracking.Index.Mark), since which class its names have in
 // the other root is not known here.
 func (h *house) crossLinks() {
-	all := append([]*house{h}, make([]*house, 0, len(h.roots))...)
+	all := []*house{h}
 	for _, r := range h.roots {
 		all = append(all, r.h)
 	}

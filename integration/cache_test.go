@@ -275,6 +275,18 @@ print(before, after, open("MEMORY.md").read(), end="")
 		t.Fatalf("a refused create left its file in the kernel's cache:\n%s", r)
 	}
 
+	// A second name given through the mount to a committed file: the
+	// kernel knows the two names as two inodes (the committed one keeps
+	// its identity across commits), so a change through one must not
+	// leave the other's size cached, even when it was asked for after the
+	// link.
+	expectOK(t, "commit", e.Owner("printf 'committed\\n' > MEMORY.md"))
+	r = e.Owner("ln MEMORY.md memory-link.md && stat -c %s MEMORY.md >/dev/null && stat -c %s MEMORY.md >/dev/null && " +
+		"printf 'through the other name\\n' >> memory-link.md && stat -c %s MEMORY.md && cat MEMORY.md && rm memory-link.md")
+	if want := "33\ncommitted\nthrough the other name\n"; r.Stdout != want {
+		t.Fatalf("after a change through a second name: %q, want %q\n%s", r.Stdout, want, r)
+	}
+
 	// Content changed in the backing directory: once the drift is
 	// recorded, the mount shows the file as it is.
 	expectOK(t, "cache the attributes", e.Owner("stat -c %s MEMORY.md"))

@@ -233,11 +233,13 @@ func TestPolicyEditRacingWriteOpens(t *testing.T) {
 import os, time, sys
 t0 = time.time()
 open("ready", "w").close()
+fd = os.open("notes.md", os.O_WRONLY | os.O_APPEND)
 while time.time() - t0 < 8:
-    fd = os.open("notes.md", os.O_WRONLY | os.O_APPEND)
-    time.sleep(0.05)
+    time.sleep(0.005)
+    # The next descriptor is opened before the last one closes: one is
+    # always open when the edit looks, and the next open races its walk.
     try:
-        os.close(os.open("notes.md", os.O_WRONLY | os.O_APPEND))
+        nfd = os.open("notes.md", os.O_WRONLY | os.O_APPEND)
     except OSError:
         open("refused", "w").close()
         while not os.path.exists("verdict"):
@@ -247,7 +249,7 @@ while time.time() - t0 < 8:
         os.close(fd)
         sys.exit(0)
     os.close(fd)
-    time.sleep(0.005)
+    fd = nfd
 print("never")
 `)
 	}()

@@ -32,6 +32,9 @@ func TestPromoteRefusesLinkedAndOpenFiles(t *testing.T) {
 	if !strings.Contains(r.Stderr, "sessions/a/d/out.md") || !strings.Contains(r.Stderr, "copy") {
 		t.Fatalf("the refusal does not name the link and what to do:\n%s", r.Stderr)
 	}
+	if d := recordsFor(e.Log(), "verdict", "promote", "sessions/a/d/out.md"); lastRule(d) != "RX-linked-promote" {
+		t.Fatalf("the promotion of sessions/a/d: %s, want sessions/a/d/out.md refused RX-linked-promote", describe(d))
+	}
 	// A link that stays inside as text but goes up through a link on the
 	// way (s -> ., s/s/../..) is refused too.
 	expectOK(t, "session a makes a directory with a winding link", e.Sh("USER", "a", "mkdir -p sessions/a/e && ln -s . sessions/a/e/s && ln -s s/s/../../plan.md sessions/a/e/w.md"))

@@ -1,0 +1,55 @@
+package guard
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/policy"
+)
+
+// A policy edit held back by a plain descriptor open for writing says, when
+// asked again, whether that descriptor is still open (PolicyChange.
+// StillHeld): the daemon then tries the edit again, and walks the
+// workspace, only once it is closed.
+func TestPolicyChangeSaysWhileItIsStillHeld(t *testing.T) {
+	h, _, _ := testHouse(t, map[string]string{"notes.md": "n\n", "other.md": "o\n"})
+	g := &Guard{h: h}
+	st, err := h.dir.Lstat("notes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := h.opens.WriteOpened(label.KeyOf(st), os.Getpid(), func() {}) // a plain writer, served by the kernel
+	b, err := os.ReadFile("../configs/aerfs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.Replace(string(b), "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n", 1)
+	pol, err := policy.Parse("aerfs.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := g.SetPolicy(pol, authority.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.Held) != 1 || ch.Held[0] != "notes.md" || ch.StillHeld == nil {
+		t.Fatalf("the edit did not hold notes.md: %+v", ch)
+	}
+	if !ch.StillHeld() {
+		t.Fatal("StillHeld is false while notes.md's writer is open")
+	}
+	h.opens.WriteClosed(w)
+	if ch.StillHeld() {
+		t.Fatal("StillHeld is true after notes.md's writer closed")
+	}
+	ch, _ = g.SetPolicy(pol, authority.Config{})
+	if len(ch.Held) != 0 || ch.StillHeld() {
+		t.Fatalf("tried again after the close, the edit still holds: %+v", ch.Held)
+	}
+	if c, _, _ := h.gate.Policy().Classify("notes.md"); c != policy.Memory {
+		t.Fatalf("notes.md is %v once the edit is in force, want memory", c)
+	}
+}
