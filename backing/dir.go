@@ -105,6 +105,29 @@ func (d *Dir) OpenFile(rel string, flags int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), rel), nil
 }
 
+// Open opens rel with flags (and mode, when they create) for a process
+// of the mount, resolved like OpenFile: beneath the backing directory,
+// through no symlink. It returns the raw descriptor.
+func (d *Dir) Open(rel string, flags int, mode uint32) (int, error) {
+	dfd, name, done := d.fd, rel, nop
+	if len(rel) > longRel { // beyond one system call: piece by piece
+		var err error
+		if dfd, name, done, err = d.ParentAt(rel); err != nil {
+			return -1, err
+		}
+	}
+	defer done()
+	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW), Resolve: beneath}
+	if flags&unix.O_CREAT != 0 {
+		how.Mode = uint64(mode & 0o7777)
+	}
+	fd, err := unix.Openat2(dfd, name, how)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return fd, nil
+}
+
 // Readlink is what the symlink rel names (any length).
 func (d *Dir) Readlink(rel string) ([]byte, error) {
 	fd, name, done, err := d.ParentAt(rel)
@@ -291,8 +314,17 @@ func (d *Dir) Statx(rel string, st *syscall.Stat_t) (gen uint64, err error) {
 		}
 	}
 	defer done()
+	return statxAt(fd, name, unix.AT_SYMLINK_NOFOLLOW, st)
+}
+
+// Fstatx is Statx of an open file.
+func Fstatx(fd int, st *syscall.Stat_t) (gen uint64, err error) {
+	return statxAt(fd, "", unix.AT_EMPTY_PATH, st)
+}
+
+func statxAt(fd int, name string, flags int, st *syscall.Stat_t) (gen uint64, err error) {
 	var x unix.Statx_t
-	if err := unix.Statx(fd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x); err != nil {
+	if err := unix.Statx(fd, name, flags, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x); err != nil {
 		return 0, err
 	}
 	st.Dev = unix.Mkdev(x.Dev_major, x.Dev_minor)

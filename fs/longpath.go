@@ -107,40 +107,40 @@ func (n *Node) loopRename(ctx context.Context, name string, newParent gofs.Inode
 	return gofs.ToErrno(unix.Renameat2(sfd, sname, dfd, dname, uint(flags)))
 }
 
+// loopCreate creates (or opens) name as the loopback would, relative to
+// the backing directory's descriptor at any length: one openat2 that
+// stays beneath the workspace, a statx of the new descriptor, and a chown
+// only when the caller is not already the owner. (The loopback's create
+// walks /proc/self/fd/N, registers the descriptor with the runtime's
+// poller and takes it out again, and chowns by path every time.)
 func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	if !backing.Long(n.childRel(name)) {
-		return n.LoopbackNode.Create(ctx, name, flags, mode, out)
-	}
 	rel := n.childRel(name)
-	fd, base, done, err := n.dir.ParentAt(rel)
+	fd, err := n.dir.Open(rel, int(flags&^syscall.O_APPEND)|os.O_CREATE, mode)
 	if err != nil {
 		return nil, nil, 0, gofs.ToErrno(err)
 	}
-	defer done()
-	f, err := unix.Openat(fd, base, int(flags&^syscall.O_APPEND)|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, mode)
+	var st syscall.Stat_t
+	gen, err := backing.Fstatx(fd, &st)
+	if err == nil && os.Getuid() == 0 {
+		if c, ok := fuse.FromContext(ctx); ok && (st.Uid != c.Uid || st.Gid != c.Gid) {
+			if unix.Fchown(fd, int(c.Uid), int(c.Gid)) == nil {
+				gen, err = backing.Fstatx(fd, &st)
+			}
+		}
+	}
 	if err != nil {
+		unix.Close(fd)
 		return nil, nil, 0, gofs.ToErrno(err)
 	}
-	preserveOwnerAt(ctx, fd, base)
-	ch, errno := n.lookupAt(ctx, rel, out)
-	if errno != 0 {
-		unix.Close(f)
-		return nil, nil, 0, errno
-	}
-	return ch, gofs.NewLoopbackFile(f), 0, 0
+	out.Attr.FromStat(&st)
+	return n.NewInode(ctx, &gofs.LoopbackNode{RootData: n.RootData}, n.stableAttr(&st, gen)), gofs.NewLoopbackFile(fd), 0, 0
 }
 
+// loopOpen opens the node's file as the loopback would (no symlink on
+// the way), relative to the backing directory's descriptor at any length
+// (the loopback opens the root by its /proc path for every open).
 func (n *Node) loopOpen(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	rel := n.rel()
-	if !backing.Long(rel) {
-		return n.LoopbackNode.Open(ctx, flags)
-	}
-	fd, base, done, err := n.dir.ParentAt(rel)
-	if err != nil {
-		return nil, 0, gofs.ToErrno(err)
-	}
-	defer done()
-	f, err := unix.Openat(fd, base, int(flags&^(syscall.O_APPEND|fuse.FMODE_EXEC))|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	f, err := n.dir.Open(n.rel(), int(flags&^(syscall.O_APPEND|fuse.FMODE_EXEC)), 0)
 	if err != nil {
 		return nil, 0, gofs.ToErrno(err)
 	}
