@@ -327,3 +327,31 @@ func TestFreezeAndKillSession(t *testing.T) {
 		t.Fatal("the session's process survived cgroup.kill")
 	}
 }
+
+// A fork event read after its child exited (a subshell that forked and
+// exited at once, on a loaded machine) still carries the taint on: the
+// child's own fork events, which follow it, make its children members. Its
+// exit event ends that: a later process given the same pid is not a
+// member.
+func TestForkEventOfAChildAlreadyGone(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	parent := start(t, "sleep", "30")
+	r.Resolve(parent.Process.Pid).AddTaint(policy.WebDerived)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	sub := gone.Process.Pid // exited and reaped: its /proc entry is gone
+	r.Fork(parent.Process.Pid, sub)
+	grandchild := start(t, "sleep", "30")
+	r.Fork(sub, grandchild.Process.Pid)
+	if s := r.Resolve(grandchild.Process.Pid).Subject(); s.Taint&policy.WebDerived == 0 {
+		t.Fatalf("the child of a tainted process's short-lived child: %+v", s)
+	}
+	r.exited(sub)
+	later := start(t, "sleep", "30")
+	r.Fork(sub, later.Process.Pid)
+	if s := r.Resolve(later.Process.Pid).Subject(); s.Taint != 0 {
+		t.Fatalf("a fork event naming an exited pid as parent made a member: %+v", s)
+	}
+}

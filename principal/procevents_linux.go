@@ -69,9 +69,14 @@ func readProcessEvents(ctx context.Context, fd int, r *Registry) {
 	buf := make([]byte, 64<<10)
 	for ctx.Err() == nil {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err == unix.EINTR || err == unix.ENOBUFS {
-			// ENOBUFS: events were lost; ancestry walks still resolve
-			// callers, so carry on.
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ENOBUFS {
+			// Events were lost; ancestry walks still resolve callers, so
+			// carry on, without the departed children whose exit events
+			// may be among them.
+			r.lostEvents()
 			continue
 		}
 		if err != nil || n == 0 {

@@ -220,8 +220,11 @@ type Registry struct {
 	gen      uint64               // bumped at every registration: negative results expire
 	neg      map[ProcID]uint64    // processes known to be outside sessions, at gen
 	byTgid   map[int]ProcID       // latest ProcID seen for a tgid, for exit events
-	threads  map[int]threadEntry  // thread id → its process, while the thread lives
-	dirs     int                  // threads entries holding an open /proc directory
+	// departed: members' children that had exited by the time their fork
+	// event was read, until their exit event is (Fork).
+	departed map[int]member
+	threads  map[int]threadEntry // thread id → its process, while the thread lives
+	dirs     int                 // threads entries holding an open /proc directory
 
 	stateDir string // the mount's state directory (foreign.go)
 
@@ -300,6 +303,7 @@ func NewRegistry(ownerUID uint32, pol func() *policy.Policy, ev Events) *Registr
 		procs:    map[ProcID]*Resolved{},
 		neg:      map[ProcID]uint64{},
 		byTgid:   map[int]ProcID{},
+		departed: map[int]member{},
 		threads:  map[int]threadEntry{},
 		byCg:     map[string]member{},
 		implicit: map[ProcID]*Session{},
@@ -933,13 +937,29 @@ func (r *Registry) Fork(parentTgid, childTgid int) {
 	r.mu.RLock()
 	pid, known := r.byTgid[parentTgid]
 	pm, found := r.members[pid]
+	if !known || !found {
+		pm, found = r.departed[parentTgid]
+	}
 	cgMode := r.cg != nil
 	r.mu.RUnlock()
-	if !known || !found || (cgMode && !pm.sess.Implicit) {
+	if !found || (cgMode && !pm.sess.Implicit) {
 		return
 	}
 	st, err := startTime(childTgid)
-	if err != nil || (pm.since != 0 && st < pm.since) {
+	if err != nil {
+		// The child is gone already: on a loaded machine a subshell forks
+		// its own child and exits before its fork event is read. Events
+		// come in order, so that child's fork event follows this one and
+		// comes before the exit event of this child, which ends the entry
+		// (exited): its pid cannot be another process's meanwhile.
+		r.mu.Lock()
+		if len(r.departed) < maxDeparted {
+			r.departed[childTgid] = pm
+		}
+		r.mu.Unlock()
+		return
+	}
+	if pm.since != 0 && st < pm.since {
 		return
 	}
 	id := ProcID{childTgid, st}
@@ -948,6 +968,18 @@ func (r *Registry) Fork(parentTgid, childTgid int) {
 	r.byTgid[childTgid] = id
 	r.mu.Unlock()
 }
+
+// lostEvents forgets the departed children: their exit events may be
+// among the events lost, and their pids another process's by now.
+func (r *Registry) lostEvents() {
+	r.mu.Lock()
+	clear(r.departed)
+	r.mu.Unlock()
+}
+
+// maxDeparted bounds the departed children kept at once (their exit
+// events may be lost with a burst of events the socket could not hold).
+const maxDeparted = 4096
 
 // Exec re-resolves a process that started a new program, so executable
 // rules take effect before it touches the mount.
@@ -987,9 +1019,10 @@ func newSessionID() string {
 
 // exited forgets the process with this tgid if it is no longer alive.
 func (r *Registry) exited(tgid int) {
-	r.mu.RLock()
+	r.mu.Lock()
 	id, ok := r.byTgid[tgid]
-	r.mu.RUnlock()
+	delete(r.departed, tgid)
+	r.mu.Unlock()
 	if ok && !Alive(id) {
 		r.Forget(id)
 	}
