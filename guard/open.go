@@ -125,7 +125,7 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 	case policy.OpRead:
 		// An interpreter reading the program it runs, the loader a
 		// library: the act gate decides as for an exec.
-		if errno := h.gate.Interpret(res, rel, st, l); errno != 0 {
+		if errno := h.gate.Interpret(c.Pid, res, rel, st, l); errno != 0 {
 			return nil, errno
 		}
 	}

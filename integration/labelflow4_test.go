@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,4 +71,75 @@ func TestGitRepositoryLookalikesAreControl(t *testing.T) {
 	}
 	// A clean session's git works as before, HEAD and reflog included.
 	expectOK(t, "a clean session's git", e.Sh("USER", "u1", "git init -q sub && cd sub && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x && git checkout -q -b other && git log --oneline | wc -l"))
+}
+
+// A WEB session's file does not run in the owner's programs through the
+// routes that name it indirectly either: a module node preloads (-r,
+// --require=), a file a shell's -c string sources through its arguments
+// (`bash -c '. ./$0' notes.txt`), a sed script (sed runs shell commands:
+// its e command), and a library the loader maps under a name that is no
+// library's (LD_PRELOAD=preload.bin): the loader is known by its code, not
+// by the name it opens. Each is refused AU3-exec-none and never runs; the
+// same files read as data are read.
+func TestInterpreterProgramsNamedIndirectly(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	out := t.TempDir()
+	mark := func(n string) string { return filepath.Join(out, n) }
+	src := filepath.Join(out, "ctor.c")
+	so := filepath.Join(out, "ctor.so")
+	if err := os.WriteFile(src, []byte(`#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void ran(void) {
+	const char *m = getenv("MARK");
+	FILE *f = m ? fopen(m, "w") : NULL;
+	if (f) { fputs("ran\n", f); fclose(f); }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("gcc", "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -shared: %v\n%s", err, b)
+	}
+	expectOK(t, "a WEB session writes programs under data names", e.Sh("WEB", "w1", `
+printf 'require("fs").writeFileSync("`+mark("node-require")+`", "ran")\n' > webmod.txt
+printf 'require("fs").writeFileSync("`+mark("node-require-eq")+`", "ran")\n' > webmod2.txt
+printf 'echo ran > `+mark("dot-var")+`\n' > notes.txt
+printf '1e echo ran > `+mark("sed")+`\n' > web.sed
+cp `+so+` preload.bin`))
+	runs := map[string]string{
+		"node-require":    "node -r ./webmod.txt -e 0",
+		"node-require-eq": "node --require=./webmod2.txt -e 0",
+		"dot-var":         `f=notes.txt; bash -c '. ./$0' "$f"`,
+		"sed":             "echo x | sed -f web.sed",
+		"ld-preload":      "MARK=" + mark("ld-preload") + ` LD_PRELOAD="$PWD/preload.bin" /bin/true`,
+	}
+	files := map[string]string{"node-require": "webmod.txt", "node-require-eq": "webmod2.txt", "dot-var": "notes.txt", "sed": "web.sed", "ld-preload": "preload.bin"}
+	for name, cmd := range runs {
+		r := e.Owner(cmd)
+		if fileExists(mark(name)) {
+			bugErrorf(t, "%s: the owner ran WEB code (%s): %s", name, cmd, r)
+		}
+		li := e.Log()
+		if d := deniedWith(li, files[name], "AU3-exec-none"); len(d) == 0 {
+			bugErrorf(t, "%s: no AU3-exec-none refusal of %s:%s", name, files[name], describe(recordsFor(li, "", "", files[name])))
+		}
+	}
+	if r := e.Owner(`cat webmod.txt notes.txt web.sed preload.bin >/dev/null && sed -n 1p notes.txt && node -e 'require("fs").readFileSync("webmod.txt")' && bash -c 'wc -l < "$0"' notes.txt`); r.Code != 0 || !strings.Contains(r.Stdout, "ran") {
+		t.Errorf("reading the files as data was refused: %s", r)
+	}
+}
+
+// sed and awk read their input files as data: a WEB session's file given
+// to the owner's own sed or awk program (-f) is read, not run.
+func TestTextToolsReadTheirInput(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	expectOK(t, "a WEB page", e.Sh("WEB", "w1", `printf 'line one\nline two\n' > page.txt`))
+	expectOK(t, "the owner's programs", e.Owner(`printf 'p\n' > own.sed && printf '{ print }\n' > own.awk`))
+	r := e.Owner(`sed -n -f own.sed page.txt && awk -f own.awk page.txt && sed -n 1p page.txt && awk '{print}' page.txt`)
+	if r.Code != 0 || strings.Count(r.Stdout, "line one") != 4 {
+		t.Fatalf("sed and awk reading a WEB page as input: %s", r)
+	}
+	if d := deniedWith(e.Log(), "page.txt", "AU3-exec-none"); len(d) > 0 {
+		t.Fatalf("an input file was refused as a program:%s", describe(d))
+	}
 }

@@ -23,7 +23,7 @@ var DefaultInterpreters = []string{
 	"sh", "bash", "dash", "zsh", "ksh", "mksh", "yash", "fish", "busybox",
 	"python", "python[0-9]*", "pypy*", "node", "nodejs", "deno", "bun",
 	"perl", "perl5*", "ruby", "ruby[0-9]*", "php", "php[0-9]*", "lua", "lua[0-9]*", "luajit",
-	"tclsh*", "wish*", "awk", "gawk", "mawk", "Rscript", "osascript",
+	"tclsh*", "wish*", "awk", "gawk", "mawk", "Rscript", "osascript", "sed", "gsed",
 	"ld.so", "ld-linux*", "ld-musl*",
 }
 

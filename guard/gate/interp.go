@@ -1,11 +1,13 @@
 package gate
 
 import (
+	"bufio"
 	"os"
 	"path"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/aerfs/aerfs/authority"
@@ -25,7 +27,10 @@ import (
 // a shell's `. FILE` or `source FILE` —, when the file has a source
 // extension of the interpreter's own language (an import: helper.py read
 // by python, lib.sh by a shell), or when the file is a shared library
-// (name *.so, *.so.N). Other reads by interpreters are data reads.
+// (name *.so, *.so.N) or the reader is the dynamic loader, known by its
+// code making the open (loaderOpens): LD_PRELOAD, a DT_NEEDED entry and
+// dlopen open a library of any name. Other reads by interpreters are data
+// reads.
 
 // sourceExts are, by the name of an interpreter's program, the
 // extensions of the files it runs when it reads them: a module imported
@@ -84,13 +89,35 @@ func ownSource(exe, base string) bool {
 // value, which is not the program to run.
 var interpOpts = map[string]bool{
 	"-W": true, "-X": true, "-I": true, "-M": true, "-o": true, "+o": true, "-O": true, "+O": true,
-	"--require": true, "--import": true, "--loader": true, "--library-path": true, "--preload": true,
+	"--library-path": true, "--preload": true,
 	"--audit": true, "--argv0": true, "--check-hash-based-pycs": true, "-d": true,
+}
+
+// preloads are the options whose value is code the interpreter runs before
+// its program (node -r and --require, --import and --loader, ruby -r, a
+// sed or awk program file): the program named after them still counts.
+var preloads = map[string]bool{
+	"-r": true, "--require": true, "--import": true, "--loader": true, "--experimental-loader": true,
+	"-f": true, "--file": true,
 }
 
 // inline are the options whose value is the program itself (a command
 // string, a module name): the file is then no program of theirs.
-var inline = map[string]bool{"-e": true, "-E": true, "-p": true, "--eval": true, "--print": true, "-m": true, "-r": true}
+var inline = map[string]bool{"-e": true, "-E": true, "-p": true, "--eval": true, "--print": true, "-m": true}
+
+// inlineFor are the options inline for one interpreter only (php -r runs
+// its value as code; node's and ruby's -r load a file).
+var inlineFor = map[string]string{"-r": "php"}
+
+// textTools are the interpreters whose arguments other than a -f file are
+// their inline program and their input.
+var textTools = map[string]bool{"sed": true, "gsed": true, "awk": true, "gawk": true, "mawk": true}
+
+// inlineHere reports whether option opt is inline for the program prog.
+func inlineHere(opt, prog string) bool {
+	p, ok := inlineFor[opt]
+	return ok && strings.HasPrefix(prog, p)
+}
 
 // runnerModules are the modules that run the program their command line
 // names next (python3 -m cProfile x.py runs x.py).
@@ -147,13 +174,15 @@ func (x *execd) ran(id principal.ProcID, st *syscall.Stat_t, hash func() (author
 // that runs it: an interpreter naming it as its program, or the load of a
 // shared library. Content below act is decided by the act gate as an exec
 // ("interpret"); anything else is a plain read (0).
-func (g *Gate) Interpret(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) syscall.Errno {
+//
+// tid is the thread making the open (it waits for the answer).
+func (g *Gate) Interpret(tid int, res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) syscall.Errno {
 	if l == nil || label.StampOf(l).Class == authority.Act || !res.Identified {
 		return 0
 	}
 	base := path.Base(rel)
 	lib := strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
-	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || g.runsAny(res.Proc.ID.Tgid, rel))) {
+	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || g.runsAny(res.Proc.ID.Tgid, rel))) && !(g.elf(rel) && loaderOpens(tid)) {
 		return 0
 	}
 	if g.execd.ran(res.Proc.ID, st, func() (authority.Hash, error) { return g.hashOf(rel, st) }) {
@@ -282,9 +311,11 @@ func (g *Gate) follow(rel string) string {
 
 // runs reports whether the command line of process pid names a file
 // (names: an absolute path as the process sees it) as the program it
-// runs: the first argument that is not an option, the file of each -f,
-// the file a runner module (-m cProfile) is given, a file a shell's -c
-// string sources.
+// runs: the first argument that is not an option (unless an option gave
+// the program inline), the file of each -f, -r, --require, --import and
+// --loader (awk and sed program files, node's and ruby's preloads), the
+// file a runner module (-m cProfile) is given, a file a shell's -c string
+// sources.
 func runs(pid int, names func(string) bool) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
@@ -301,30 +332,45 @@ func runs(pid int, names func(string) bool) bool {
 		}
 		return names(path.Clean(a))
 	}
+	prog := path.Base(args[0])
+	// sed and awk take their program inline or with -f; their other
+	// arguments are input files.
+	inlined := textTools[prog]
 	for i := 1; i < len(args); i++ {
 		a := args[i]
-		switch {
-		case a == "--":
-			return i+1 < len(args) && abs(args[i+1])
-		case a == "-c":
-			return i+1 < len(args) && sources(args[i+1], abs)
-		case a == "-f":
-			// awk -f a -f b: every program file counts.
-			if i+1 < len(args) && abs(args[i+1]) {
+		if opt, val, ok := strings.Cut(a, "="); ok && preloads[opt] && strings.HasPrefix(opt, "--") {
+			// --require=./x: the same as --require ./x.
+			if abs(val) {
 				return true
 			}
-			i++
+			continue
+		}
+		switch {
+		case a == "--":
+			return !inlined && i+1 < len(args) && abs(args[i+1])
+		case a == "-c":
+			return i+1 < len(args) && sources(args[i+1], args[i+2:], abs)
 		case a == "-m":
 			// A module that runs the file named after it.
 			if i+1 >= len(args) || !runnerModules[strings.SplitN(args[i+1], ".", 2)[0]] {
 				return false
 			}
 			i++
-		case inline[a]:
-			return false
+		case inlineHere(a, prog) || inline[a]:
+			// The program is the option's value (node -e CODE): the
+			// arguments that follow are no programs, but a file loaded
+			// before it (node -e 0 -r ./x, sed -e p -f x) still is.
+			inlined = true
+		case preloads[a]:
+			// awk -f a -f b, node -r a -r b: every one counts.
+			if i+1 < len(args) && abs(args[i+1]) {
+				return true
+			}
+			i++
 		case interpOpts[a]:
 			i++
 		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
+		case inlined:
 		default:
 			return abs(a)
 		}
@@ -333,15 +379,109 @@ func runs(pid int, names func(string) bool) bool {
 }
 
 // sources reports whether a shell command string sources a file names
-// accepts (`. FILE`, `source FILE`).
-func sources(code string, names func(string) bool) bool {
+// accepts (`. FILE`, `source FILE`). A file it names through an expansion
+// (`. ./$0`, `source "$1"`) may be any of the string's arguments (pos):
+// each of them counts.
+func sources(code string, pos []string, names func(string) bool) bool {
 	f := strings.FieldsFunc(code, func(r rune) bool {
 		return r == ' ' || r == '\t' || r == '\n' || r == ';' || r == '&' || r == '|' || r == '(' || r == ')' || r == '{' || r == '}'
 	})
 	for i := 0; i+1 < len(f); i++ {
-		if (f[i] == "." || f[i] == "source") && names(strings.Trim(f[i+1], `"'`)) {
+		if f[i] != "." && f[i] != "source" {
+			continue
+		}
+		op := strings.Trim(f[i+1], `"'`)
+		if names(op) {
 			return true
+		}
+		if strings.ContainsAny(op, "$`") {
+			for _, a := range pos {
+				if names(a) {
+					return true
+				}
+			}
 		}
 	}
 	return false
+}
+
+// elf reports whether the file at rel starts as an ELF object does: the
+// loader maps nothing else, so only such a file needs loaderOpens.
+func (g *Gate) elf(rel string) bool {
+	f, err := g.c.Dir.OpenFile(rel, os.O_RDONLY)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [4]byte
+	n, _ := f.ReadAt(magic[:], 0)
+	return n == 4 && string(magic[:]) == "\x7fELF"
+}
+
+// loaderOpens reports whether thread tid, blocked in the open being
+// decided, makes it from the dynamic loader's code: the address of its
+// system call (/proc/TID/syscall) lies in a mapping of the loader
+// (/proc/TID/maps). LD_PRELOAD, a DT_NEEDED entry and dlopen all open a
+// library through the loader, whatever its name; a program reading a file
+// makes the call from its C library or its own code. It answers false
+// when the thread's /proc does not answer within principal.ProcWait.
+func loaderOpens(tid int) bool {
+	if tid <= 0 {
+		return false
+	}
+	var yes atomic.Bool
+	principal.WithinProcWait(tid, func() { yes.Store(loaderPC(tid)) })
+	return yes.Load()
+}
+
+func loaderPC(tid int) bool {
+	dir := "/proc/" + strconv.Itoa(tid) + "/"
+	b, err := os.ReadFile(dir + "syscall")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 9 { // "running", or no system call
+		return false
+	}
+	pc, err := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
+	if err != nil {
+		return false
+	}
+	maps, err := os.Open(dir + "maps")
+	if err != nil {
+		return false
+	}
+	defer maps.Close()
+	// The mappings come in address order: read up to the one holding pc.
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		// start-end perms offset dev inode path
+		span, rest, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		lo, hi, ok := strings.Cut(span, "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || pc >= end {
+			continue
+		}
+		if pc < start {
+			return false
+		}
+		fs := strings.Fields(rest)
+		return len(fs) >= 5 && isLoader(path.Base(fs[4]))
+	}
+	return false
+}
+
+// isLoader reports whether base names a dynamic loader (glibc's
+// ld-linux-*.so.N and ld.so, musl's ld-musl-*.so.1).
+func isLoader(base string) bool {
+	return strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld-musl") ||
+		strings.HasPrefix(base, "ld.so") || strings.HasPrefix(base, "ld64.so")
 }
