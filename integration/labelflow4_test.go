@@ -80,7 +80,11 @@ func TestGitRepositoryLookalikesAreControl(t *testing.T) {
 // its e command), and a library the loader maps under a name that is no
 // library's (LD_PRELOAD=preload.bin): the loader is known by its code, not
 // by the name it opens. Each is refused AU3-exec-none and never runs; the
-// same files read as data are read.
+// same files read as data are read. The program is found past options
+// that take no value (bash -e, python3 -I), in
+// clusters (sed -nf, awk -fFILE) and in the environment (NODE_OPTIONS,
+// BASH_ENV); a loader whose file has an old name (ld-2.31.so) is known
+// by where it is mapped.
 func TestInterpreterProgramsNamedIndirectly(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
 	out := t.TempDir()
@@ -105,15 +109,44 @@ printf 'require("fs").writeFileSync("`+mark("node-require")+`", "ran")\n' > webm
 printf 'require("fs").writeFileSync("`+mark("node-require-eq")+`", "ran")\n' > webmod2.txt
 printf 'echo ran > `+mark("dot-var")+`\n' > notes.txt
 printf '1e echo ran > `+mark("sed")+`\n' > web.sed
-cp `+so+` preload.bin`))
+printf '1e echo ran > `+mark("sed-nf")+`\n' > web2.sed
+printf 'echo ran > `+mark("bash-e")+`\n' > web1.txt
+printf 'open("`+mark("python-I")+`", "w").write("ran")\n' > web2.txt
+printf 'BEGIN { print "ran" > "`+mark("awk-f")+`" }\n' > web.awk
+printf 'require("fs").writeFileSync("`+mark("node-options")+`", "ran")\n' > webmod3.txt
+printf 'echo ran > `+mark("bash-env")+`\n' > web4.txt
+cp `+so+` preload.bin
+cp `+so+` preload2.bin`))
+	// A program whose loader's file is named as glibc 2.33 and older name
+	// theirs (ld-2.31.so): the loader is known by where it is mapped.
+	ld := filepath.Join(out, "ld-2.31.so")
+	if b, err := exec.Command("cp", "/lib64/ld-linux-x86-64.so.2", ld).CombinedOutput(); err != nil {
+		t.Fatalf("cp ld.so: %v\n%s", err, b)
+	}
+	prog := filepath.Join(out, "clean")
+	if err := os.WriteFile(prog+".c", []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("gcc", "-o", prog, prog+".c", "-Wl,--dynamic-linker="+ld).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
 	runs := map[string]string{
 		"node-require":    "node -r ./webmod.txt -e 0",
 		"node-require-eq": "node --require=./webmod2.txt -e 0",
 		"dot-var":         `f=notes.txt; bash -c '. ./$0' "$f"`,
 		"sed":             "echo x | sed -f web.sed",
 		"ld-preload":      "MARK=" + mark("ld-preload") + ` LD_PRELOAD="$PWD/preload.bin" /bin/true`,
+		"old-loader":      "MARK=" + mark("old-loader") + ` LD_PRELOAD="$PWD/preload2.bin" ` + prog,
+		"sed-nf":          "echo x | sed -nf web2.sed",
+		"bash-e":          "bash -e web1.txt",
+		"python-I":        "python3 -I web2.txt",
+		"awk-f":           "awk -fweb.awk </dev/null",
+		"node-options":    `NODE_OPTIONS="--require ./webmod3.txt" node -e 0`,
+		"bash-env":        "BASH_ENV=./web4.txt bash -c true",
 	}
-	files := map[string]string{"node-require": "webmod.txt", "node-require-eq": "webmod2.txt", "dot-var": "notes.txt", "sed": "web.sed", "ld-preload": "preload.bin"}
+	files := map[string]string{"node-require": "webmod.txt", "node-require-eq": "webmod2.txt", "dot-var": "notes.txt", "sed": "web.sed", "ld-preload": "preload.bin",
+		"old-loader": "preload2.bin", "sed-nf": "web2.sed", "bash-e": "web1.txt", "python-I": "web2.txt", "awk-f": "web.awk",
+		"node-options": "webmod3.txt", "bash-env": "web4.txt"}
 	for name, cmd := range runs {
 		r := e.Owner(cmd)
 		if fileExists(mark(name)) {

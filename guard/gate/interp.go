@@ -2,6 +2,7 @@ package gate
 
 import (
 	"bufio"
+	"encoding/binary"
 	"os"
 	"path"
 	"strconv"
@@ -85,48 +86,6 @@ func ownSource(exe, base string) bool {
 	return false
 }
 
-// interpOpts are the options of the common interpreters that take a
-// value, which is not the program to run.
-var interpOpts = map[string]bool{
-	"-W": true, "-X": true, "-I": true, "-M": true, "-o": true, "+o": true, "-O": true, "+O": true,
-	"--library-path": true, "--preload": true,
-	"--audit": true, "--argv0": true, "--check-hash-based-pycs": true, "-d": true,
-}
-
-// preloads are the options whose value is code the interpreter runs before
-// its program (node -r and --require, --import and --loader, ruby -r, a
-// sed or awk program file): the program named after them still counts.
-var preloads = map[string]bool{
-	"-r": true, "--require": true, "--import": true, "--loader": true, "--experimental-loader": true,
-	"-f": true, "--file": true,
-}
-
-// inline are the options whose value is the program itself (a command
-// string, a module name): the file is then no program of theirs.
-var inline = map[string]bool{"-e": true, "-E": true, "-p": true, "--eval": true, "--print": true, "-m": true}
-
-// inlineFor are the options inline for one interpreter only (php -r runs
-// its value as code; node's and ruby's -r load a file).
-var inlineFor = map[string]string{"-r": "php"}
-
-// textTools are the interpreters whose arguments other than a -f file are
-// their inline program and their input.
-var textTools = map[string]bool{"sed": true, "gsed": true, "awk": true, "gawk": true, "mawk": true}
-
-// inlineHere reports whether option opt is inline for the program prog.
-func inlineHere(opt, prog string) bool {
-	p, ok := inlineFor[opt]
-	return ok && strings.HasPrefix(prog, p)
-}
-
-// runnerModules are the modules that run the program their command line
-// names next (python3 -m cProfile x.py runs x.py).
-var runnerModules = map[string]bool{
-	"cProfile": true, "profile": true, "pdb": true, "trace": true, "runpy": true, "timeit": true,
-	"coverage": true, "pyinstrument": true, "scalene": true, "memray": true, "viztracer": true,
-	"debugpy": true, "pytest": true, "unittest": true, "doctest": true, "IPython": true,
-}
-
 // execd remembers, per process, the file the act gate let it exec (device,
 // inode) and the content it decided on, so that the interpreter the kernel
 // then runs (the same process) reads that content without asking again (a
@@ -182,7 +141,7 @@ func (g *Gate) Interpret(tid int, res *principal.Resolved, rel string, st *sysca
 	}
 	base := path.Base(rel)
 	lib := strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
-	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || g.runsAny(res.Proc.ID.Tgid, rel))) && !(g.elf(rel) && loaderOpens(tid)) {
+	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || g.runsAny(res.Proc.ID.Tgid, rel))) && !loaderOpens(tid, res.Proc.ID) {
 		return 0
 	}
 	if g.execd.ran(res.Proc.ID, st, func() (authority.Hash, error) { return g.hashOf(rel, st) }) {
@@ -309,179 +268,133 @@ func (g *Gate) follow(rel string) string {
 	return ""
 }
 
-// runs reports whether the command line of process pid names a file
-// (names: an absolute path as the process sees it) as the program it
-// runs: the first argument that is not an option (unless an option gave
-// the program inline), the file of each -f, -r, --require, --import and
-// --loader (awk and sed program files, node's and ruby's preloads), the
-// file a runner module (-m cProfile) is given, a file a shell's -c string
-// sources.
-func runs(pid int, names func(string) bool) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	cwd, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
-	abs := func(a string) bool {
-		if a == "" {
-			return false
-		}
-		if !strings.HasPrefix(a, "/") {
-			a = cwd + "/" + a
-		}
-		return names(path.Clean(a))
-	}
-	prog := path.Base(args[0])
-	// sed and awk take their program inline or with -f; their other
-	// arguments are input files.
-	inlined := textTools[prog]
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		if opt, val, ok := strings.Cut(a, "="); ok && preloads[opt] && strings.HasPrefix(opt, "--") {
-			// --require=./x: the same as --require ./x.
-			if abs(val) {
-				return true
-			}
-			continue
-		}
-		switch {
-		case a == "--":
-			return !inlined && i+1 < len(args) && abs(args[i+1])
-		case a == "-c":
-			return i+1 < len(args) && sources(args[i+1], args[i+2:], abs)
-		case a == "-m":
-			// A module that runs the file named after it.
-			if i+1 >= len(args) || !runnerModules[strings.SplitN(args[i+1], ".", 2)[0]] {
-				return false
-			}
-			i++
-		case inlineHere(a, prog) || inline[a]:
-			// The program is the option's value (node -e CODE): the
-			// arguments that follow are no programs, but a file loaded
-			// before it (node -e 0 -r ./x, sed -e p -f x) still is.
-			inlined = true
-		case preloads[a]:
-			// awk -f a -f b, node -r a -r b: every one counts.
-			if i+1 < len(args) && abs(args[i+1]) {
-				return true
-			}
-			i++
-		case interpOpts[a]:
-			i++
-		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
-		case inlined:
-		default:
-			return abs(a)
-		}
-	}
-	return false
-}
-
-// sources reports whether a shell command string sources a file names
-// accepts (`. FILE`, `source FILE`). A file it names through an expansion
-// (`. ./$0`, `source "$1"`) may be any of the string's arguments (pos):
-// each of them counts.
-func sources(code string, pos []string, names func(string) bool) bool {
-	f := strings.FieldsFunc(code, func(r rune) bool {
-		return r == ' ' || r == '\t' || r == '\n' || r == ';' || r == '&' || r == '|' || r == '(' || r == ')' || r == '{' || r == '}'
-	})
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] != "." && f[i] != "source" {
-			continue
-		}
-		op := strings.Trim(f[i+1], `"'`)
-		if names(op) {
-			return true
-		}
-		if strings.ContainsAny(op, "$`") {
-			for _, a := range pos {
-				if names(a) {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// elf reports whether the file at rel starts as an ELF object does: the
-// loader maps nothing else, so only such a file needs loaderOpens.
-func (g *Gate) elf(rel string) bool {
-	f, err := g.c.Dir.OpenFile(rel, os.O_RDONLY)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var magic [4]byte
-	n, _ := f.ReadAt(magic[:], 0)
-	return n == 4 && string(magic[:]) == "\x7fELF"
-}
-
-// loaderOpens reports whether thread tid, blocked in the open being
-// decided, makes it from the dynamic loader's code: the address of its
-// system call (/proc/TID/syscall) lies in a mapping of the loader
-// (/proc/TID/maps). LD_PRELOAD, a DT_NEEDED entry and dlopen all open a
-// library through the loader, whatever its name; a program reading a file
-// makes the call from its C library or its own code. It answers false
+// loaderOpens reports whether thread tid of process id, blocked in the
+// open being decided, makes it from the dynamic loader's code: the address
+// of its system call (/proc/TID/syscall) lies in the loader's mappings.
+// LD_PRELOAD, a DT_NEEDED entry and dlopen all open a library through the
+// loader, whatever its name or its first bytes (which could change between
+// this check and the loader's read); a program reading a file makes the
+// call from its C library or its own code. The loader is the file mapped
+// at the process's AT_BASE (/proc/TID/auxv), whatever its name; its span
+// is read from /proc/TID/maps once per process image. It answers false
 // when the thread's /proc does not answer within principal.ProcWait.
-func loaderOpens(tid int) bool {
+func loaderOpens(tid int, id principal.ProcID) bool {
 	if tid <= 0 {
 		return false
 	}
 	var yes atomic.Bool
-	principal.WithinProcWait(tid, func() { yes.Store(loaderPC(tid)) })
+	principal.WithinProcWait(tid, func() { yes.Store(loaderPC(tid, id)) })
 	return yes.Load()
 }
 
-func loaderPC(tid int) bool {
+// loaderSpan is where a process image's loader is mapped.
+type loaderSpan struct{ lo, hi uint64 }
+
+type loaderKey struct {
+	id   principal.ProcID
+	base uint64
+}
+
+var (
+	loaderMu    sync.Mutex
+	loaderSpans = map[loaderKey]loaderSpan{}
+)
+
+func loaderPC(tid int, id principal.ProcID) bool {
 	dir := "/proc/" + strconv.Itoa(tid) + "/"
+	pc, ok := syscallPC(dir)
+	if !ok {
+		return false
+	}
+	base, ok := atBase(dir)
+	if !ok || base == 0 { // no loader: a static program, or ld.so run as one
+		return false
+	}
+	k := loaderKey{id, base}
+	loaderMu.Lock()
+	span, known := loaderSpans[k]
+	loaderMu.Unlock()
+	if !known {
+		if span, ok = mappedFrom(dir, base); !ok {
+			return false
+		}
+		loaderMu.Lock()
+		if len(loaderSpans) >= 4096 {
+			clear(loaderSpans)
+		}
+		loaderSpans[k] = span
+		loaderMu.Unlock()
+	}
+	return pc >= span.lo && pc < span.hi
+}
+
+// syscallPC is the instruction pointer of the system call the thread is
+// blocked in.
+func syscallPC(dir string) (uint64, bool) {
 	b, err := os.ReadFile(dir + "syscall")
 	if err != nil {
-		return false
+		return 0, false
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 9 { // "running", or no system call
-		return false
+		return 0, false
 	}
 	pc, err := strconv.ParseUint(strings.TrimPrefix(f[len(f)-1], "0x"), 16, 64)
+	return pc, err == nil
+}
+
+// atBase is the process's AT_BASE: where the kernel mapped its program's
+// interpreter, the dynamic loader (0 when there is none).
+func atBase(dir string) (uint64, bool) {
+	b, err := os.ReadFile(dir + "auxv")
 	if err != nil {
-		return false
+		return 0, false
 	}
+	const atBaseType = 7
+	for i := 0; i+16 <= len(b); i += 16 {
+		typ := binary.NativeEndian.Uint64(b[i:])
+		if typ == 0 {
+			break
+		}
+		if typ == atBaseType {
+			return binary.NativeEndian.Uint64(b[i+8:]), true
+		}
+	}
+	return 0, true
+}
+
+// mappedFrom is the span of every mapping of the file mapped at base.
+func mappedFrom(dir string, base uint64) (loaderSpan, bool) {
 	maps, err := os.Open(dir + "maps")
 	if err != nil {
-		return false
+		return loaderSpan{}, false
 	}
 	defer maps.Close()
-	// The mappings come in address order: read up to the one holding pc.
+	var file string // "dev inode" of the file mapped at base
+	span := loaderSpan{}
 	sc := bufio.NewScanner(maps)
 	for sc.Scan() {
 		// start-end perms offset dev inode path
-		span, rest, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
 			continue
 		}
-		lo, hi, ok := strings.Cut(span, "-")
+		lo, hi, ok := strings.Cut(f[0], "-")
 		if !ok {
 			continue
 		}
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || pc >= end {
+		if err1 != nil || err2 != nil {
 			continue
 		}
-		if pc < start {
-			return false
+		id := f[3] + " " + f[4]
+		switch {
+		case start == base && f[4] != "0":
+			file, span = id, loaderSpan{start, end}
+		case file != "" && id == file:
+			span.hi = max(span.hi, end)
 		}
-		fs := strings.Fields(rest)
-		return len(fs) >= 5 && isLoader(path.Base(fs[4]))
 	}
-	return false
-}
-
-// isLoader reports whether base names a dynamic loader (glibc's
-// ld-linux-*.so.N and ld.so, musl's ld-musl-*.so.1).
-func isLoader(base string) bool {
-	return strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld-musl") ||
-		strings.HasPrefix(base, "ld.so") || strings.HasPrefix(base, "ld64.so")
+	return span, file != ""
 }

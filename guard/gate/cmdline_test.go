@@ -1,0 +1,77 @@
+package gate
+
+import (
+	"path"
+	"strings"
+	"testing"
+)
+
+// Which argument of a command line is the program (the file F), for each
+// family of interpreters: option values, inline programs, files loaded
+// first, clusters of short options, preloads in the environment.
+func TestRunsArgs(t *testing.T) {
+	abs := func(a string) bool { return path.Base(a) == "F" }
+	cases := []struct {
+		cmd  string
+		runs bool
+	}{
+		// shells
+		{"sh F", true}, {"bash -e F", true}, {"sh -e F", true}, {"dash -e F", true}, {"bash -E F", true},
+		{"bash -p F", true}, {"bash -m F", true}, {"bash -x -o errexit F", true}, {"bash +o posix F", true},
+		{"bash --rcfile /dev/null F", true}, {"bash --rcfile F -i", true}, {"bash --norc F", true},
+		{"bash -c ._F", true}, {"bash -xc ._./F", true}, {"sh -ec ._./$0 F", true}, {"bash -c ._./n3.tx?", true},
+		{"bash -c f=F;_._./$f", true}, {"bash -c echo_F", false}, {"bash -c cat_F", false}, {"bash -c source_\"F\"", true},
+		{"busybox sh F", true}, {"bash x.sh F", false},
+		// python
+		{"python3 F", true}, {"python3 -E F", true}, {"python3 -O F", true}, {"python3 -OO F", true},
+		{"python3 -I F", true}, {"python3 -d F", true}, {"python3 -Es F", true}, {"python3 -W error F", true},
+		{"python3 -X dev F", true}, {"python3 -c code F", false}, {"python3 -Ic code F", false},
+		{"python3 -m cProfile F", true}, {"python3 -m http.server F", false}, {"python3 x.py F", false},
+		// node and its kin
+		{"node F", true}, {"node --title agent F", true}, {"node -r F -e 0", true}, {"node --require=F -e 0", true},
+		{"node --require F -e 0", true}, {"node -e 0 F", false}, {"node -e 0 -r F", true}, {"node --import=F x.js", true},
+		{"node --no-warnings F", true}, {"node x.js F", false}, {"deno run F", true}, {"bun run F", true},
+		// perl, ruby, php, lua
+		{"perl F", true}, {"perl -c F", true}, {"perl -w F", true}, {"perl -e code F", false}, {"perl -E code F", false},
+		{"ruby F", true}, {"ruby -rF -e 0", true}, {"ruby -r F x.rb", true}, {"ruby -e 0 F", false}, {"ruby -I lib F", true},
+		{"php F", true}, {"php -f F", true}, {"php -r code F", false}, {"php -d x=1 F", true},
+		{"lua F", true}, {"lua -e code F", false}, {"lua -l mod F", true},
+		// sed and awk: a program file only through -f
+		{"sed -f F", true}, {"sed -nf F", true}, {"sed -fF", true}, {"sed -s -f F", true}, {"sed -e p -f F", true},
+		{"sed --file=F", true}, {"sed -n 1p F", false}, {"sed -f own.sed F", false}, {"sed -i s/a/b/ F", false},
+		{"awk -f F", true}, {"awk -fF", true}, {"awk -f own.awk F", false}, {"awk {print} F", false},
+		{"gawk -i F -f own.awk", true}, {"awk -v x=1 -f F", true},
+		// the loader
+		{"ld.so F", true}, {"ld-linux-x86-64.so.2 --library-path /x F", true}, {"ld.so --preload F /bin/true", true},
+		{"ld.so --argv0 x F", true},
+		// options after --
+		{"python3 -- F", true}, {"node -e 0 -- F", false},
+	}
+	for _, c := range cases {
+		args := strings.Fields(c.cmd) // _ is a space within one argument
+		for i := range args {
+			args[i] = strings.ReplaceAll(args[i], "_", " ")
+		}
+		if got := runsArgs(specOf(args[0]), args, abs); got != c.runs {
+			t.Errorf("%q: runs F = %v, want %v", c.cmd, got, c.runs)
+		}
+	}
+	env := []struct {
+		prog string
+		env  []string
+		runs bool
+	}{
+		{"node", []string{"NODE_OPTIONS=--require ./F"}, true},
+		{"node", []string{"NODE_OPTIONS=--require=./F --no-warnings"}, true},
+		{"node", []string{"NODE_OPTIONS=--max-old-space-size 4096 F"}, false},
+		{"bash", []string{"BASH_ENV=./F"}, true},
+		{"sh", []string{"ENV=/w/F"}, true},
+		{"ruby", []string{"RUBYOPT=-r./F"}, true},
+		{"python3", []string{"BASH_ENV=./F"}, false},
+	}
+	for _, c := range env {
+		if got := runsEnv(specOf(c.prog), c.env, abs); got != c.runs {
+			t.Errorf("%s with %v: runs F = %v, want %v", c.prog, c.env, got, c.runs)
+		}
+	}
+}
