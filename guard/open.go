@@ -164,7 +164,7 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 // a staging handle for guarded files. create is the node's own create of
 // the backing file, called once allowed; a guarded file's handle from it
 // is released by the node (the content arrives at commit, from the draft).
-func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.Errno) (*Opened, syscall.Errno) {
+func (d *Door) Create(c Caller, rel string, flags uint32, create func(flags uint32) syscall.Errno) (*Opened, syscall.Errno) {
 	h := d.h
 	h.names.RLock()
 	defer h.names.RUnlock()
@@ -183,7 +183,14 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func() syscall.
 			return nil, errno
 		}
 	}
-	if errno := create(); errno != 0 {
+	bflags := flags
+	if t.Class.Guarded() && st != nil {
+		// A guarded file already there (made in the backing directory
+		// since the kernel's lookup) changes only through its draft's
+		// commit: the backing open must not truncate it.
+		bflags &^= syscall.O_TRUNC
+	}
+	if errno := create(bflags); errno != 0 {
 		return nil, errno
 	}
 	nst, err := h.dir.Lstat(rel)
