@@ -32,16 +32,7 @@ printf 'open("`+mark("cprofile")+`","w").write("ran")\n' > prof`))
 		"cprofile": "python3 -m cProfile prof",
 	}
 	files := map[string]string{"tcl": "lib.tcl", "awk": "lib.awk", "symlink": "impl", "devfd": "devfd", "cprofile": "prof"}
-	for name, cmd := range runs {
-		r := e.Owner(cmd)
-		if fileExists(mark(name)) {
-			bugErrorf(t, "%s: the owner ran WEB code (%s): %s", name, cmd, r)
-		}
-		li := e.Log()
-		if d := deniedWith(li, files[name], "AU3-exec-none"); len(d) == 0 {
-			bugErrorf(t, "%s: no AU3-exec-none refusal of %s:%s", name, files[name], describe(recordsFor(li, "", "", files[name])))
-		}
-	}
+	ownerRunsNone(t, e, runs, files, mark)
 	// The same files read as data by programs that run nothing are read.
 	if r := e.Owner("cat lib.tcl lib.awk run prof && awk '{print}' devfd"); r.Code != 0 || !strings.Contains(r.Stdout, "ran") {
 		t.Errorf("reading the files as data was refused: %s", r)
@@ -147,16 +138,7 @@ cp `+so+` preload2.bin`))
 	files := map[string]string{"node-require": "webmod.txt", "node-require-eq": "webmod2.txt", "dot-var": "notes.txt", "sed": "web.sed", "ld-preload": "preload.bin",
 		"old-loader": "preload2.bin", "sed-nf": "web2.sed", "bash-e": "web1.txt", "python-I": "web2.txt", "awk-f": "web.awk",
 		"node-options": "webmod3.txt", "bash-env": "web4.txt"}
-	for name, cmd := range runs {
-		r := e.Owner(cmd)
-		if fileExists(mark(name)) {
-			bugErrorf(t, "%s: the owner ran WEB code (%s): %s", name, cmd, r)
-		}
-		li := e.Log()
-		if d := deniedWith(li, files[name], "AU3-exec-none"); len(d) == 0 {
-			bugErrorf(t, "%s: no AU3-exec-none refusal of %s:%s", name, files[name], describe(recordsFor(li, "", "", files[name])))
-		}
-	}
+	ownerRunsNone(t, e, runs, files, mark)
 	if r := e.Owner(`cat webmod.txt notes.txt web.sed preload.bin >/dev/null && sed -n 1p notes.txt && node -e 'require("fs").readFileSync("webmod.txt")' && bash -c 'wc -l < "$0"' notes.txt`); r.Code != 0 || !strings.Contains(r.Stdout, "ran") {
 		t.Errorf("reading the files as data was refused: %s", r)
 	}
@@ -174,5 +156,22 @@ func TestTextToolsReadTheirInput(t *testing.T) {
 	}
 	if d := deniedWith(e.Log(), "page.txt", "AU3-exec-none"); len(d) > 0 {
 		t.Fatalf("an input file was refused as a program:%s", describe(d))
+	}
+}
+
+// ownerRunsNone has the owner run each command of runs, each of which
+// would run a WEB session's file (files[name]) that leaves mark(name)
+// when it runs: none may run, and each is refused AU3-exec-none.
+func ownerRunsNone(t *testing.T, e *Env, runs, files map[string]string, mark func(string) string) {
+	t.Helper()
+	for name, cmd := range runs {
+		r := e.Owner(cmd)
+		if fileExists(mark(name)) {
+			bugErrorf(t, "%s: the owner ran WEB code (%s): %s", name, cmd, r)
+		}
+		li := e.Log()
+		if d := deniedWith(li, files[name], "AU3-exec-none"); len(d) == 0 {
+			bugErrorf(t, "%s: no AU3-exec-none refusal of %s:%s", name, files[name], describe(recordsFor(li, "", "", files[name])))
+		}
 	}
 }
