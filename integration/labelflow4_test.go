@@ -106,6 +106,10 @@ printf 'open("`+mark("python-I")+`", "w").write("ran")\n' > web2.txt
 printf 'BEGIN { print "ran" > "`+mark("awk-f")+`" }\n' > web.awk
 printf 'require("fs").writeFileSync("`+mark("node-options")+`", "ran")\n' > webmod3.txt
 printf 'echo ran > `+mark("bash-env")+`\n' > web4.txt
+printf 'open(my $f, ">", "`+mark("perl-I")+`"); print $f "ran\\n";\n' > web5.txt
+printf 'echo ran > `+mark("bash-c-l")+`\n' > web6.txt
+printf 'echo ran > `+mark("ldso-bash")+`\n' > web7.txt
+mkdir -p bin && printf 'echo ran > `+mark("path-search")+`\n' > bin/tool
 cp `+so+` preload.bin
 cp `+so+` preload2.bin`))
 	// A program whose loader's file is named as glibc 2.33 and older name
@@ -134,10 +138,15 @@ cp `+so+` preload2.bin`))
 		"awk-f":           "awk -fweb.awk </dev/null",
 		"node-options":    `NODE_OPTIONS="--require ./webmod3.txt" node -e 0`,
 		"bash-env":        "BASH_ENV=./web4.txt bash -c true",
+		"perl-I":          "perl -I lib web5.txt",
+		"bash-c-l":        "bash -c -l '. ./web6.txt'",
+		"ldso-bash":       "/lib64/ld-linux-x86-64.so.2 /bin/bash web7.txt",
+		"path-search":     `PATH="$PWD/bin:$PATH" bash tool`,
 	}
 	files := map[string]string{"node-require": "webmod.txt", "node-require-eq": "webmod2.txt", "dot-var": "notes.txt", "sed": "web.sed", "ld-preload": "preload.bin",
 		"old-loader": "preload2.bin", "sed-nf": "web2.sed", "bash-e": "web1.txt", "python-I": "web2.txt", "awk-f": "web.awk",
-		"node-options": "webmod3.txt", "bash-env": "web4.txt"}
+		"node-options": "webmod3.txt", "bash-env": "web4.txt", "perl-I": "web5.txt", "bash-c-l": "web6.txt", "ldso-bash": "web7.txt",
+		"path-search": "bin/tool"}
 	ownerRunsNone(t, e, runs, files, mark)
 	if r := e.Owner(`cat webmod.txt notes.txt web.sed preload.bin >/dev/null && sed -n 1p notes.txt && node -e 'require("fs").readFileSync("webmod.txt")' && bash -c 'wc -l < "$0"' notes.txt`); r.Code != 0 || !strings.Contains(r.Stdout, "ran") {
 		t.Errorf("reading the files as data was refused: %s", r)
@@ -145,13 +154,20 @@ cp `+so+` preload2.bin`))
 }
 
 // sed and awk read their input files as data: a WEB session's file given
-// to the owner's own sed or awk program (-f) is read, not run.
+// to the owner's own sed or awk program (-f) is read, not run; so does a
+// shell whose -c string sources the owner's own file by a variable
+// (source "$HOME/env.sh", as nvm's and cargo's setup lines do).
 func TestTextToolsReadTheirInput(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
 	expectOK(t, "a WEB page", e.Sh("WEB", "w1", `printf 'line one\nline two\n' > page.txt`))
 	expectOK(t, "the owner's programs", e.Owner(`printf 'p\n' > own.sed && printf '{ print }\n' > own.awk`))
-	r := e.Owner(`sed -n -f own.sed page.txt && awk -f own.awk page.txt && sed -n 1p page.txt && awk '{print}' page.txt`)
-	if r.Code != 0 || strings.Count(r.Stdout, "line one") != 4 {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "env.sh"), []byte("X=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Owner(`sed -n -f own.sed page.txt && awk -f own.awk page.txt && sed -n 1p page.txt && awk '{print}' page.txt &&
+HOME=` + home + ` bash -c 'source "$HOME/env.sh"; head -1 < page.txt' && bash -c -l 'head -1 page.txt'`)
+	if r.Code != 0 || strings.Count(r.Stdout, "line one") != 6 {
 		t.Fatalf("sed and awk reading a WEB page as input: %s", r)
 	}
 	if d := deniedWith(e.Log(), "page.txt", "AU3-exec-none"); len(d) > 0 {

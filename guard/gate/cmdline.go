@@ -14,15 +14,22 @@ import (
 // An interpreter reading a file runs it when its command line names the
 // file as its program, or as code it loads first. Which argument that is
 // depends on the interpreter's options: which take a value (bash -o
-// errexit, python3 -W error), which give the program inline (python3 -c,
-// node -e, sed's script), which load a file before the program (node -r,
-// awk -f, bash --rcfile), and short options come in clusters (sh -ec,
-// sed -nf FILE, awk -fFILE). Each family of interpreters has its table
-// (argSpec); an option a table does not name is taken to have no value,
-// so that the argument after an unknown option counts as the program (a
-// data file taken for one is refused, never the reverse). Preloads named
-// in the environment count as well (NODE_OPTIONS, BASH_ENV, ENV,
-// RUBYOPT).
+// errexit, python3 -W error, perl -I lib), which give the program inline
+// (python3 -c, node -e, sed's and awk's script), which load a file before
+// the program (node -r, awk -f, bash --rcfile, ld.so --preload), and short
+// options come in clusters (sh -ec, sed -nf FILE, awk -fFILE). Each family
+// of interpreters has its table (argSpec), chosen by the program the
+// process runs (its exe, not its argv[0]); an option a table does not name
+// is taken to have none, so that the argument after it counts as the
+// program (a data file taken for one is refused, never the reverse); an
+// unknown long option's possible value counts too. Preloads named in the
+// environment count as well (NODE_OPTIONS, RUBYOPT, BASH_ENV, ENV,
+// LD_PRELOAD, LD_AUDIT), and a name without a slash is also looked up
+// along the process's PATH, as a shell looks up a script or a sourced
+// file. A shell's -c string is read for the files it sources, with the
+// variables it can be known to expand (the environment, the string's
+// arguments, its own assignments); a sourced name that cannot be known (a
+// command substitution, a pattern) counts for every file the shell reads.
 
 // argSpec is how one family of interpreters reads its command line.
 type argSpec struct {
@@ -30,9 +37,10 @@ type argSpec struct {
 	inline  map[string]bool // options whose value is the program itself
 	value   map[string]bool // options with a value that is no program
 	loads   map[string]bool // options whose value is a file run before the program
-	module  bool            // -m MODULE runs a module (a runner module runs the file after it)
+	module  bool            // -m MODULE runs a module (a runner module runs the files after it)
 	input   bool            // the arguments are the inline program and input files
-	sub     bool            // the first argument is a subcommand (deno run FILE, busybox sh FILE)
+	sub     bool            // the first argument is a subcommand (deno run FILE)
+	loader  bool            // the program named is run in turn (ld.so PROGRAM ARGS)
 	env     []string        // environment variables naming files it runs first
 	envOpts string          // an environment variable holding more options (NODE_OPTIONS)
 }
@@ -50,18 +58,27 @@ var (
 		loads: set("--rcfile", "--init-file"), env: []string{"BASH_ENV", "ENV"}}
 	pythonArgs = &argSpec{inline: set("-c"), value: set("-W", "-X", "--check-hash-based-pycs"), module: true}
 	nodeArgs   = &argSpec{inline: set("-e", "-p", "--eval", "--print"),
-		value: set("--title", "--input-type", "-C", "--conditions", "--env-file", "--stack-size", "--max-old-space-size"),
-		loads: set("-r", "--require", "--import", "--loader", "--experimental-loader"), envOpts: "NODE_OPTIONS"}
+		value: set("--title", "--input-type", "-C", "--conditions", "--env-file", "--stack-size", "--max-old-space-size",
+			"--unhandled-rejections", "--inspect-port", "--redirect-warnings", "--report-dir", "--report-directory",
+			"--report-filename", "--icu-data-dir", "--openssl-config", "--tls-cipher-list", "--disable-warning",
+			"--experimental-default-type", "--watch-path", "--test-reporter", "--test-reporter-destination",
+			"--test-name-pattern", "--heapsnapshot-signal", "--diagnostic-dir", "--dns-result-order", "--secure-heap",
+			"--secure-heap-min", "--snapshot-blob", "--localstorage-file", "--trace-event-categories",
+			"--trace-event-file-pattern", "--cpu-prof-dir", "--heap-prof-dir", "--max-http-header-size"),
+		loads:   set("-r", "--require", "--import", "--loader", "--experimental-loader", "--experimental-policy"),
+		envOpts: "NODE_OPTIONS"}
 	denoArgs = &argSpec{inline: nodeArgs.inline, value: nodeArgs.value, loads: nodeArgs.loads, sub: true}
-	perlArgs = &argSpec{inline: set("-e", "-E")}
+	perlArgs = &argSpec{inline: set("-e", "-E"), value: set("-I")}
 	rubyArgs = &argSpec{inline: set("-e"), value: set("-I", "-C", "-E", "--encoding"),
 		loads: set("-r", "--require"), envOpts: "RUBYOPT"}
-	phpArgs    = &argSpec{inline: set("-r", "-B", "-R", "-E"), value: set("-c", "-d", "-z"), loads: set("-f", "-F")}
-	awkArgs    = &argSpec{input: true, inline: set("-e", "--source"), value: set("-v", "-F", "-W", "--assign", "--field-separator"), loads: set("-f", "--file", "-i", "--include")}
+	phpArgs = &argSpec{inline: set("-r", "-B", "-R", "-E"), value: set("-c", "-d", "-z"), loads: set("-f", "-F")}
+	awkArgs = &argSpec{input: true, inline: set("-e", "--source"), value: set("-v", "-F", "-W", "--assign", "--field-separator"),
+		loads: set("-f", "--file", "-i", "--include", "-E", "--exec")}
 	sedArgs    = &argSpec{input: true, inline: set("-e", "--expression"), value: set("-l", "--line-length"), loads: set("-f", "--file")}
 	luaArgs    = &argSpec{inline: set("-e"), value: set("-l")}
-	loaderArgs = &argSpec{value: set("--library-path", "--argv0", "--inhibit-rpath"), loads: set("--preload", "--audit")}
-	otherArgs  = &argSpec{inline: set("-e")}
+	loaderArgs = &argSpec{value: set("--library-path", "--argv0", "--inhibit-rpath", "--glibc-hwcaps-mask", "--glibc-hwcaps-prepend"),
+		loads: set("--preload", "--audit"), loader: true, env: []string{"LD_PRELOAD", "LD_AUDIT"}}
+	otherArgs = &argSpec{inline: set("-e")}
 )
 
 // specOf is the table of the interpreter whose program's base name is prog.
@@ -75,8 +92,6 @@ func specOf(prog string) *argSpec {
 		return false
 	}
 	switch {
-	case prog == "busybox":
-		return &argSpec{command: "c", value: shellArgs.value, sub: true}
 	case has("sh", "bash", "dash", "zsh", "ksh", "mksh", "yash", "fish"):
 		return shellArgs
 	case has("python", "pypy"):
@@ -103,55 +118,100 @@ func specOf(prog string) *argSpec {
 	return otherArgs
 }
 
-// runnerModules are the modules that run the program their command line
-// names next (python3 -m cProfile x.py runs x.py).
+// runnerModules are the modules that run the files their command line
+// names after them (python3 -m cProfile x.py runs x.py).
 var runnerModules = map[string]bool{
 	"cProfile": true, "profile": true, "pdb": true, "trace": true, "runpy": true, "timeit": true,
 	"coverage": true, "pyinstrument": true, "scalene": true, "memray": true, "viztracer": true,
-	"debugpy": true, "pytest": true, "unittest": true, "doctest": true, "IPython": true,
+	"debugpy": true, "pytest": true, "unittest": true, "doctest": true, "IPython": true, "pydoc": true,
 }
 
-// runs reports whether process pid runs a file names accepts (an absolute
-// path as the process sees it): its command line names it as the program
-// or as code loaded first, or its environment names it as a preload. When
-// the process's /proc does not answer within principal.ProcWait, the file
-// is taken to run.
-func runs(pid int, names func(string) bool) bool {
+// cmdline is what runs reads of a process: its arguments, its
+// environment, and how it resolves a name it is given.
+type cmdline struct {
+	args  []string
+	env   map[string]string
+	names func(string) bool // names the file (an absolute path as the process sees it)
+	cwd   string
+}
+
+// abs reports whether the name a, as the process resolves it (from its
+// working directory; a name without a slash also along its PATH, as a
+// shell finds a script or a sourced file), is the file.
+func (c *cmdline) abs(a string) bool {
+	if a == "" {
+		return false
+	}
+	if strings.HasPrefix(a, "/") {
+		return c.names(path.Clean(a))
+	}
+	if c.names(path.Clean(c.cwd + "/" + a)) {
+		return true
+	}
+	if strings.Contains(a, "/") {
+		return false
+	}
+	for _, d := range strings.Split(c.env["PATH"], ":") {
+		if d != "" && c.names(path.Clean(d+"/"+a)) {
+			return true
+		}
+	}
+	return false
+}
+
+// runs reports whether process pid, running the program exe, runs a file
+// names accepts (an absolute path as the process sees it): its command
+// line names it as the program or as code loaded first, or its
+// environment names it as a preload. When the process's /proc does not
+// answer within principal.ProcWait, the file is taken to run.
+func runs(pid int, exe string, names func(string) bool) bool {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
-	var cmdline, environ []byte
+	var raw, environ []byte
 	var cwd string
 	var cerr error
 	if !principal.WithinProcWait(pid, func() {
-		cmdline, cerr = os.ReadFile(dir + "cmdline")
+		raw, cerr = os.ReadFile(dir + "cmdline")
 		environ, _ = os.ReadFile(dir + "environ")
 		cwd, _ = os.Readlink(dir + "cwd")
 	}) {
 		return true
 	}
-	if cerr != nil || len(cmdline) == 0 {
+	if cerr != nil || len(raw) == 0 {
 		return false
 	}
-	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	abs := func(a string) bool {
-		if a == "" {
-			return false
+	c := &cmdline{args: strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), env: map[string]string{}, names: names, cwd: cwd}
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			c.env[k] = v
 		}
-		if !strings.HasPrefix(a, "/") {
-			a = cwd + "/" + a
-		}
-		return names(path.Clean(a))
 	}
-	sp := specOf(path.Base(args[0]))
-	return runsArgs(sp, args, abs) || runsEnv(sp, strings.Split(string(environ), "\x00"), abs)
+	sp, args := programOf(exe, c.args)
+	return c.runsArgs(sp, args) || c.runsEnv(sp)
+}
+
+// programOf is the table of the program exe runs with the arguments args,
+// and the arguments as that program reads them: busybox runs the applet
+// its argv[0] names (busybox sh FILE: the one after it).
+func programOf(exe string, args []string) (*argSpec, []string) {
+	prog := path.Base(exe)
+	if prog == "busybox" {
+		if path.Base(args[0]) == "busybox" && len(args) > 1 {
+			args = args[1:]
+		}
+		prog = path.Base(args[0])
+	}
+	if exe == "" {
+		prog = path.Base(args[0])
+	}
+	return specOf(prog), args
 }
 
 // runsArgs reports whether the command line args (args[0] the program)
-// names a file abs accepts as the program it runs or as code it loads
-// first.
-func runsArgs(sp *argSpec, args []string, abs func(string) bool) bool {
+// names the file as the program it runs or as code it loads first.
+func (c *cmdline) runsArgs(sp *argSpec, args []string) bool {
 	i := 1
 	if sp.sub && i < len(args) && !strings.HasPrefix(args[i], "-") {
-		i++ // deno run FILE, busybox sh FILE
+		i++ // deno run FILE
 	}
 	inlined := sp.input
 	// value takes an option's value: the rest of its cluster, else the
@@ -170,7 +230,7 @@ func runsArgs(sp *argSpec, args []string, abs func(string) bool) bool {
 		a := args[i]
 		switch {
 		case a == "--":
-			return !inlined && i+1 < len(args) && abs(args[i+1])
+			return !inlined && i+1 < len(args) && c.abs(args[i+1])
 		case strings.HasPrefix(a, "--"):
 			opt, val, eq := strings.Cut(a, "=")
 			rest := ""
@@ -179,7 +239,7 @@ func runsArgs(sp *argSpec, args []string, abs func(string) bool) bool {
 			}
 			switch {
 			case sp.loads[opt]:
-				if v, ok := value(rest); ok && abs(v) {
+				if v, ok := value(rest); ok && c.abs(v) {
 					return true
 				}
 			case sp.inline[opt]:
@@ -187,6 +247,11 @@ func runsArgs(sp *argSpec, args []string, abs func(string) bool) bool {
 				value(rest)
 			case sp.value[opt]:
 				value(rest)
+			case !eq && !inlined && i+1 < len(args) && c.abs(args[i+1]):
+				// An option this table does not know may take the next
+				// argument as its value, or not: either way that
+				// argument may be the program.
+				return true
 			}
 		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
 			// A cluster of short options: -ec, -nf FILE, -fFILE, -rMOD.
@@ -194,10 +259,22 @@ func runsArgs(sp *argSpec, args []string, abs func(string) bool) bool {
 				o, rest := a[:1]+a[j:j+1], a[j+1:]
 				switch {
 				case a[0] == '-' && strings.IndexByte(sp.command, a[j]) >= 0:
-					// sh -c STRING [NAME ARGS...]: the string runs.
-					return i+1 < len(args) && sources(args[i+1], abs)
+					// sh -c [OPTIONS] STRING [NAME ARGS...]: the string is
+					// the first argument that is no option.
+					k := i + 1
+					for k < len(args) && len(args[k]) > 1 && (args[k][0] == '-' || args[k][0] == '+') {
+						if args[k] == "--" {
+							k++
+							break
+						}
+						if sp.value[args[k]] {
+							k++
+						}
+						k++
+					}
+					return k < len(args) && c.sources(args[k], args[k+1:])
 				case sp.loads[o]:
-					if v, ok := value(rest); ok && abs(v) {
+					if v, ok := value(rest); ok && c.abs(v) {
 						return true
 					}
 					j = len(a)
@@ -205,67 +282,282 @@ func runsArgs(sp *argSpec, args []string, abs func(string) bool) bool {
 					inlined = true
 					value(rest)
 					j = len(a)
+				case sp == awkArgs && o == "-W":
+					// mawk -W exec FILE: the program file, then its
+					// arguments.
+					v, _ := value(rest)
+					if strings.HasPrefix(v, "e") && i+1 < len(args) && c.abs(args[i+1]) {
+						return true
+					}
+					j = len(a)
 				case sp.value[o]:
 					value(rest)
 					j = len(a)
 				case sp.module && o == "-m":
-					// A module that runs the file named after it.
+					// A runner module runs the files named after it, past
+					// its own options.
 					m, ok := value(rest)
 					if !ok || !runnerModules[strings.SplitN(m, ".", 2)[0]] {
 						return false
 					}
-					j = len(a)
+					for _, b := range args[i+1:] {
+						if c.abs(b) {
+							return true
+						}
+					}
+					return false
 				}
 			}
 		case inlined:
+		case sp.loader:
+			// ld.so PROGRAM ARGS: the program, read as it reads its own
+			// arguments.
+			if c.abs(a) {
+				return true
+			}
+			return c.runsArgs(specOf(path.Base(a)), args[i:])
 		default:
-			return abs(a)
+			return c.abs(a)
 		}
 	}
 	return false
 }
 
-// runsEnv reports whether the environment env (NAME=value entries) names
-// a file abs accepts as code the interpreter loads first.
-func runsEnv(sp *argSpec, env []string, abs func(string) bool) bool {
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || v == "" {
+// runsEnv reports whether the environment names the file as code the
+// interpreter loads first.
+func (c *cmdline) runsEnv(sp *argSpec) bool {
+	for _, e := range sp.env {
+		v := c.env[e]
+		if v == "" {
 			continue
 		}
-		for _, e := range sp.env {
-			if k == e && abs(v) {
-				return true
+		if sp.loader {
+			// LD_PRELOAD, LD_AUDIT: lists separated by spaces or colons.
+			for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ':' }) {
+				if c.abs(f) {
+					return true
+				}
 			}
+			continue
 		}
-		if sp.envOpts != "" && k == sp.envOpts {
-			// Only the options that load files count here: the program
-			// itself is never named in these variables.
-			loads := &argSpec{loads: sp.loads, value: sp.value, inline: sp.inline, input: true}
-			if runsArgs(loads, append([]string{""}, strings.Fields(v)...), abs) {
-				return true
-			}
+		// BASH_ENV and ENV are expanded by the shell before it reads them.
+		x, known := c.expand(v, nil, nil)
+		if !known || c.abs(x) {
+			return true
 		}
 	}
-	return false
-}
-
-// sources reports whether a shell command string sources a file names
-// accepts (`. FILE`, `source FILE`). A file it sources through an
-// expansion or a pattern (`. ./$0`, `source "$f"`, `. ./x*`) may be any
-// file: every file the shell reads then counts.
-func sources(code string, names func(string) bool) bool {
-	f := strings.FieldsFunc(code, func(r rune) bool {
-		return r == ' ' || r == '\t' || r == '\n' || r == ';' || r == '&' || r == '|' || r == '(' || r == ')' || r == '{' || r == '}'
-	})
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] != "." && f[i] != "source" {
-			continue
-		}
-		op := strings.Trim(f[i+1], `"'`)
-		if names(op) || strings.ContainsAny(op, "$`*?[") {
+	if sp.envOpts != "" && c.env[sp.envOpts] != "" {
+		// Only the options that load files count here: the program
+		// itself is never named in these variables.
+		loads := &argSpec{loads: sp.loads, value: sp.value, inline: sp.inline, input: true}
+		if c.runsArgs(loads, append([]string{""}, splitQuoted(c.env[sp.envOpts])...)) {
 			return true
 		}
 	}
 	return false
+}
+
+// splitQuoted splits an options variable into words as node and ruby do:
+// on white space, with double quotes grouping and backslashes escaping.
+func splitQuoted(v string) []string {
+	var words []string
+	var w strings.Builder
+	in, quoted := false, false
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		switch {
+		case ch == '\\' && i+1 < len(v):
+			i++
+			w.WriteByte(v[i])
+			in = true
+		case ch == '"' || ch == '\'':
+			quoted = !quoted
+			in = true
+		case (ch == ' ' || ch == '\t' || ch == '\n') && !quoted:
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteByte(ch)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// sources reports whether a shell command string (with its arguments pos:
+// $0, $1 …) sources the file (`. FILE`, `source FILE`). A sourced name is
+// expanded with what can be known of it: the environment, the arguments,
+// the string's own assignments; a name that cannot be known (a command
+// substitution, a pattern) may be any file, and then every file the shell
+// reads counts.
+func (c *cmdline) sources(code string, pos []string) bool {
+	words := shellWords(code)
+	assigned := map[string]string{}
+	for i, w := range words {
+		if k, v, ok := strings.Cut(w, "="); ok && validName(k) {
+			if x, known := c.expand(v, assigned, pos); known {
+				assigned[k] = x
+			}
+			continue
+		}
+		if (w != "." && w != "source") || i+1 >= len(words) {
+			continue
+		}
+		op, known := c.expand(words[i+1], assigned, pos)
+		if !known || strings.ContainsAny(op, "*?[") || c.abs(op) {
+			return true
+		}
+	}
+	return false
+}
+
+// shellWords splits a command string into words at blanks, command
+// separators and redirections, with quotes and backslashes removed (a
+// `$` inside double quotes still expands; single-quoted text is kept
+// apart from expansion by a NUL before each `$` it holds).
+func shellWords(code string) []string {
+	var words []string
+	var w strings.Builder
+	in := false
+	flush := func() {
+		if in {
+			words = append(words, w.String())
+			w.Reset()
+			in = false
+		}
+	}
+	var quote byte
+	for i := 0; i < len(code); i++ {
+		ch := code[i]
+		switch {
+		case quote == '\'':
+			if ch == '\'' {
+				quote = 0
+			} else {
+				if ch == '$' {
+					w.WriteByte(0)
+				}
+				w.WriteByte(ch)
+			}
+		case ch == '\\' && i+1 < len(code):
+			i++
+			if code[i] == '$' {
+				w.WriteByte(0)
+			}
+			w.WriteByte(code[i])
+			in = true
+		case quote == '"':
+			if ch == '"' {
+				quote = 0
+			} else {
+				w.WriteByte(ch)
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+			in = true
+		case ch == '$' && i+1 < len(code) && code[i+1] == '(':
+			// A command substitution stays in its word, whole.
+			depth, k := 0, i+1
+			for ; k < len(code); k++ {
+				if code[k] == '(' {
+					depth++
+				} else if code[k] == ')' {
+					if depth--; depth == 0 {
+						break
+					}
+				}
+			}
+			w.WriteString(code[i:min(k+1, len(code))])
+			i = k
+			in = true
+		case strings.IndexByte(" \t\n;&|(){}<>", ch) >= 0:
+			flush()
+		default:
+			w.WriteByte(ch)
+			in = true
+		}
+	}
+	flush()
+	return words
+}
+
+func validName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// expand expands the parameters of w ($NAME, ${NAME}, $0–$9) from
+// assigned, the positional arguments pos and the environment; known is
+// false when w holds an expansion that cannot be known here (a command
+// substitution, an arithmetic or an operator expansion, a backquote).
+func (c *cmdline) expand(w string, assigned map[string]string, pos []string) (x string, known bool) {
+	var b strings.Builder
+	for i := 0; i < len(w); i++ {
+		ch := w[i]
+		if ch == 0 && i+1 < len(w) { // a quoted $: literal
+			i++
+			b.WriteByte(w[i])
+			continue
+		}
+		if ch == '`' {
+			return "", false
+		}
+		if ch != '$' || i+1 >= len(w) {
+			b.WriteByte(ch)
+			continue
+		}
+		j := i + 1
+		var name string
+		switch {
+		case w[j] == '{':
+			end := strings.IndexByte(w[j:], '}')
+			if end < 0 {
+				return "", false
+			}
+			name = w[j+1 : j+end]
+			i = j + end
+		case w[j] >= '0' && w[j] <= '9':
+			name = w[j : j+1]
+			i = j
+		default:
+			k := j
+			for k < len(w) && (w[k] == '_' || w[k] >= 'a' && w[k] <= 'z' || w[k] >= 'A' && w[k] <= 'Z' || w[k] >= '0' && w[k] <= '9') {
+				k++
+			}
+			if k == j {
+				return "", false // $(…), $((…)), $@, $* …
+			}
+			name = w[j:k]
+			i = k - 1
+		}
+		switch {
+		case name != "" && name[0] >= '0' && name[0] <= '9' && len(name) == 1:
+			n := int(name[0] - '0')
+			if n < len(pos) {
+				b.WriteString(pos[n])
+			}
+		case validName(name):
+			if v, ok := assigned[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(c.env[name])
+			}
+		default:
+			return "", false // ${x-y}, ${#x} …
+		}
+	}
+	return b.String(), true
 }

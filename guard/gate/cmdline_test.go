@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"path"
 	"strings"
 	"testing"
 )
@@ -10,7 +9,13 @@ import (
 // family of interpreters: option values, inline programs, files loaded
 // first, clusters of short options, preloads in the environment.
 func TestRunsArgs(t *testing.T) {
-	abs := func(a string) bool { return path.Base(a) == "F" }
+	names := func(a string) bool { return a == "/w/F" }
+	c := func(env map[string]string) *cmdline {
+		if env == nil {
+			env = map[string]string{"HOME": "/home/o", "PATH": "/usr/bin:/bin"}
+		}
+		return &cmdline{env: env, names: names, cwd: "/w"}
+	}
 	cases := []struct {
 		cmd  string
 		runs bool
@@ -44,34 +49,48 @@ func TestRunsArgs(t *testing.T) {
 		// the loader
 		{"ld.so F", true}, {"ld-linux-x86-64.so.2 --library-path /x F", true}, {"ld.so --preload F /bin/true", true},
 		{"ld.so --argv0 x F", true},
+		// from the third outside pass
+		{"perl -I lib F", true}, {"python3 -m pdb -c continue F", true}, {"python3 -m cProfile -o /dev/null F", true},
+		{"python3 -m pydoc ./F", true}, {"node --unhandled-rejections strict F", true}, {"mawk -W exec F", true},
+		{"ld.so /bin/bash F", true}, {"ld.so /usr/bin/python3 -I F", true}, {"ld.so --glibc-hwcaps-mask x86-64-v2 ./F", true},
+		{"bash -c -l ._./F", true}, {"sh -c -- ._./F", true}, {"bash -c ._./F>/dev/null", true}, {"bash -c \\._./F", true},
+		{"bash -c \"source\"_./F", true}, {"bash -c source_\"$HOME/env.sh\";wc_-l<F", false},
+		{"bash -c ._\"$HOME/.nvm/nvm.sh\";head_-1<page.txt", false}, {"bash -c ._$(echo_F)", true}, {"bash -c ._\"$0\" F", true},
+		{"bash -c ._'$0' F", false},
 		// options after --
 		{"python3 -- F", true}, {"node -e 0 -- F", false},
 	}
-	for _, c := range cases {
-		args := strings.Fields(c.cmd) // _ is a space within one argument
+	for _, k := range cases {
+		args := strings.Fields(k.cmd) // _ is a space within one argument
 		for i := range args {
 			args[i] = strings.ReplaceAll(args[i], "_", " ")
 		}
-		if got := runsArgs(specOf(args[0]), args, abs); got != c.runs {
-			t.Errorf("%q: runs F = %v, want %v", c.cmd, got, c.runs)
+		sp, args := programOf(args[0], args)
+		if got := c(nil).runsArgs(sp, args); got != k.runs {
+			t.Errorf("%q: runs F = %v, want %v", k.cmd, got, k.runs)
 		}
 	}
 	env := []struct {
 		prog string
-		env  []string
+		env  map[string]string
 		runs bool
 	}{
-		{"node", []string{"NODE_OPTIONS=--require ./F"}, true},
-		{"node", []string{"NODE_OPTIONS=--require=./F --no-warnings"}, true},
-		{"node", []string{"NODE_OPTIONS=--max-old-space-size 4096 F"}, false},
-		{"bash", []string{"BASH_ENV=./F"}, true},
-		{"sh", []string{"ENV=/w/F"}, true},
-		{"ruby", []string{"RUBYOPT=-r./F"}, true},
-		{"python3", []string{"BASH_ENV=./F"}, false},
+		{"node", map[string]string{"NODE_OPTIONS": "--require ./F"}, true},
+		{"node", map[string]string{"NODE_OPTIONS": "--require=./F --no-warnings"}, true},
+		{"node", map[string]string{"NODE_OPTIONS": `--require "./F"`}, true},
+		{"node", map[string]string{"NODE_OPTIONS": "--max-old-space-size 4096 F"}, false},
+		{"bash", map[string]string{"BASH_ENV": "./F"}, true},
+		{"bash", map[string]string{"BASH_ENV": "${PWD}/F", "PWD": "/w"}, true},
+		{"bash", map[string]string{"BASH_ENV": "${PWD}/F${E-}", "PWD": "/w"}, true},
+		{"bash", map[string]string{"BASH_ENV": "$HOME/.bashenv", "HOME": "/home/o"}, false},
+		{"sh", map[string]string{"ENV": "/w/F"}, true},
+		{"ruby", map[string]string{"RUBYOPT": "-r./F"}, true},
+		{"python3", map[string]string{"BASH_ENV": "./F"}, false},
+		{"ld.so", map[string]string{"LD_PRELOAD": "/lib/x.so /w/F"}, true},
 	}
-	for _, c := range env {
-		if got := runsEnv(specOf(c.prog), c.env, abs); got != c.runs {
-			t.Errorf("%s with %v: runs F = %v, want %v", c.prog, c.env, got, c.runs)
+	for _, k := range env {
+		if got := c(k.env).runsEnv(specOf(k.prog)); got != k.runs {
+			t.Errorf("%s with %v: runs F = %v, want %v", k.prog, k.env, got, k.runs)
 		}
 	}
 }

@@ -141,7 +141,7 @@ func (g *Gate) Interpret(tid int, res *principal.Resolved, rel string, st *sysca
 	}
 	base := path.Base(rel)
 	lib := strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
-	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || g.runsAny(res.Proc.ID.Tgid, rel))) && !loaderOpens(tid, res.Proc.ID) {
+	if !lib && !(g.Policy().Interpreter(res.Proc.Exe) && (ownSource(res.Proc.Exe, base) || g.runsAny(res.Proc.ID.Tgid, res.Proc.Exe, rel))) && !loaderOpens(tid, res.Proc.ID) {
 		return 0
 	}
 	if g.execd.ran(res.Proc.ID, st, func() (authority.Hash, error) { return g.hashOf(rel, st) }) {
@@ -153,13 +153,13 @@ func (g *Gate) Interpret(tid int, res *principal.Resolved, rel string, st *sysca
 // runsAny reports whether the command line of process pid names the file
 // at rel, under rel or under a name it had a moment ago (renamed.go), as
 // the program it runs.
-func (g *Gate) runsAny(pid int, rel string) bool {
+func (g *Gate) runsAny(pid int, exe, rel string) bool {
 	names, ok := g.renames.names(rel)
 	if !ok {
 		return true
 	}
 	for _, n := range names {
-		if runs(pid, g.names(pid, n)) {
+		if runs(pid, exe, g.names(pid, n)) {
 			return true
 		}
 	}
