@@ -110,6 +110,8 @@ printf 'open(my $f, ">", "`+mark("perl-I")+`"); print $f "ran\\n";\n' > web5.txt
 printf 'echo ran > `+mark("bash-c-l")+`\n' > web6.txt
 printf 'echo ran > `+mark("ldso-bash")+`\n' > web7.txt
 mkdir -p bin && printf 'echo ran > `+mark("path-search")+`\n' > bin/tool
+printf 'echo ran > `+mark("sh-set")+`\n' > web8.txt
+printf 'open(my $f, ">", "`+mark("perl-M")+`"); print $f "ran\\n";\n' > web9.txt
 cp `+so+` preload.bin
 cp `+so+` preload2.bin`))
 	// A program whose loader's file is named as glibc 2.33 and older name
@@ -142,11 +144,13 @@ cp `+so+` preload2.bin`))
 		"bash-c-l":        "bash -c -l '. ./web6.txt'",
 		"ldso-bash":       "/lib64/ld-linux-x86-64.so.2 /bin/bash web7.txt",
 		"path-search":     `PATH="$PWD/bin:$PATH" bash tool`,
+		"sh-set":          `sh -c 'set -- ./web8.txt; . "$1"'`,
+		"perl-M":          "perl -MData::Dumper web9.txt",
 	}
 	files := map[string]string{"node-require": "webmod.txt", "node-require-eq": "webmod2.txt", "dot-var": "notes.txt", "sed": "web.sed", "ld-preload": "preload.bin",
 		"old-loader": "preload2.bin", "sed-nf": "web2.sed", "bash-e": "web1.txt", "python-I": "web2.txt", "awk-f": "web.awk",
 		"node-options": "webmod3.txt", "bash-env": "web4.txt", "perl-I": "web5.txt", "bash-c-l": "web6.txt", "ldso-bash": "web7.txt",
-		"path-search": "bin/tool"}
+		"path-search": "bin/tool", "sh-set": "web8.txt", "perl-M": "web9.txt"}
 	ownerRunsNone(t, e, runs, files, mark)
 	if r := e.Owner(`cat webmod.txt notes.txt web.sed preload.bin >/dev/null && sed -n 1p notes.txt && node -e 'require("fs").readFileSync("webmod.txt")' && bash -c 'wc -l < "$0"' notes.txt`); r.Code != 0 || !strings.Contains(r.Stdout, "ran") {
 		t.Errorf("reading the files as data was refused: %s", r)

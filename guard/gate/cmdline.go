@@ -36,13 +36,16 @@ type argSpec struct {
 	command string          // short options whose value is a shell command string (sh -c)
 	inline  map[string]bool // options whose value is the program itself
 	value   map[string]bool // options with a value that is no program
-	loads   map[string]bool // options whose value is a file run before the program
-	module  bool            // -m MODULE runs a module (a runner module runs the files after it)
-	input   bool            // the arguments are the inline program and input files
-	sub     bool            // the first argument is a subcommand (deno run FILE)
-	loader  bool            // the program named is run in turn (ld.so PROGRAM ARGS)
-	env     []string        // environment variables naming files it runs first
-	envOpts string          // an environment variable holding more options (NODE_OPTIONS)
+	// attached are options whose value is the rest of their cluster only,
+	// possibly empty (perl -MData::Dumper, perl -l).
+	attached map[string]bool
+	loads    map[string]bool // options whose value is a file run before the program
+	module   bool            // -m MODULE runs a module (a runner module runs the files after it)
+	input    bool            // the arguments are the inline program and input files
+	sub      bool            // the first argument is a subcommand (deno run FILE)
+	loader   bool            // the program named is run in turn (ld.so PROGRAM ARGS)
+	env      []string        // environment variables naming files it runs first
+	envOpts  string          // an environment variable holding more options (NODE_OPTIONS)
 }
 
 func set(opts ...string) map[string]bool {
@@ -68,9 +71,10 @@ var (
 		loads:   set("-r", "--require", "--import", "--loader", "--experimental-loader", "--experimental-policy"),
 		envOpts: "NODE_OPTIONS"}
 	denoArgs = &argSpec{inline: nodeArgs.inline, value: nodeArgs.value, loads: nodeArgs.loads, sub: true}
-	perlArgs = &argSpec{inline: set("-e", "-E"), value: set("-I")}
+	perlArgs = &argSpec{inline: set("-e", "-E"), value: set("-I"),
+		attached: set("-M", "-m", "-x", "-i", "-l", "-0", "-C", "-d", "-D", "-V")}
 	rubyArgs = &argSpec{inline: set("-e"), value: set("-I", "-C", "-E", "--encoding"),
-		loads: set("-r", "--require"), envOpts: "RUBYOPT"}
+		attached: set("-W", "-K", "-T", "-x", "-0"), loads: set("-r", "--require"), envOpts: "RUBYOPT"}
 	phpArgs = &argSpec{inline: set("-r", "-B", "-R", "-E"), value: set("-c", "-d", "-z"), loads: set("-f", "-F")}
 	awkArgs = &argSpec{input: true, inline: set("-e", "--source"), value: set("-v", "-F", "-W", "--assign", "--field-separator"),
 		loads: set("-f", "--file", "-i", "--include", "-E", "--exec")}
@@ -257,6 +261,9 @@ func (c *cmdline) runsArgs(sp *argSpec, args []string) bool {
 			// A cluster of short options: -ec, -nf FILE, -fFILE, -rMOD.
 			for j := 1; j < len(a); j++ {
 				o, rest := a[:1]+a[j:j+1], a[j+1:]
+				if !alnum(a[j]) {
+					break // the rest is some option's value (-W:no-deprecated)
+				}
 				switch {
 				case a[0] == '-' && strings.IndexByte(sp.command, a[j]) >= 0:
 					// sh -c [OPTIONS] STRING [NAME ARGS...]: the string is
@@ -292,6 +299,8 @@ func (c *cmdline) runsArgs(sp *argSpec, args []string) bool {
 					j = len(a)
 				case sp.value[o]:
 					value(rest)
+					j = len(a)
+				case sp.attached[o]:
 					j = len(a)
 				case sp.module && o == "-m":
 					// A runner module runs the files named after it, past
@@ -393,23 +402,38 @@ func splitQuoted(v string) []string {
 // sources reports whether a shell command string (with its arguments pos:
 // $0, $1 …) sources the file (`. FILE`, `source FILE`). A sourced name is
 // expanded with what can be known of it: the environment, the arguments,
-// the string's own assignments; a name that cannot be known (a command
-// substitution, a pattern) may be any file, and then every file the shell
-// reads counts.
+// the string's own assignments. A name that cannot be known (a variable
+// a loop, a read or a function sets, arguments a set -- or a function
+// rebinds, a command substitution, a pattern) may be any file, and so may
+// a command whose name is itself an expansion or an eval: then every file
+// the shell reads counts.
 func (c *cmdline) sources(code string, pos []string) bool {
 	words := shellWords(code)
+	for _, w := range words {
+		if w.text == "set" || w.text == "function" || strings.HasSuffix(w.text, "()") || w.fn {
+			pos = nil // the positional parameters may be rebound
+		}
+	}
 	assigned := map[string]string{}
 	for i, w := range words {
-		if k, v, ok := strings.Cut(w, "="); ok && validName(k) {
+		if k, v, ok := strings.Cut(w.text, "="); ok && validName(k) {
 			if x, known := c.expand(v, assigned, pos); known {
 				assigned[k] = x
+			} else {
+				delete(assigned, k)
 			}
 			continue
 		}
-		if (w != "." && w != "source") || i+1 >= len(words) {
+		if !w.cmd {
 			continue
 		}
-		op, known := c.expand(words[i+1], assigned, pos)
+		if w.text == "eval" || hasExpansion(w.text) {
+			return true
+		}
+		if (w.text != "." && w.text != "source") || i+1 >= len(words) {
+			continue
+		}
+		op, known := c.expand(words[i+1].text, assigned, pos)
 		if !known || strings.ContainsAny(op, "*?[") || c.abs(op) {
 			return true
 		}
@@ -417,19 +441,56 @@ func (c *cmdline) sources(code string, pos []string) bool {
 	return false
 }
 
+// hasExpansion reports whether a word of shellWords holds an unquoted
+// expansion.
+func hasExpansion(w string) bool {
+	for i := 0; i < len(w); i++ {
+		switch w[i] {
+		case 0:
+			i++
+		case '$', '`':
+			return true
+		}
+	}
+	return false
+}
+
+// shellWord is a word of a command string; cmd: it stands where a command
+// name does (first in its command, or after command, builtin, exec or a
+// keyword); fn: a function definition follows it (NAME ( )).
+type shellWord struct {
+	text string
+	cmd  bool
+	fn   bool
+}
+
+// shellKeywords are followed by a command.
+var shellKeywords = set("then", "do", "else", "elif", "if", "while", "until", "!", "command", "builtin", "exec", "time", "nohup", "env")
+
 // shellWords splits a command string into words at blanks, command
 // separators and redirections, with quotes and backslashes removed (a
-// `$` inside double quotes still expands; single-quoted text is kept
-// apart from expansion by a NUL before each `$` it holds).
-func shellWords(code string) []string {
-	var words []string
+// `$` inside double quotes still expands; single-quoted and escaped text
+// is kept apart from expansion by a NUL before each `$` it holds).
+func shellWords(code string) []shellWord {
+	var words []shellWord
 	var w strings.Builder
-	in := false
+	in, atCmd, redir := false, true, false
 	flush := func() {
-		if in {
-			words = append(words, w.String())
-			w.Reset()
-			in = false
+		if !in {
+			return
+		}
+		t := w.String()
+		w.Reset()
+		in = false
+		isCmd := atCmd && !redir
+		words = append(words, shellWord{text: t, cmd: isCmd})
+		switch {
+		case redir:
+			redir = false
+		case isCmd && (shellKeywords[t] || strings.Contains(t, "=") && validName(t[:strings.IndexByte(t, '=')])):
+			// still before the command's name
+		default:
+			atCmd = false
 		}
 	}
 	var quote byte
@@ -440,14 +501,14 @@ func shellWords(code string) []string {
 			if ch == '\'' {
 				quote = 0
 			} else {
-				if ch == '$' {
+				if ch == '$' || ch == '`' {
 					w.WriteByte(0)
 				}
 				w.WriteByte(ch)
 			}
 		case ch == '\\' && i+1 < len(code):
 			i++
-			if code[i] == '$' {
+			if code[i] == '$' || code[i] == '`' {
 				w.WriteByte(0)
 			}
 			w.WriteByte(code[i])
@@ -476,8 +537,25 @@ func shellWords(code string) []string {
 			w.WriteString(code[i:min(k+1, len(code))])
 			i = k
 			in = true
-		case strings.IndexByte(" \t\n;&|(){}<>", ch) >= 0:
+		case ch == '(' && i+1 < len(code) && code[i+1] == ')':
+			// NAME ( ): a function definition.
 			flush()
+			if n := len(words); n > 0 {
+				words[n-1].fn = true
+			}
+			i++
+			atCmd = true
+		case ch == '<' || ch == '>':
+			flush()
+			redir = true
+			for i+1 < len(code) && (code[i+1] == '>' || code[i+1] == '&' || code[i+1] == '<') {
+				i++
+			}
+		case strings.IndexByte(" \t", ch) >= 0:
+			flush()
+		case strings.IndexByte("\n;&|(){}", ch) >= 0:
+			flush()
+			atCmd, redir = true, false
 		default:
 			w.WriteByte(ch)
 			in = true
@@ -485,6 +563,10 @@ func shellWords(code string) []string {
 	}
 	flush()
 	return words
+}
+
+func alnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
 
 func validName(k string) bool {
@@ -546,14 +628,17 @@ func (c *cmdline) expand(w string, assigned map[string]string, pos []string) (x 
 		switch {
 		case name != "" && name[0] >= '0' && name[0] <= '9' && len(name) == 1:
 			n := int(name[0] - '0')
-			if n < len(pos) {
-				b.WriteString(pos[n])
+			if pos == nil || n >= len(pos) {
+				return "", false // rebound (set --, a function's arguments) or unset
 			}
+			b.WriteString(pos[n])
 		case validName(name):
 			if v, ok := assigned[name]; ok {
 				b.WriteString(v)
+			} else if v, ok := c.env[name]; ok {
+				b.WriteString(v)
 			} else {
-				b.WriteString(c.env[name])
+				return "", false // set where the string cannot show it (for, read, a function)
 			}
 		default:
 			return "", false // ${x-y}, ${#x} …

@@ -70,6 +70,36 @@ func TestRunsArgs(t *testing.T) {
 			t.Errorf("%q: runs F = %v, want %v", k.cmd, got, k.runs)
 		}
 	}
+	// Command strings as one argument each.
+	strs := []struct {
+		args []string
+		runs bool
+	}{
+		{[]string{"sh", "-c", `set -- ./F; . "$1"`}, true},
+		{[]string{"sh", "-c", `for f in ./F; do . "$f"; done`}, true},
+		{[]string{"sh", "-c", `f() { . "$1"; }; f ./F`}, true},
+		{[]string{"sh", "-c", `echo ./F | { read f; . "$f"; }`}, true},
+		{[]string{"sh", "-c", `s=.; $s ./F`}, true},
+		{[]string{"sh", "-c", `eval ". ./F"`}, true},
+		{[]string{"sh", "-c", `command . ./F`}, true},
+		{[]string{"sh", "-c", `. ./F 2>&1 >/dev/null`}, true},
+		{[]string{"bash", "-c", `cat "$0"`, "F"}, false},
+		{[]string{"bash", "-c", `x=$(pwd); wc -l < F`}, false},
+		{[]string{"bash", "-c", `echo $HOME; head -1 < F`}, false},
+		{[]string{"bash", "-c", `echo '. $x'; head -1 < F`}, false},
+		{[]string{"bash", "-c", `source "$HOME/env.sh" && head -1 F`}, false},
+		{[]string{"perl", "-MData::Dumper", "./F"}, true},
+		{[]string{"perl", "-Mfeature=say", "F"}, true},
+		{[]string{"perl", "-l", "F"}, true},
+		{[]string{"perl", "-ne", "print", "F"}, false},
+		{[]string{"ruby", "-W:no-deprecated", "F"}, true},
+	}
+	for _, k := range strs {
+		sp, args := programOf(k.args[0], k.args)
+		if got := c(nil).runsArgs(sp, args); got != k.runs {
+			t.Errorf("%q: runs F = %v, want %v", k.args, got, k.runs)
+		}
+	}
 	env := []struct {
 		prog string
 		env  map[string]string
