@@ -306,9 +306,19 @@ func loaderPC(tid int, id principal.ProcID) bool {
 	if !ok {
 		return false
 	}
-	base, ok := atBase(dir)
-	if !ok || base == 0 { // no loader: a static program, or ld.so run as one
+	base, phdr, ok := atBase(dir)
+	if !ok {
 		return false
+	}
+	if base == 0 {
+		// No interpreter was mapped: a static program (whose opens are
+		// its own), or the loader run as the program itself
+		// (ld.so PROGRAM), whose image then holds the loader's code.
+		exe, err := os.Readlink(dir + "exe")
+		if err != nil || !loaderName(path.Base(exe)) {
+			return false
+		}
+		base = phdr
 	}
 	k := loaderKey{id, base}
 	loaderMu.Lock()
@@ -343,27 +353,38 @@ func syscallPC(dir string) (uint64, bool) {
 	return pc, err == nil
 }
 
-// atBase is the process's AT_BASE: where the kernel mapped its program's
-// interpreter, the dynamic loader (0 when there is none).
-func atBase(dir string) (uint64, bool) {
+// atBase is the process's AT_BASE, where the kernel mapped its program's
+// interpreter, the dynamic loader (0 when there is none), and its AT_PHDR,
+// an address inside the program's own image.
+func atBase(dir string) (base, phdr uint64, ok bool) {
 	b, err := os.ReadFile(dir + "auxv")
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
-	const atBaseType = 7
+	const atPhdr, atBaseType = 3, 7
 	for i := 0; i+16 <= len(b); i += 16 {
-		typ := binary.NativeEndian.Uint64(b[i:])
-		if typ == 0 {
-			break
-		}
-		if typ == atBaseType {
-			return binary.NativeEndian.Uint64(b[i+8:]), true
+		switch binary.NativeEndian.Uint64(b[i:]) {
+		case 0:
+			return base, phdr, true
+		case atPhdr:
+			phdr = binary.NativeEndian.Uint64(b[i+8:])
+		case atBaseType:
+			base = binary.NativeEndian.Uint64(b[i+8:])
 		}
 	}
-	return 0, true
+	return base, phdr, true
 }
 
-// mappedFrom is the span of every mapping of the file mapped at base.
+// loaderName reports whether base names a dynamic loader's file (glibc's
+// ld-linux-*.so.N, ld.so, and ld-2.NN.so before 2.34; musl's ld-musl-*).
+func loaderName(base string) bool {
+	return strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld-musl") ||
+		strings.HasPrefix(base, "ld.so") || strings.HasPrefix(base, "ld64.so") ||
+		len(base) > 3 && strings.HasPrefix(base, "ld-") && base[3] >= '0' && base[3] <= '9'
+}
+
+// mappedFrom is the span of every mapping of the file whose mapping holds
+// the address base.
 func mappedFrom(dir string, base uint64) (loaderSpan, bool) {
 	maps, err := os.Open(dir + "maps")
 	if err != nil {
@@ -390,7 +411,7 @@ func mappedFrom(dir string, base uint64) (loaderSpan, bool) {
 		}
 		id := f[3] + " " + f[4]
 		switch {
-		case start == base && f[4] != "0":
+		case start <= base && base < end && f[4] != "0":
 			file, span = id, loaderSpan{start, end}
 		case file != "" && id == file:
 			span.hi = max(span.hi, end)

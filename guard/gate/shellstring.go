@@ -1,0 +1,259 @@
+package gate
+
+import "strings"
+
+// # What a shell command string sources
+//
+// A shell's -c string runs whatever it sources (`. FILE`, `source FILE`).
+// The string is split into words as the shell splits it (quotes,
+// backslashes, separators, redirections, command substitutions kept
+// whole), and a sourced name is expanded with what can be known of it
+// here; what cannot be known makes every file the shell reads count.
+
+// sources reports whether a shell command string (with its arguments pos:
+// $0, $1 …) sources the file (`. FILE`, `source FILE`). A sourced name is
+// expanded with what can be known of it: the environment, the arguments,
+// the string's own assignments. A name that cannot be known (a variable
+// a loop, a read or a function sets, arguments a set -- or a function
+// rebinds, a command substitution, a pattern) may be any file, and so may
+// a command whose name is itself an expansion or an eval: then every file
+// the shell reads counts.
+func (c *cmdline) sources(code string, pos []string) bool {
+	words := shellWords(code)
+	for _, w := range words {
+		if w.text == "set" || w.text == "function" || strings.HasSuffix(w.text, "()") || w.fn {
+			pos = nil // the positional parameters may be rebound
+		}
+	}
+	assigned := map[string]string{}
+	for i, w := range words {
+		if k, v, ok := strings.Cut(w.text, "="); ok && validName(k) {
+			if x, known := c.expand(v, assigned, pos); known {
+				assigned[k] = x
+			} else {
+				delete(assigned, k)
+			}
+			continue
+		}
+		if !w.cmd {
+			continue
+		}
+		if w.text == "eval" || hasExpansion(w.text) {
+			return true
+		}
+		if (w.text != "." && w.text != "source") || i+1 >= len(words) {
+			continue
+		}
+		op, known := c.expand(words[i+1].text, assigned, pos)
+		if !known || strings.ContainsAny(op, "*?[") || c.abs(op) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasExpansion reports whether a word of shellWords holds an unquoted
+// expansion.
+func hasExpansion(w string) bool {
+	for i := 0; i < len(w); i++ {
+		switch w[i] {
+		case 0:
+			i++
+		case '$', '`':
+			return true
+		}
+	}
+	return false
+}
+
+// shellWord is a word of a command string; cmd: it stands where a command
+// name does (first in its command, or after command, builtin, exec or a
+// keyword); fn: a function definition follows it (NAME ( )).
+type shellWord struct {
+	text string
+	cmd  bool
+	fn   bool
+}
+
+// shellKeywords are followed by a command.
+var shellKeywords = set("then", "do", "else", "elif", "if", "while", "until", "!", "command", "builtin", "exec", "time", "nohup", "env")
+
+// shellWords splits a command string into words at blanks, command
+// separators and redirections, with quotes and backslashes removed (a
+// `$` inside double quotes still expands; single-quoted and escaped text
+// is kept apart from expansion by a NUL before each `$` it holds).
+func shellWords(code string) []shellWord {
+	var words []shellWord
+	var w strings.Builder
+	in, atCmd, redir := false, true, false
+	flush := func() {
+		if !in {
+			return
+		}
+		t := w.String()
+		w.Reset()
+		in = false
+		isCmd := atCmd && !redir
+		words = append(words, shellWord{text: t, cmd: isCmd})
+		switch {
+		case redir:
+			redir = false
+		case isCmd && (shellKeywords[t] || strings.Contains(t, "=") && validName(t[:strings.IndexByte(t, '=')])):
+			// still before the command's name
+		default:
+			atCmd = false
+		}
+	}
+	var quote byte
+	for i := 0; i < len(code); i++ {
+		ch := code[i]
+		switch {
+		case quote == '\'':
+			if ch == '\'' {
+				quote = 0
+			} else {
+				if ch == '$' || ch == '`' {
+					w.WriteByte(0)
+				}
+				w.WriteByte(ch)
+			}
+		case ch == '\\' && i+1 < len(code):
+			i++
+			if code[i] == '$' || code[i] == '`' {
+				w.WriteByte(0)
+			}
+			w.WriteByte(code[i])
+			in = true
+		case quote == '"':
+			if ch == '"' {
+				quote = 0
+			} else {
+				w.WriteByte(ch)
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+			in = true
+		case ch == '$' && i+1 < len(code) && code[i+1] == '(':
+			// A command substitution stays in its word, whole.
+			depth, k := 0, i+1
+			for ; k < len(code); k++ {
+				if code[k] == '(' {
+					depth++
+				} else if code[k] == ')' {
+					if depth--; depth == 0 {
+						break
+					}
+				}
+			}
+			w.WriteString(code[i:min(k+1, len(code))])
+			i = k
+			in = true
+		case ch == '(' && i+1 < len(code) && code[i+1] == ')':
+			// NAME ( ): a function definition.
+			flush()
+			if n := len(words); n > 0 {
+				words[n-1].fn = true
+			}
+			i++
+			atCmd = true
+		case ch == '<' || ch == '>':
+			flush()
+			redir = true
+			for i+1 < len(code) && (code[i+1] == '>' || code[i+1] == '&' || code[i+1] == '<') {
+				i++
+			}
+		case strings.IndexByte(" \t", ch) >= 0:
+			flush()
+		case strings.IndexByte("\n;&|(){}", ch) >= 0:
+			flush()
+			atCmd, redir = true, false
+		default:
+			w.WriteByte(ch)
+			in = true
+		}
+	}
+	flush()
+	return words
+}
+
+func alnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+func validName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// expand expands the parameters of w ($NAME, ${NAME}, $0–$9) from
+// assigned, the positional arguments pos and the environment; known is
+// false when w holds an expansion that cannot be known here (a command
+// substitution, an arithmetic or an operator expansion, a backquote).
+func (c *cmdline) expand(w string, assigned map[string]string, pos []string) (x string, known bool) {
+	var b strings.Builder
+	for i := 0; i < len(w); i++ {
+		ch := w[i]
+		if ch == 0 && i+1 < len(w) { // a quoted $: literal
+			i++
+			b.WriteByte(w[i])
+			continue
+		}
+		if ch == '`' {
+			return "", false
+		}
+		if ch != '$' || i+1 >= len(w) {
+			b.WriteByte(ch)
+			continue
+		}
+		j := i + 1
+		var name string
+		switch {
+		case w[j] == '{':
+			end := strings.IndexByte(w[j:], '}')
+			if end < 0 {
+				return "", false
+			}
+			name = w[j+1 : j+end]
+			i = j + end
+		case w[j] >= '0' && w[j] <= '9':
+			name = w[j : j+1]
+			i = j
+		default:
+			k := j
+			for k < len(w) && (w[k] == '_' || w[k] >= 'a' && w[k] <= 'z' || w[k] >= 'A' && w[k] <= 'Z' || w[k] >= '0' && w[k] <= '9') {
+				k++
+			}
+			if k == j {
+				return "", false // $(…), $((…)), $@, $* …
+			}
+			name = w[j:k]
+			i = k - 1
+		}
+		switch {
+		case name != "" && name[0] >= '0' && name[0] <= '9' && len(name) == 1:
+			n := int(name[0] - '0')
+			if pos == nil || n >= len(pos) {
+				return "", false // rebound (set --, a function's arguments) or unset
+			}
+			b.WriteString(pos[n])
+		case validName(name):
+			if v, ok := assigned[name]; ok {
+				b.WriteString(v)
+			} else if v, ok := c.env[name]; ok {
+				b.WriteString(v)
+			} else {
+				return "", false // set where the string cannot show it (for, read, a function)
+			}
+		default:
+			return "", false // ${x-y}, ${#x} …
+		}
+	}
+	return b.String(), true
+}
