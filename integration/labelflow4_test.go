@@ -162,7 +162,11 @@ cp `+so+` preload3.bin`))
 // sed and awk read their input files as data: a WEB session's file given
 // to the owner's own sed or awk program (-f) is read, not run; so does a
 // shell whose -c string sources the owner's own file by a variable
-// (source "$HOME/env.sh", as nvm's and cargo's setup lines do).
+// (source "$HOME/env.sh", as nvm's and cargo's setup lines do), and one
+// that evals a command opening the page for a redirection, in the form
+// Claude Code's Bash tool runs every command (its trailing \< /dev/null
+// then feeds head nothing: what counts is that the shell's open of the
+// page is not refused).
 func TestTextToolsReadTheirInput(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
 	expectOK(t, "a WEB page", e.Sh("WEB", "w1", `printf 'line one\nline two\n' > page.txt`))
@@ -172,7 +176,8 @@ func TestTextToolsReadTheirInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.Owner(`sed -n -f own.sed page.txt && awk -f own.awk page.txt && sed -n 1p page.txt && awk '{print}' page.txt &&
-HOME=` + home + ` bash -c 'source "$HOME/env.sh"; head -1 < page.txt' && bash -c -l 'head -1 page.txt'`)
+HOME=` + home + ` bash -c 'source "$HOME/env.sh"; head -1 < page.txt' && bash -c -l 'head -1 page.txt' &&
+HOME=` + home + ` bash -c -l 'source "$HOME/env.sh" && eval "head -1 < page.txt" \< /dev/null'`)
 	if r.Code != 0 || strings.Count(r.Stdout, "line one") != 6 {
 		t.Fatalf("sed and awk reading a WEB page as input: %s", r)
 	}

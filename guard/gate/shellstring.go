@@ -16,8 +16,9 @@ import "strings"
 // the string's own assignments. A name that cannot be known (a variable
 // a loop, a read or a function sets, arguments a set -- or a function
 // rebinds, a command substitution, a pattern) may be any file, and so may
-// a command whose name is itself an expansion or an eval: then every file
-// the shell reads counts.
+// a command whose name is itself an expansion: then every file the shell
+// reads counts. An eval's arguments are read as a command string of their
+// own.
 func (c *cmdline) sources(code string, pos []string) bool {
 	words := shellWords(code)
 	for _, w := range words {
@@ -38,7 +39,26 @@ func (c *cmdline) sources(code string, pos []string) bool {
 		if !w.cmd {
 			continue
 		}
-		if w.text == "eval" || hasExpansion(w.text) {
+		if w.text == "eval" {
+			// eval runs its arguments as a command string: read it as
+			// one (quoted text expands there), unless an expansion of
+			// this string makes it.
+			var args []string
+			for _, a := range words[i+1:] {
+				if a.cmd {
+					break
+				}
+				if hasExpansion(a.text) {
+					return true
+				}
+				args = append(args, strings.ReplaceAll(a.text, "\x00", ""))
+			}
+			if c.sources(strings.Join(args, " "), pos) {
+				return true
+			}
+			continue
+		}
+		if hasExpansion(w.text) {
 			return true
 		}
 		if (w.text != "." && w.text != "source") || i+1 >= len(words) {
