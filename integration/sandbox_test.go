@@ -561,7 +561,13 @@ func TestSandboxKillRun(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	for i := 0; i < 40; i++ {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+		// Gone, or dead and not yet reaped (a zombie waits for whoever
+		// inherited it, which on a busy machine takes its time).
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
