@@ -67,7 +67,12 @@ var (
 			"--experimental-default-type", "--watch-path", "--test-reporter", "--test-reporter-destination",
 			"--test-name-pattern", "--heapsnapshot-signal", "--diagnostic-dir", "--dns-result-order", "--secure-heap",
 			"--secure-heap-min", "--snapshot-blob", "--localstorage-file", "--trace-event-categories",
-			"--trace-event-file-pattern", "--cpu-prof-dir", "--heap-prof-dir", "--max-http-header-size"),
+			"--trace-event-file-pattern", "--cpu-prof-dir", "--heap-prof-dir", "--max-http-header-size",
+			"--test-timeout", "--test-concurrency", "--test-shard", "--test-coverage-include", "--test-coverage-exclude",
+			"--test-coverage-branches", "--test-coverage-functions", "--test-coverage-lines", "--test-isolation",
+			"--env-file-if-exists", "--experimental-sea-config", "--watch-kill-signal", "--cpu-prof-name",
+			"--heap-prof-name", "--cpu-prof-interval", "--heap-prof-interval", "--stack-trace-limit", "--v8-pool-size",
+			"--use-largepages", "--openssl-shared-config", "--policy-integrity", "--experimental-network-inspection"),
 		loads:   set("-r", "--require", "--import", "--loader", "--experimental-loader", "--experimental-policy"),
 		envOpts: "NODE_OPTIONS"}
 	denoArgs = &argSpec{inline: nodeArgs.inline, value: nodeArgs.value, loads: nodeArgs.loads, sub: true}
@@ -350,7 +355,7 @@ func (c *cmdline) runsEnv(sp *argSpec) bool {
 			continue
 		}
 		// BASH_ENV and ENV are expanded by the shell before it reads them.
-		x, known := c.expand(v, nil, nil)
+		x, known := c.expand(v, nil, nil, nil)
 		if !known || c.abs(x) {
 			return true
 		}
