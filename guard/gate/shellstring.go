@@ -127,6 +127,22 @@ func (c *cmdline) sourcesIn(code string, pos []string, depth int) bool {
 	return false
 }
 
+// closing is the index of the parenthesis that closes the one at open in
+// s (len(s) when none does).
+func closing(s string, open int) int {
+	depth := 0
+	for k := open; k < len(s); k++ {
+		if s[k] == '(' {
+			depth++
+		} else if s[k] == ')' {
+			if depth--; depth == 0 {
+				return k
+			}
+		}
+	}
+	return len(s)
+}
+
 // substitutions are the command strings of the command substitutions in
 // a word ($(…) and backquotes; quoted ones are text).
 func substitutions(w string) []string {
@@ -136,16 +152,7 @@ func substitutions(w string) []string {
 		case w[i] == 0:
 			i++
 		case w[i] == '$' && i+1 < len(w) && w[i+1] == '(':
-			depth, k := 0, i+1
-			for ; k < len(w); k++ {
-				if w[k] == '(' {
-					depth++
-				} else if w[k] == ')' {
-					if depth--; depth == 0 {
-						break
-					}
-				}
-			}
+			k := closing(w, i+1)
 			subs = append(subs, w[i+2:min(k, len(w))])
 			i = k
 		case w[i] == '`':
@@ -258,16 +265,7 @@ func shellWords(code string) []shellWord {
 			in = true
 		case ch == '$' && i+1 < len(code) && code[i+1] == '(':
 			// A command substitution stays in its word, whole.
-			depth, k := 0, i+1
-			for ; k < len(code); k++ {
-				if code[k] == '(' {
-					depth++
-				} else if code[k] == ')' {
-					if depth--; depth == 0 {
-						break
-					}
-				}
-			}
+			k := closing(code, i+1)
 			w.WriteString(code[i:min(k+1, len(code))])
 			i = k
 			in = true
