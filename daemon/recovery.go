@@ -561,7 +561,11 @@ func (s *controlServer) approve(pid int, req Request, approve bool) *Response {
 	// is never overwritten (ErrChanged).
 	base := item.BaseHash
 	if _, _, err := s.m.change(guard.Change{Path: item.Path, Hash: item.Hash, From: &base, Reviewed: true}, func(old string) *evidence.Record {
-		return &evidence.Record{Type: evidence.TypeWrite, Principal: subj.Principal.String(), Parents: []string{aid},
+		typ := evidence.TypeWrite
+		if item.Hash == "" {
+			typ = evidence.TypeDelete // an approved rollback of a file the session created
+		}
+		return &evidence.Record{Type: typ, Principal: subj.Principal.String(), Parents: []string{aid},
 			Meta: evidence.Meta{Path: item.Path, Op: "approve", Verdict: "allow", Pid: peer.Proc.ID.Tgid, Exe: peer.Proc.Exe, UID: peer.Proc.UID,
 				Reason: "approved content committed"},
 			Payload: &evidence.Payload{OldHash: old, NewHash: item.Hash}}

@@ -186,6 +186,10 @@ func firstBefore(hist []snapshot.Version, id string) string {
 	return ""
 }
 
+// rollbackPending is the detail of a burst rollback waiting in aerfs
+// pending (logindex folds such an item even when it removes the file).
+const rollbackPending = "burst rollback waiting for the owner"
+
 // quarantineRollback leaves a file whose rollback conflicts as it is and
 // puts the full rollback (the content before the session's first change)
 // in aerfs pending: the owner approves it (every later change goes too) or
@@ -194,13 +198,12 @@ func quarantineRollback(m *guarded, log zerolog.Logger, id, p, cur string, plan 
 	reason := "burst rollback of session " + id + " left the file as it is: " + plan.detail
 	r := &evidence.Record{Type: evidence.TypeVerdict, Principal: policy.Sys.String(),
 		Meta: evidence.Meta{Path: p, Op: "burst-rollback", Verdict: "deny", Session: id, Rule: RuleRollbackConflict, Reason: reason}}
-	if plan.naive != "" {
-		// A pending item: approving it commits the content before the
-		// session's first change, exactly.
-		r.Type = evidence.TypeQuarantine
-		r.Meta.Reason = reason + "; approve the pending item to roll the file back anyway"
-		r.Payload = &evidence.Payload{OldHash: cur, NewHash: plan.naive, Detail: "burst rollback waiting for the owner"}
-	}
+	// A pending item: approving it commits the content before the
+	// session's first change, exactly (none, for a file the session
+	// created: approving removes it).
+	r.Type = evidence.TypeQuarantine
+	r.Meta.Reason = reason + "; approve the pending item to roll the file back anyway"
+	r.Payload = &evidence.Payload{OldHash: cur, NewHash: plan.naive, Detail: rollbackPending}
 	if _, err := m.Record(r); err != nil {
 		log.Error().Err(err).Str("path", p).Msg("burst rollback conflict not recorded")
 		return

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,4 +98,53 @@ func TestBurstRollbackConflictWaitsForTheOwner(t *testing.T) {
 	if r := e.Aerfs("pending"); !strings.Contains(r.Stdout, "nothing in quarantine") && strings.Contains(r.Stdout, "RB-conflict") {
 		t.Fatalf("the approved item is still pending:\n%s", r.Stdout)
 	}
+}
+
+// A file the session created, which the owner changed since, cannot be
+// rolled back without the owner's change: it is left as it is, and the
+// rollback (the file removed, as before the session) waits in aerfs
+// pending, where approving it removes the file.
+func TestBurstRollbackConflictOfACreatedFileWaitsForTheOwner(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n", "page.txt": "p", "memory/old.md": "o\n"}).Mount()
+	expectOK(t, "agent creates", e.Sh("USER", "agent", "echo 'made by the agent' > memory/new.md"))
+	expectOK(t, "owner adds to it", e.Owner("echo 'the owner line' >> memory/new.md"))
+	burstSession(t, e)
+	if got := e.Read("memory/new.md"); got != "made by the agent\nthe owner line\n" {
+		t.Fatalf("memory/new.md = %q: a conflicting rollback must leave the file as it is", got)
+	}
+	if !e.logHas("quarantine", "burst-rollback", "deny", "RB-conflict", "agent") {
+		t.Fatalf("no RB-conflict quarantine record for the created file:%s", describe(recordsFor(e.Log(), "", "", "memory/new.md")))
+	}
+	var items []struct {
+		ID   string `json:"id"`
+		Path string `json:"path"`
+		Rule string `json:"rule"`
+		Hash string `json:"hash"`
+	}
+	pj := e.Aerfs("pending", "--json")
+	expectOK(t, "pending", pj)
+	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, it := range items {
+		if it.Rule == "RB-conflict" && it.Path == "memory/new.md" && it.Hash == "" {
+			id = it.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("the conflicting rollback of a created file is not in aerfs pending: %s\n%s", pj.Stdout,
+			describe(recordsFor(e.Log(), "", "", "memory/new.md")))
+	}
+	if r := e.Aerfs("pending"); !strings.Contains(r.Stdout, "-the owner line") {
+		t.Fatalf("aerfs pending does not show the removal:\n%s", r.Stdout)
+	}
+	expectOK(t, "approve the rollback", e.Aerfs("approve", id))
+	if _, err := os.Lstat(filepath.Join(e.WS, "memory/new.md")); !os.IsNotExist(err) {
+		t.Fatalf("memory/new.md after approving its rollback: %v, want it gone", err)
+	}
+	if !e.logHas("delete", "approve", "allow", "", "") {
+		t.Fatalf("no delete record of the approved rollback:%s", describe(recordsFor(e.Log(), "", "", "memory/new.md")))
+	}
+	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
 }

@@ -261,7 +261,10 @@ func (f *fold) add(idx int64, id Hash, r *evidence.Record) folded {
 			}
 		}
 	case evidence.TypeQuarantine:
-		if path == "" || p.NewHash == "" {
+		// A quarantined write names its content; a burst rollback
+		// waiting for the owner may name none (the session created the
+		// file: approving it removes the file).
+		if path == "" || p.NewHash == "" && r.Meta.Op != "burst-rollback" {
 			break
 		}
 		f.pend()
