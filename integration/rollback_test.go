@@ -72,24 +72,15 @@ func TestBurstRollbackConflictWaitsForTheOwner(t *testing.T) {
 	if !e.logHas("quarantine", "burst-rollback", "deny", "RB-conflict", "agent") {
 		t.Fatalf("no RB-conflict record for the conflicting rollback:%s", describe(e.records("quarantine", "")))
 	}
-	var items []struct {
-		ID   string `json:"id"`
-		Path string `json:"path"`
-		Rule string `json:"rule"`
-	}
-	pj := e.Aerfs("pending", "--json")
-	expectOK(t, "pending", pj)
-	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil {
-		t.Fatal(err)
-	}
 	var id string
+	items, pj := pendingItems(t, e)
 	for _, it := range items {
 		if it.Rule == "RB-conflict" && it.Path == "MEMORY.md" {
 			id = it.ID
 		}
 	}
 	if id == "" {
-		t.Fatalf("the conflicting rollback is not in aerfs pending: %s", pj.Stdout)
+		t.Fatalf("the conflicting rollback is not in aerfs pending: %s", pj)
 	}
 	expectOK(t, "approve the rollback", e.Aerfs("approve", id))
 	if got := e.Read("MEMORY.md"); got != "m0\n" {
@@ -115,25 +106,15 @@ func TestBurstRollbackConflictOfACreatedFileWaitsForTheOwner(t *testing.T) {
 	if !e.logHas("quarantine", "burst-rollback", "deny", "RB-conflict", "agent") {
 		t.Fatalf("no RB-conflict quarantine record for the created file:%s", describe(recordsFor(e.Log(), "", "", "memory/new.md")))
 	}
-	var items []struct {
-		ID   string `json:"id"`
-		Path string `json:"path"`
-		Rule string `json:"rule"`
-		Hash string `json:"hash"`
-	}
-	pj := e.Aerfs("pending", "--json")
-	expectOK(t, "pending", pj)
-	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil {
-		t.Fatal(err)
-	}
 	var id string
+	items, pj := pendingItems(t, e)
 	for _, it := range items {
 		if it.Rule == "RB-conflict" && it.Path == "memory/new.md" && it.Hash == "" {
 			id = it.ID
 		}
 	}
 	if id == "" {
-		t.Fatalf("the conflicting rollback of a created file is not in aerfs pending: %s\n%s", pj.Stdout,
+		t.Fatalf("the conflicting rollback of a created file is not in aerfs pending: %s\n%s", pj,
 			describe(recordsFor(e.Log(), "", "", "memory/new.md")))
 	}
 	if r := e.Aerfs("pending"); !strings.Contains(r.Stdout, "-the owner line") {
@@ -147,4 +128,24 @@ func TestBurstRollbackConflictOfACreatedFileWaitsForTheOwner(t *testing.T) {
 		t.Fatalf("no delete record of the approved rollback:%s", describe(recordsFor(e.Log(), "", "", "memory/new.md")))
 	}
 	expectOK(t, "verify", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+}
+
+// pendingItem is an item of aerfs pending --json.
+type pendingItem struct {
+	ID   string `json:"id"`
+	Path string `json:"path"`
+	Hash string `json:"hash"`
+	Rule string `json:"rule"`
+}
+
+// pendingItems lists aerfs pending --json (and returns its output).
+func pendingItems(t *testing.T, e *Env) ([]pendingItem, string) {
+	t.Helper()
+	pj := e.Aerfs("pending", "--json")
+	expectOK(t, "pending", pj)
+	var items []pendingItem
+	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil {
+		t.Fatalf("pending: %v %s", err, pj.Stdout)
+	}
+	return items, pj.Stdout
 }

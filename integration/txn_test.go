@@ -3,7 +3,6 @@ package integration
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -335,26 +334,17 @@ func TestTxnRefusedRenameKeptInPending(t *testing.T) {
 		t.Fatalf("refusal of the rename: %s, want R3-principal", describe(e.index().denials("web", "MEMORY.md")))
 	}
 	expectFail(t, "a WEB session links its file at memory/new.md", e.Sh("WEB", "web2", "printf 'linked\\n' > l.tmp && ln l.tmp memory/new.md"))
-	var items []struct {
-		ID   string `json:"id"`
-		Path string `json:"path"`
-		Hash string `json:"hash"`
-		Rule string `json:"rule"`
-	}
-	pj := e.Aerfs("pending", "--json")
-	if err := json.Unmarshal([]byte(pj.Stdout), &items); err != nil {
-		t.Fatalf("pending: %v %s", err, pj.Stdout)
-	}
+	items, pj := pendingItems(t, e)
 	byPath := map[string]int{}
 	for i, it := range items {
 		byPath[it.Path] = i
 	}
 	i, ok := byPath["MEMORY.md"]
 	if !ok || items[i].Rule != "R3-principal" || items[i].Hash != sha("poisoned line\n") {
-		t.Fatalf("pending after the refused rename: %s", pj.Stdout)
+		t.Fatalf("pending after the refused rename: %s", pj)
 	}
 	if j, ok := byPath["memory/new.md"]; !ok || items[j].Hash != sha("linked\n") {
-		t.Fatalf("pending after the refused link: %s", pj.Stdout)
+		t.Fatalf("pending after the refused link: %s", pj)
 	}
 	expectOK(t, "the owner approves the renamed content", e.Aerfs("approve", items[i].ID))
 	if got := e.Read("MEMORY.md"); got != "poisoned line\n" {
