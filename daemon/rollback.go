@@ -187,7 +187,8 @@ func firstBefore(hist []snapshot.Version, id string) string {
 }
 
 // rollbackPending is the detail of a burst rollback waiting in aerfs
-// pending (logindex folds such an item even when it removes the file).
+// pending. (logindex folds an item of op burst-rollback even when it names
+// no content: approving it removes the file.)
 const rollbackPending = "burst rollback waiting for the owner"
 
 // quarantineRollback leaves a file whose rollback conflicts as it is and

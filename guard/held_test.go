@@ -2,7 +2,9 @@ package guard
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/aerfs/aerfs/authority"
@@ -51,5 +53,38 @@ func TestPolicyChangeSaysWhileItIsStillHeld(t *testing.T) {
 	}
 	if c, _, _ := h.gate.Policy().Classify("notes.md"); c != policy.Memory {
 		t.Fatalf("notes.md is %v once the edit is in force, want memory", c)
+	}
+}
+
+// A create the kernel sends for a guarded name that is already there in
+// the backing directory (made behind the mount after the kernel's lookup
+// found it absent) does not truncate it: the caller's O_TRUNC applies to
+// its draft, and the file changes only through the draft's commit.
+func TestCreateOfAGuardedFileAlreadyThereDoesNotTruncateIt(t *testing.T) {
+	h, ws, _ := testHouse(t, map[string]string{"MEMORY.md": "kept\n"})
+	d := &Door{h: h}
+	var asked uint32
+	o, errno := d.Create(Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}, "MEMORY.md", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC,
+		func(flags uint32) syscall.Errno {
+			asked = flags
+			fd, err := h.dir.Open("MEMORY.md", int(flags), 0o644) // the node's backing open
+			if err != nil {
+				return syscall.EIO
+			}
+			syscall.Close(fd)
+			return 0
+		})
+	if errno != 0 {
+		t.Fatalf("create: %v", errno)
+	}
+	if o.Draft == nil {
+		t.Fatal("a guarded create got no draft")
+	}
+	defer o.Draft.Close()
+	if asked&syscall.O_TRUNC != 0 {
+		t.Errorf("the backing open was asked to truncate the guarded file (flags %#x)", asked)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "MEMORY.md")); string(b) != "kept\n" {
+		t.Fatalf("MEMORY.md = %q after the create, before any commit", b)
 	}
 }

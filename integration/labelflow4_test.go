@@ -112,6 +112,8 @@ printf 'echo ran > `+mark("ldso-bash")+`\n' > web7.txt
 mkdir -p bin && printf 'echo ran > `+mark("path-search")+`\n' > bin/tool
 printf 'echo ran > `+mark("sh-set")+`\n' > web8.txt
 printf 'open(my $f, ">", "`+mark("perl-M")+`"); print $f "ran\\n";\n' > web9.txt
+printf 'echo ran > `+mark("redir-dot")+`\n' > web10.txt
+printf 'echo ran > `+mark("cmdsubst")+`\n' > web11.txt
 cp `+so+` preload.bin
 cp `+so+` preload2.bin
 cp `+so+` preload3.bin`))
@@ -147,12 +149,15 @@ cp `+so+` preload3.bin`))
 		"path-search":     `PATH="$PWD/bin:$PATH" bash tool`,
 		"sh-set":          `sh -c 'set -- ./web8.txt; . "$1"'`,
 		"perl-M":          "perl -MData::Dumper web9.txt",
+		"redir-dot":       `bash -c '2>/dev/null . ./web10.txt'`,
+		"cmdsubst":        `bash -c 'out=$(. ./web11.txt)'`,
 		"ldso-dlopen":     "MARK=" + mark("ldso-dlopen") + ` /lib64/ld-linux-x86-64.so.2 "$(python3 -c 'import sys; print(sys.executable)')" -c 'import ctypes; ctypes.CDLL("./preload3.bin")'`,
 	}
 	files := map[string]string{"node-require": "webmod.txt", "node-require-eq": "webmod2.txt", "dot-var": "notes.txt", "sed": "web.sed", "ld-preload": "preload.bin",
 		"old-loader": "preload2.bin", "sed-nf": "web2.sed", "bash-e": "web1.txt", "python-I": "web2.txt", "awk-f": "web.awk",
 		"node-options": "webmod3.txt", "bash-env": "web4.txt", "perl-I": "web5.txt", "bash-c-l": "web6.txt", "ldso-bash": "web7.txt",
-		"path-search": "bin/tool", "sh-set": "web8.txt", "perl-M": "web9.txt", "ldso-dlopen": "preload3.bin"}
+		"path-search": "bin/tool", "sh-set": "web8.txt", "perl-M": "web9.txt", "ldso-dlopen": "preload3.bin",
+		"redir-dot": "web10.txt", "cmdsubst": "web11.txt"}
 	ownerRunsNone(t, e, runs, files, mark)
 	if r := e.Owner(`cat webmod.txt notes.txt web.sed preload.bin >/dev/null && sed -n 1p notes.txt && node -e 'require("fs").readFileSync("webmod.txt")' && bash -c 'wc -l < "$0"' notes.txt`); r.Code != 0 || !strings.Contains(r.Stdout, "ran") {
 		t.Errorf("reading the files as data was refused: %s", r)

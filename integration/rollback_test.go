@@ -65,23 +65,7 @@ func TestBurstRollbackConflictWaitsForTheOwner(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n", "page.txt": "p"}).Mount()
 	expectOK(t, "agent rewrites", e.Sh("USER", "agent", "echo 'agent version' > MEMORY.md"))
 	expectOK(t, "owner corrects the same line", e.Owner("echo 'agent version, corrected by the owner' > MEMORY.md"))
-	burstSession(t, e)
-	if got := e.Read("MEMORY.md"); got != "agent version, corrected by the owner\n" {
-		t.Fatalf("MEMORY.md = %q: a conflicting rollback must leave the file as it is", got)
-	}
-	if !e.logHas("quarantine", "burst-rollback", "deny", "RB-conflict", "agent") {
-		t.Fatalf("no RB-conflict record for the conflicting rollback:%s", describe(e.records("quarantine", "")))
-	}
-	var id string
-	items, pj := pendingItems(t, e)
-	for _, it := range items {
-		if it.Rule == "RB-conflict" && it.Path == "MEMORY.md" {
-			id = it.ID
-		}
-	}
-	if id == "" {
-		t.Fatalf("the conflicting rollback is not in aerfs pending: %s", pj)
-	}
+	id := burstConflict(t, e, "MEMORY.md", "agent version, corrected by the owner\n")
 	expectOK(t, "approve the rollback", e.Aerfs("approve", id))
 	if got := e.Read("MEMORY.md"); got != "m0\n" {
 		t.Fatalf("MEMORY.md after approving the rollback = %q", got)
@@ -99,23 +83,9 @@ func TestBurstRollbackConflictOfACreatedFileWaitsForTheOwner(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "m0\n", "page.txt": "p", "memory/old.md": "o\n"}).Mount()
 	expectOK(t, "agent creates", e.Sh("USER", "agent", "echo 'made by the agent' > memory/new.md"))
 	expectOK(t, "owner adds to it", e.Owner("echo 'the owner line' >> memory/new.md"))
-	burstSession(t, e)
-	if got := e.Read("memory/new.md"); got != "made by the agent\nthe owner line\n" {
-		t.Fatalf("memory/new.md = %q: a conflicting rollback must leave the file as it is", got)
-	}
-	if !e.logHas("quarantine", "burst-rollback", "deny", "RB-conflict", "agent") {
-		t.Fatalf("no RB-conflict quarantine record for the created file:%s", describe(recordsFor(e.Log(), "", "", "memory/new.md")))
-	}
-	var id string
-	items, pj := pendingItems(t, e)
-	for _, it := range items {
-		if it.Rule == "RB-conflict" && it.Path == "memory/new.md" && it.Hash == "" {
-			id = it.ID
-		}
-	}
-	if id == "" {
-		t.Fatalf("the conflicting rollback of a created file is not in aerfs pending: %s\n%s", pj,
-			describe(recordsFor(e.Log(), "", "", "memory/new.md")))
+	id := burstConflict(t, e, "memory/new.md", "made by the agent\nthe owner line\n")
+	if items, pj := pendingItems(t, e); !hasPending(items, id, "") {
+		t.Fatalf("the pending rollback of a created file names content, want none: %s", pj)
 	}
 	if r := e.Aerfs("pending"); !strings.Contains(r.Stdout, "-the owner line") {
 		t.Fatalf("aerfs pending does not show the removal:\n%s", r.Stdout)
@@ -148,4 +118,37 @@ func pendingItems(t *testing.T, e *Env) ([]pendingItem, string) {
 		t.Fatalf("pending: %v %s", err, pj.Stdout)
 	}
 	return items, pj.Stdout
+}
+
+// burstConflict bursts session agent (burstSession), whose rollback of
+// rel conflicts: rel is left holding want, an RB-conflict quarantine
+// record names it, and the rollback waits in aerfs pending. It returns the
+// pending item's id.
+func burstConflict(t *testing.T, e *Env, rel, want string) string {
+	t.Helper()
+	burstSession(t, e)
+	if got := e.Read(rel); got != want {
+		t.Fatalf("%s = %q: a conflicting rollback must leave the file as it is", rel, got)
+	}
+	if !e.logHas("quarantine", "burst-rollback", "deny", "RB-conflict", "agent") {
+		t.Fatalf("no RB-conflict quarantine record for %s:%s", rel, describe(recordsFor(e.Log(), "", "", rel)))
+	}
+	items, pj := pendingItems(t, e)
+	for _, it := range items {
+		if it.Rule == "RB-conflict" && it.Path == rel {
+			return it.ID
+		}
+	}
+	t.Fatalf("the conflicting rollback of %s is not in aerfs pending: %s\n%s", rel, pj, describe(recordsFor(e.Log(), "", "", rel)))
+	return ""
+}
+
+// hasPending reports whether items hold the item id with content hash.
+func hasPending(items []pendingItem, id, hash string) bool {
+	for _, it := range items {
+		if it.ID == id && it.Hash == hash {
+			return true
+		}
+	}
+	return false
 }

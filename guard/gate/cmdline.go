@@ -121,7 +121,7 @@ func specOf(prog string) *argSpec {
 		return sedArgs
 	case has("lua"):
 		return luaArgs
-	case has("ld.so", "ld-linux", "ld-musl", "ld64.so"):
+	case loaderName(prog):
 		return loaderArgs
 	}
 	return otherArgs

@@ -48,7 +48,7 @@ func TestRunsArgs(t *testing.T) {
 		{"gawk -i F -f own.awk", true}, {"awk -v x=1 -f F", true},
 		// the loader
 		{"ld.so F", true}, {"ld-linux-x86-64.so.2 --library-path /x F", true}, {"ld.so --preload F /bin/true", true},
-		{"ld.so --argv0 x F", true},
+		{"ld.so --argv0 x F", true}, {"ld-2.31.so --preload F /bin/true", true},
 		// from the third outside pass
 		{"perl -I lib F", true}, {"python3 -m pdb -c continue F", true}, {"python3 -m cProfile -o /dev/null F", true},
 		{"python3 -m pydoc ./F", true}, {"node --unhandled-rejections strict F", true}, {"mawk -W exec F", true},

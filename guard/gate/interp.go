@@ -276,14 +276,17 @@ func (g *Gate) follow(rel string) string {
 // this check and the loader's read); a program reading a file makes the
 // call from its C library or its own code. The loader is the file mapped
 // at the process's AT_BASE (/proc/TID/auxv), whatever its name; its span
-// is read from /proc/TID/maps once per process image. It answers false
-// when the thread's /proc does not answer within principal.ProcWait.
+// is read from /proc/TID/maps once per process image. When the thread's
+// /proc does not answer within principal.ProcWait, the open is taken to be
+// the loader's (as runs takes a command line it cannot read).
 func loaderOpens(tid int, id principal.ProcID) bool {
 	if tid <= 0 {
 		return false
 	}
 	var yes atomic.Bool
-	principal.WithinProcWait(tid, func() { yes.Store(loaderPC(tid, id)) })
+	if !principal.WithinProcWait(tid, func() { yes.Store(loaderPC(tid, id)) }) {
+		return true
+	}
 	return yes.Load()
 }
 

@@ -30,12 +30,14 @@ func (c *cmdline) sourcesIn(code string, pos []string, depth int) bool {
 		return true
 	}
 	words := shellWords(code)
+	for _, w := range words {
+		if w.text == "set" || w.text == "function" || strings.HasSuffix(w.text, "()") || w.fn {
+			pos = nil // the positional parameters may be rebound, anywhere
+		}
+	}
 	times := map[string]int{}
 	unknown := map[string]bool{}
 	for i, w := range words {
-		if w.text == "set" || w.text == "function" || strings.HasSuffix(w.text, "()") || w.fn {
-			pos = nil // the positional parameters may be rebound
-		}
 		if k, _, ok := strings.Cut(w.text, "="); ok && validName(k) {
 			times[k]++
 		}
@@ -361,8 +363,8 @@ func validName(k string) bool {
 	if k == "" || k[0] >= '0' && k[0] <= '9' {
 		return false
 	}
-	for _, r := range k {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+	for i := 0; i < len(k); i++ {
+		if k[i] != '_' && !alnum(k[i]) {
 			return false
 		}
 	}
@@ -404,7 +406,7 @@ func (c *cmdline) expand(w string, assigned map[string]string, pos []string, unk
 			i = j
 		default:
 			k := j
-			for k < len(w) && (w[k] == '_' || w[k] >= 'a' && w[k] <= 'z' || w[k] >= 'A' && w[k] <= 'Z' || w[k] >= '0' && w[k] <= '9') {
+			for k < len(w) && (w[k] == '_' || alnum(w[k])) {
 				k++
 			}
 			if k == j {
