@@ -384,6 +384,15 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	ok = ok && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid)
 	if ok {
 		same := false
+		// Even the one readlink of a cached thread's "exe" stays under
+		// the bound: it waits for a thread inside an exec too. Made
+		// inline where ResolveCaller answers a FLUSH, the FLUSH of a
+		// close-on-exec descriptor sent from inside the caller's exec
+		// never got its answer (the exec and the daemon waited for each
+		// other until TestExecClosingMountFilesIsNotWaitedOn timed out),
+		// though without the bound's goroutine creates were 11% faster
+		// on tmpfs (docs/performance.md, round five). Any thread this
+		// daemon reads may be such a caller.
 		if !WithinProcWait(tid, func() {
 			if e.dir != nil && e.exe != "" {
 				exe, ok := exeAt(e.dir)
