@@ -53,10 +53,20 @@ reason.`,
 	return c
 }
 
-func mountedWorkspaces() []mountedWorkspace {
+func mountedWorkspaces() []mountedWorkspace { return mountedWorkspacesOf("") }
+
+// mountedWorkspacesOf is mountedWorkspaces for the mounts of the state
+// directory state only ("": every one). Only the daemons listed are
+// asked: one that does not answer holds up its caller for the control
+// client's deadline, and must not hold up a question about another
+// workspace.
+func mountedWorkspacesOf(state string) []mountedWorkspace {
 	byState := map[string]*mountedWorkspace{}
 	var order []string
 	for _, m := range daemon.Mounts() {
+		if state != "" && m.StateDir != state {
+			continue
+		}
 		w := byState[m.StateDir]
 		if w == nil {
 			w = &mountedWorkspace{StateDir: m.StateDir}
@@ -135,7 +145,7 @@ func runList(out io.Writer, asJSON bool) error {
 // is mounted at now (stale mounts left by a killed daemon not counted).
 func mountedElsewhere(state, ws string) []string {
 	var at []string
-	for _, w := range mountedWorkspaces() {
+	for _, w := range mountedWorkspacesOf(state) {
 		// The workspace's own mount, when it is still there, is stale
 		// (a live one was refused before): mounting over it recovers it.
 		if w.StateDir == state && w.Workspace != ws && !staleMount(w.Workspace) {
