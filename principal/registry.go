@@ -388,11 +388,12 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 		// the bound: it waits for a thread inside an exec too. Made
 		// inline where ResolveCaller answers a FLUSH, the FLUSH of a
 		// close-on-exec descriptor sent from inside the caller's exec
-		// never got its answer (the exec and the daemon waited for each
-		// other until TestExecClosingMountFilesIsNotWaitedOn timed out),
-		// though without the bound's goroutine creates were 11% faster
-		// on tmpfs (docs/performance.md, round five). Any thread this
-		// daemon reads may be such a caller.
+		// never got its answer: the daemon's goroutine stayed in that
+		// readlinkat and the exec waited for the answer, until
+		// TestExecClosingMountFilesIsNotWaitedOn timed out. Without the
+		// bound's goroutine creates were 11–16% faster on tmpfs
+		// (docs/performance.md, round five). Any thread this daemon
+		// reads may be such a caller.
 		if !WithinProcWait(tid, func() {
 			if e.dir != nil && e.exe != "" {
 				exe, ok := exeAt(e.dir)
