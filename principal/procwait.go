@@ -88,6 +88,9 @@ func (r *Registry) ResolveCaller(tid int, fsuid int64) (res *Resolved, later fun
 	if v, ok := pendingCallers.Load(tid); ok {
 		return nil, v.(*callerResolution).wait
 	}
+	if res := r.cachedCurrent(tid, fsuid, hostGen()); res != nil {
+		return res, nil // answered without reading its /proc
+	}
 	c := &callerResolution{done: make(chan struct{})}
 	go func() {
 		c.res = r.ResolveAs(tid, fsuid)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,6 +226,11 @@ type Registry struct {
 	departed map[int]member
 	threads  map[int]threadEntry // thread id → its process, while the thread lives
 	dirs     int                 // threads entries holding an open /proc directory
+	groups   map[int][]int       // tgid → the ids of its threads in threads
+	// taskGen is bumped by every process event that drops cached threads:
+	// a resolution that read /proc before one is not cached.
+	taskGen uint64
+	pe      atomic.Pointer[procEvents] // the process events, once followed (procevents_linux.go)
 
 	stateDir string // the mount's state directory (foreign.go)
 
@@ -247,7 +253,8 @@ type Registry struct {
 // is gone, even if its id is reused (procfs binds the directory to the
 // thread, not to the number), so one readlink of its "exe" both proves the
 // thread is the one resolved and tells whether it has exec'd since: one
-// system call instead of reading /proc/<tid>/stat and the exe link.
+// system call instead of reading /proc/<tid>/stat and the exe link. Where
+// process events vouch for cached threads (cachedCurrent), neither is read.
 type threadEntry struct {
 	start uint64
 	exe   string
@@ -255,6 +262,7 @@ type threadEntry struct {
 	dir   *os.File
 	hg    uint64 // the host's move counter when cached
 	fsuid int64  // the filesystem uid of the request it was resolved for (-1: none)
+	tgid  int    // the thread's process
 }
 
 // maxThreadDirs bounds the /proc directories kept open for cached threads
@@ -279,17 +287,95 @@ func (r *Registry) setThread(tid int, e threadEntry) {
 	if e.dir != nil {
 		r.dirs++
 	}
+	if old, ok := r.threads[tid]; !ok || old.tgid != e.tgid {
+		if ok {
+			r.ungroup(tid, old.tgid)
+		}
+		r.groups[e.tgid] = append(r.groups[e.tgid], tid)
+	}
 	r.threads[tid] = e
+}
+
+// ungroup takes tid out of its process's thread list. Called with r.mu
+// held.
+func (r *Registry) ungroup(tid, tgid int) {
+	g := r.groups[tgid]
+	for i, t := range g {
+		if t == tid {
+			g[i] = g[len(g)-1]
+			g = g[:len(g)-1]
+			break
+		}
+	}
+	if len(g) == 0 {
+		delete(r.groups, tgid)
+	} else {
+		r.groups[tgid] = g
+	}
 }
 
 // dropThread forgets tid. Called with r.mu held.
 func (r *Registry) dropThread(tid int) {
-	if old, ok := r.threads[tid]; ok && old.dir != nil {
+	old, ok := r.threads[tid]
+	if !ok {
+		return
+	}
+	if old.dir != nil {
 		// Close waits for a concurrent readlink through it to finish.
 		old.dir.Close()
 		r.dirs--
 	}
+	r.ungroup(tid, old.tgid)
 	delete(r.threads, tid)
+}
+
+// taskChanged drops the cached threads a process event makes stale: the
+// thread pid (a fork gave its id to a new task, or it exited), or with
+// group every thread of the process pid (it exec'd).
+func (r *Registry) taskChanged(pid int, group bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.taskGen++
+	if group {
+		for _, tid := range slices.Clone(r.groups[pid]) {
+			r.dropThread(tid)
+		}
+	}
+	r.dropThread(pid)
+}
+
+// dropThreads drops every cached thread: process events were lost.
+func (r *Registry) dropThreads() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.taskGen++
+	for tid := range r.threads {
+		r.dropThread(tid)
+	}
+}
+
+// eventsCurrent reports whether the cached threads reflect every process
+// event sent before the call: the events are followed and shown to
+// arrive, none was lost, and what the socket held has been taken in.
+func (r *Registry) eventsCurrent() bool {
+	pe := r.pe.Load()
+	return pe != nil && pe.intake(r)
+}
+
+// cachedCurrent is the cached resolution of tid when process events
+// vouch for it (eventsCurrent): no /proc is read. nil when there is none
+// to answer with, or nothing vouches for it.
+func (r *Registry) cachedCurrent(tid int, fsuid int64, hg uint64) *Resolved {
+	if !r.eventsCurrent() {
+		return nil
+	}
+	r.mu.RLock()
+	e, ok := r.threads[tid]
+	r.mu.RUnlock()
+	if ok && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid) {
+		return e.res
+	}
+	return nil
 }
 
 // NewRegistry returns a registry for a workspace owned by ownerUID.
@@ -305,6 +391,7 @@ func NewRegistry(ownerUID uint32, pol func() *policy.Policy, ev Events) *Registr
 		byTgid:   map[int]ProcID{},
 		departed: map[int]member{},
 		threads:  map[int]threadEntry{},
+		groups:   map[int][]int{},
 		byCg:     map[string]member{},
 		implicit: map[ProcID]*Session{},
 		cgErr:    "not set up",
@@ -376,12 +463,24 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	}
 	// Fast path: a thread seen before, still alive, same program, making
 	// its request as the same user, and no daemon on the host has moved a
-	// process since.
+	// process since. Where the process events are followed and shown to
+	// arrive, they vouch for the first two: every event sent before this
+	// request has been taken in, and since the entry was cached no fork
+	// gave its id to another task and its process neither exec'd nor
+	// exited (procevents_linux.go). No /proc is read then, and no bound
+	// is needed.
 	hg := hostGen()
+	if res := r.cachedCurrent(tid, fsuid, hg); res != nil {
+		return res
+	}
 	r.mu.RLock()
 	e, ok := r.threads[tid]
 	r.mu.RUnlock()
-	ok = ok && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid)
+	// Where events vouch for cached threads, one they did not answer for
+	// is resolved again; elsewhere each is checked through its /proc.
+	pe := r.pe.Load()
+	vouched := pe != nil && pe.trusted.Load()
+	ok = ok && !vouched && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid)
 	if ok {
 		same := false
 		// Even the one readlink of a cached thread's "exe" stays under
@@ -412,7 +511,7 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	// A resolution that straddles a registration or an implicit session
 	// (gen moved on) is answered but not cached: it may predate the move.
 	r.mu.RLock()
-	gen := r.gen
+	gen, tg := r.gen, r.taskGen
 	r.mu.RUnlock()
 	if !hostMapped(true) {
 		hg = 0
@@ -450,8 +549,8 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	}
 	if stErr == nil {
 		r.mu.Lock()
-		if r.gen == gen {
-			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg, fsuid: fsuid})
+		if r.gen == gen && r.taskGen == tg {
+			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg, fsuid: fsuid, tgid: p.ID.Tgid})
 		} else if dir != nil {
 			dir.Close()
 		}
