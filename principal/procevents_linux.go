@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -101,6 +102,10 @@ type procEvents struct {
 	// event lost (its buffer could not be allocated) even where the socket
 	// reported no overrun.
 	seq map[uint32]uint32
+	// drops is the socket's count of messages dropped, as last read;
+	// stale the threads the events read make stale, until applied.
+	drops uint32
+	stale []staleTask
 
 	// trusted: the events were shown to arrive here, numbered as this
 	// daemon sees processes (verify), and the socket is open.
@@ -161,10 +166,34 @@ func (pe *procEvents) intake(r *Registry) bool {
 		}
 		read = true
 	}
+	if pe.fd >= 0 {
+		// Every event the socket had no room for is counted, also
+		// those after an overrun already reported (the kernel reports
+		// one until the queue is empty again).
+		if drops, ok := socketDrops(pe.fd); !ok || drops != pe.drops {
+			pe.drops = drops
+			pe.lose(r)
+		}
+	}
+	r.tasksChanged(pe.stale)
+	pe.stale = pe.stale[:0]
 	if read {
 		pe.signal()
 	}
 	return pe.trusted.Load()
+}
+
+// socketDrops is how many messages the socket fd dropped for want of
+// room (SO_MEMINFO).
+func socketDrops(fd int) (uint32, bool) {
+	var mi [16]uint32
+	n := uint32(len(mi) * 4)
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&n)), 0)
+	if e != 0 || n < (unix.SK_MEMINFO_DROPS+1)*4 {
+		return 0, false
+	}
+	return mi[unix.SK_MEMINFO_DROPS], true
 }
 
 // lose is told that events were lost: no cached caller can be trusted.
@@ -204,13 +233,13 @@ func (pe *procEvents) take(r *Registry, d []byte) {
 		if len(data) >= 16 {
 			// A new task with a pid a cached thread had: that entry
 			// is not this task.
-			r.taskChanged(int(binary.NativeEndian.Uint32(data[8:])), false)
+			pe.stale = append(pe.stale, staleTask{pid: int(binary.NativeEndian.Uint32(data[8:]))})
 		}
 	case procEventExec:
 		if len(data) >= 8 {
 			// The whole group: a thread other than the leader that
 			// execs takes the leader's pid, and its own is freed.
-			r.taskChanged(int(binary.NativeEndian.Uint32(data[4:])), true)
+			pe.stale = append(pe.stale, staleTask{pid: int(binary.NativeEndian.Uint32(data[4:])), group: true})
 		}
 	case procEventExit:
 		if len(data) >= 8 {
@@ -219,7 +248,7 @@ func (pe *procEvents) take(r *Registry, d []byte) {
 				delete(pe.probes, pid)
 				pe.verified(r)
 			}
-			r.taskChanged(pid, false)
+			pe.stale = append(pe.stale, staleTask{pid: pid})
 		}
 	}
 	pe.qmu.Lock()

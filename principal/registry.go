@@ -329,19 +329,31 @@ func (r *Registry) dropThread(tid int) {
 	delete(r.threads, tid)
 }
 
-// taskChanged drops the cached threads a process event makes stale: the
-// thread pid (a fork gave its id to a new task, or it exited), or with
-// group every thread of the process pid (it exec'd).
-func (r *Registry) taskChanged(pid int, group bool) {
+// staleTask is a cached thread a process event makes stale: the thread
+// pid (a fork gave its id to a new task, or it exited), or with group
+// every thread of the process pid (it exec'd).
+type staleTask struct {
+	pid   int
+	group bool
+}
+
+// tasksChanged drops the cached threads that ts make stale, under one
+// lock for all.
+func (r *Registry) tasksChanged(ts []staleTask) {
+	if len(ts) == 0 {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.taskGen++
-	if group {
-		for _, tid := range slices.Clone(r.groups[pid]) {
-			r.dropThread(tid)
+	for _, t := range ts {
+		if t.group {
+			for _, tid := range slices.Clone(r.groups[t.pid]) {
+				r.dropThread(tid)
+			}
 		}
+		r.dropThread(t.pid)
 	}
-	r.dropThread(pid)
 }
 
 // dropThreads drops every cached thread: process events were lost.
