@@ -112,12 +112,14 @@ func (n *Node) loopRename(ctx context.Context, name string, newParent gofs.Inode
 // stays beneath the workspace, a statx of the new descriptor, and a chown
 // only when the caller is not already the owner. (The loopback's create
 // walks /proc/self/fd/N, registers the descriptor with the runtime's
-// poller and takes it out again, and chowns by path every time.)
-func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+// poller and takes it out again, and chowns by path every time.) The
+// stat it returns is the new descriptor's: the guard labels what was
+// opened, not whatever has the name by then.
+func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, *syscall.Stat_t, syscall.Errno) {
 	rel := n.childRel(name)
 	fd, err := n.dir.Open(rel, int(flags&^syscall.O_APPEND)|os.O_CREATE, mode)
 	if err != nil {
-		return nil, nil, 0, gofs.ToErrno(err)
+		return nil, nil, 0, nil, gofs.ToErrno(err)
 	}
 	var st syscall.Stat_t
 	gen, err := backing.Fstatx(fd, &st)
@@ -130,10 +132,10 @@ func (n *Node) loopCreate(ctx context.Context, name string, flags, mode uint32, 
 	}
 	if err != nil {
 		unix.Close(fd)
-		return nil, nil, 0, gofs.ToErrno(err)
+		return nil, nil, 0, nil, gofs.ToErrno(err)
 	}
 	out.Attr.FromStat(&st)
-	return n.NewInode(ctx, &gofs.LoopbackNode{RootData: n.RootData}, n.stableAttr(&st, gen)), gofs.NewLoopbackFile(fd), 0, 0
+	return n.NewInode(ctx, &gofs.LoopbackNode{RootData: n.RootData}, n.stableAttr(&st, gen)), gofs.NewLoopbackFile(fd), 0, &st, 0
 }
 
 // loopOpen opens the node's file as the loopback would (no symlink on

@@ -109,10 +109,11 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	var ch *gofs.Inode
 	var fh gofs.FileHandle
 	var fl uint32
-	o, errno := n.door.Create(caller(ctx), rel, flags, func(flags uint32) syscall.Errno {
+	o, errno := n.door.Create(caller(ctx), rel, flags, func(flags uint32) (*syscall.Stat_t, syscall.Errno) {
+		var st *syscall.Stat_t
 		var errno syscall.Errno
-		ch, fh, fl, errno = n.loopCreate(ctx, name, flags, mode, out)
-		return errno
+		ch, fh, fl, st, errno = n.loopCreate(ctx, name, flags, mode, out)
+		return st, errno
 	})
 	if errno != 0 {
 		if fh != nil {

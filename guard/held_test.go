@@ -65,14 +65,18 @@ func TestCreateOfAGuardedFileAlreadyThereDoesNotTruncateIt(t *testing.T) {
 	d := &Door{h: h}
 	var asked uint32
 	o, errno := d.Create(Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}, "MEMORY.md", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC,
-		func(flags uint32) syscall.Errno {
+		func(flags uint32) (*syscall.Stat_t, syscall.Errno) {
 			asked = flags
 			fd, err := h.dir.Open("MEMORY.md", int(flags), 0o644) // the node's backing open
 			if err != nil {
-				return syscall.EIO
+				return nil, syscall.EIO
 			}
-			syscall.Close(fd)
-			return 0
+			defer syscall.Close(fd)
+			var st syscall.Stat_t
+			if err := syscall.Fstat(fd, &st); err != nil {
+				return nil, syscall.EIO
+			}
+			return &st, 0
 		})
 	if errno != 0 {
 		t.Fatalf("create: %v", errno)

@@ -164,7 +164,7 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 // a staging handle for guarded files. create is the node's own create of
 // the backing file, called once allowed; a guarded file's handle from it
 // is released by the node (the content arrives at commit, from the draft).
-func (d *Door) Create(c Caller, rel string, flags uint32, create func(flags uint32) syscall.Errno) (*Opened, syscall.Errno) {
+func (d *Door) Create(c Caller, rel string, flags uint32, create func(flags uint32) (*syscall.Stat_t, syscall.Errno)) (*Opened, syscall.Errno) {
 	h := d.h
 	h.names.RLock()
 	defer h.names.RUnlock()
@@ -190,12 +190,11 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func(flags uint
 		// commit: the backing open must not truncate it.
 		bflags &^= syscall.O_TRUNC
 	}
-	if errno := create(bflags); errno != 0 {
+	// nst: what the create opened, taken from its descriptor (not the
+	// name, which another process may have replaced since).
+	nst, errno := create(bflags)
+	if errno != 0 {
 		return nil, errno
-	}
-	nst, err := h.dir.Lstat(rel)
-	if err != nil {
-		return nil, backing.Errno(err)
 	}
 	if t.Class.Guarded() {
 		// The file exists (empty, or as it was); its content arrives at
