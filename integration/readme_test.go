@@ -197,6 +197,20 @@ func readmeSteps() []readmeStep {
 		{readme: `systemctl enable --now "aerfs@$(systemd-escape --path /home/alice/agent).service"`, why: "no systemd runs in the test machine; system_test.go runs the unit's commands with the README's flags"},
 		{readme: "mount -t fuse.aerfs /var/lib/aerfs/agent /home/alice/agent", why: "the mount(8) helper is in /sbin only after make install; system_test.go mounts through it"},
 		{readme: "/var/lib/aerfs/agent  /home/alice/agent  fuse.aerfs  defaults,nofail  0 0", why: "a line of /etc/fstab, not a command"},
+		// A daemon that stopped answering: stopped here, then let go
+		// with the README's commands, ended, and mounted again.
+		{cd: "~"},
+		{sh: "sha256sum ~/agent/SOUL.md > ~/soul.sum; ! grep -q ' /sys/fs/fuse/connections ' /proc/mounts || touch ~/fusectl.was"},
+		{sh: `p=$(aerfs status --json --workspace ~/agent | sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' | head -1); [ -n "$p" ] && echo $p > ~/daemon.pid && kill -STOP $p`},
+		{readme: `dev=$(awk -v m="$HOME/agent" '$5 == m {print $3}' /proc/self/mountinfo)`,
+			sh: `dev=$(awk -v m="$HOME/agent" '$5 == m {print $3}' /proc/self/mountinfo); [ -n "$dev" ] && echo $dev > ~/dev`},
+		{readme: "mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null", code: 0,
+			sh: "mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null; true"},
+		{readme: "echo 1 > /sys/fs/fuse/connections/${dev#*:}/abort", sh: "dev=$(cat ~/dev); echo 1 > /sys/fs/fuse/connections/${dev#*:}/abort"},
+		{readme: "umount -l ~/agent"},
+		{sh: "kill -9 $(cat ~/daemon.pid); sleep 0.5; aerfs mount ~/agent", want: "aerfs: mounted "},
+		{sh: "sha256sum -c ~/soul.sum && aerfs status --workspace ~/agent", want: "sessions:"},
+		{sh: "[ -e ~/fusectl.was ] || umount /sys/fs/fuse/connections"},
 		{readme: "cd && aerfs unmount ~/agent", want: "unmounted"},
 		// The agent profiles.
 		{readme: "aerfs init --agent claude-code ~/work/project", why: homeRoots},
