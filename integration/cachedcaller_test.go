@@ -113,12 +113,7 @@ done`)
 		t.Fatalf("a WEB process with a reused pid changed MEMORY.md: %q (%s)", got, r)
 	}
 	d := recordsFor(e.Log(), "", "", "MEMORY.md")
-	var deny []LogEntry
-	for _, le := range d {
-		if le.Record.Meta.Verdict == "deny" || le.Record.Type == "quarantine" {
-			deny = append(deny, le)
-		}
-	}
+	deny := refusalsOf(d)
 	if len(deny) == 0 {
 		t.Fatalf("no refusal recorded:%s", describe(d))
 	}
@@ -140,16 +135,22 @@ func TestCachedCallerExecInPlaceIsResolvedAgain(t *testing.T) {
 		t.Fatalf("curl exec'd in place of a cached shell changed MEMORY.md: %q (%s)", got, r)
 	}
 	d := recordsFor(e.Log(), "", "", "MEMORY.md")
-	var deny []LogEntry
-	for _, le := range d {
-		if le.Record.Meta.Verdict == "deny" || le.Record.Type == "quarantine" {
-			deny = append(deny, le)
-		}
-	}
+	deny := refusalsOf(d)
 	if len(deny) == 0 {
 		t.Fatalf("no refusal recorded:%s\n%s", describe(d), describe(e.Log()))
 	}
 	if last := deny[len(deny)-1]; last.Record.Principal != "WEB" {
 		t.Fatalf("refused as %s, want WEB (curl):%s", last.Record.Principal, describe(d))
 	}
+}
+
+// refusalsOf keeps the refusals among les: denials and quarantines.
+func refusalsOf(les []LogEntry) []LogEntry {
+	var out []LogEntry
+	for _, le := range les {
+		if le.Record.Meta.Verdict == "deny" || le.Record.Type == "quarantine" {
+			out = append(out, le)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,7 +168,7 @@ func TestEventsIntakeDropsWhatTheyMakeStale(t *testing.T) {
 		t.Helper()
 		r.tasksChanged(pe.stale)
 		pe.stale = nil
-		if got := cached(); !slicesEqual(got, tids) {
+		if got := cached(); !slices.Equal(got, tids) {
 			t.Fatalf("%s: cached %v, want %v", what, got, tids)
 		}
 	}
@@ -195,16 +196,4 @@ func TestEventsIntakeDropsWhatTheyMakeStale(t *testing.T) {
 	want("the next event of a known CPU", 100, 101, 102, 200, 300)
 	pe.take(r, event(procEventExit, 7, 3, 996, 996, 0, 0))
 	want("the first event of a CPU brought online")
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
