@@ -288,7 +288,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, rec: rec, index: keeper.Index(), status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			StateMode: stateMode, Socket: sockPath,
-			PID: os.Getpid(), Started: started, ProcEvents: procEvents, Tracking: reg.Tracking(),
+			PID: os.Getpid(), Started: started, ProcEvents: procEvents, CachedCallers: reg.CachedCallers(), Tracking: reg.Tracking(),
 			LogHealthy:   func() bool { ok, _, _ := health.state(); return ok }(),
 			LogLastError: func() string { _, e, _ := health.state(); return e }(),
 			LogLastErrAt: func() time.Time { _, _, at := health.state(); return at }(),

@@ -95,7 +95,10 @@ type Status struct {
 	PID        int       `json:"pid"`
 	Started    time.Time `json:"started"`
 	ProcEvents bool      `json:"process_events"`
-	Tracking   string    `json:"session_tracking"` // "cgroup" or "ancestry (weaker: …)"
+	// CachedCallers: how a caller resolved before is checked at its next
+	// request: "process events" (no /proc read) or "/proc".
+	CachedCallers string `json:"cached_callers"`
+	Tracking      string `json:"session_tracking"` // "cgroup" or "ancestry (weaker: …)"
 	// The evidence log: whether its last append succeeded, and the last
 	// error it gave (guarded changes are refused while it fails).
 	LogHealthy bool `json:"log_healthy"`

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -153,4 +154,36 @@ func refusalsOf(les []LogEntry) []LogEntry {
 		}
 	}
 	return out
+}
+
+// A root daemon follows process events and has shown they arrive: its
+// cached callers are checked by them, with no /proc read (aerfs status
+// says which). Where that is lost without a word, every request pays the
+// bounded /proc check again.
+func TestCachedCallersCheckedByProcessEvents(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "base\n"}).Mount()
+	var st struct {
+		ProcEvents    bool   `json:"process_events"`
+		CachedCallers string `json:"cached_callers"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := runCmd("/", nil, aerfsBin, "status", "--json", "--workspace", e.WS)
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+			t.Fatalf("status: %v\n%s", err, r)
+		}
+		if st.CachedCallers == "process events" {
+			break
+		}
+		if time.Now().After(deadline) {
+			if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+				t.Fatalf("cached callers checked by %q, process events %v: want process events as root", st.CachedCallers, st.ProcEvents)
+			}
+			t.Skipf("process events do not vouch for cached callers here (%q)", st.CachedCallers)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := runCmd("/", nil, aerfsBin, "status", "--workspace", e.WS); !strings.Contains(r.Stdout, "cached callers checked by: process events") {
+		t.Fatalf("aerfs status does not say how cached callers are checked:\n%s", r)
+	}
 }

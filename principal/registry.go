@@ -437,6 +437,16 @@ func (r *Registry) Cgroups() *Cgroups {
 	return r.cg
 }
 
+// CachedCallers says how a cached caller is checked at its next request,
+// for aerfs status: "process events" where they vouch for the cache (no
+// /proc is read), "/proc" elsewhere.
+func (r *Registry) CachedCallers() string {
+	if pe := r.pe.Load(); pe != nil && pe.trusted.Load() {
+		return "process events"
+	}
+	return "/proc"
+}
+
 // Tracking says how session membership is known, for aerfs status.
 func (r *Registry) Tracking() string {
 	r.mu.RLock()

@@ -43,7 +43,7 @@ func runStatus(out io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintf(out, "workspace:   %s (mounted, daemon pid %d, since %s)\n", st.Workspace, st.PID, st.Started.Format("2006-01-02 15:04:05Z"))
 	fmt.Fprintf(out, "state:       %s (%s)\npolicy:      %s\n", st.StateDir, stateSummary(&st), st.Policy)
-	fmt.Fprintf(out, "passthrough: %v   process events: %v\n", st.Passthrough, st.ProcEvents)
+	fmt.Fprintf(out, "passthrough: %v   process events: %v   cached callers checked by: %s\n", st.Passthrough, st.ProcEvents, st.CachedCallers)
 	fmt.Fprintf(out, "sessions by: %s\n", st.Tracking)
 	printRoots(out, st.Roots)
 	if len(st.PolicyHeld) > 0 {
