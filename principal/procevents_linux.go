@@ -138,7 +138,7 @@ func (pe *procEvents) signal() {
 func (pe *procEvents) intake(r *Registry) bool {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	read := false
+	read, overrun := false, false
 	for pe.fd >= 0 {
 		n, _, err := unix.Recvfrom(pe.fd, pe.buf, unix.MSG_DONTWAIT)
 		if err == unix.EINTR {
@@ -149,6 +149,7 @@ func (pe *procEvents) intake(r *Registry) bool {
 		}
 		if err == unix.ENOBUFS {
 			pe.lose(r)
+			overrun = true
 			continue
 		}
 		if err != nil || n == 0 {
@@ -167,10 +168,13 @@ func (pe *procEvents) intake(r *Registry) bool {
 		read = true
 	}
 	if pe.fd >= 0 {
-		// Every event the socket had no room for is counted, also
-		// those after an overrun already reported (the kernel reports
-		// one until the queue is empty again).
-		if drops, ok := socketDrops(pe.fd); !ok || drops != pe.drops {
+		// The kernel reports an overrun once, then drops without a word
+		// until the queue is empty again (which it is now): what it
+		// dropped meanwhile is lost too, and a resolution may have read
+		// /proc before one of those events and been cached since. The
+		// socket's count of drops says the same, whether reported or
+		// not.
+		if drops, ok := socketDrops(pe.fd); overrun || !ok || drops != pe.drops {
 			pe.drops = drops
 			pe.lose(r)
 		}
