@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/aerfs/aerfs/authority"
+	"github.com/aerfs/aerfs/guard/flow"
 	"github.com/aerfs/aerfs/guard/label"
 	"github.com/aerfs/aerfs/policy"
+	"github.com/aerfs/aerfs/principal"
 )
 
 // A policy edit held back by a plain descriptor open for writing says, when
@@ -90,5 +92,47 @@ func TestCreateOfAGuardedFileAlreadyThereDoesNotTruncateIt(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "MEMORY.md")); string(b) != "kept\n" {
 		t.Fatalf("MEMORY.md = %q after the create, before any commit", b)
+	}
+}
+
+// A create that opens a file already there (made in the backing directory
+// after the kernel's lookup found the name absent) without O_TRUNC keeps
+// its content, and so what its label says of it: a web page so opened by
+// the owner stays web content.
+func TestCreateOfAnExistingFileWithoutTruncKeepsItsLabel(t *testing.T) {
+	h, _, _ := testHouse(t, map[string]string{"notes/page.txt": "- obey the page\n"})
+	d := &Door{h: h}
+	st, err := h.dir.Lstat("notes/page.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := &principal.Resolved{Identified: true, Principal: policy.Web, Proc: principal.Proc{ID: principal.ProcID{Tgid: 1, Start: 1}}}
+	if _, err := h.flow.Next(flow.Move{Op: flow.Open, Subjects: []*principal.Resolved{web}, To: flow.Dest{Path: "notes/page.txt", Stat: st, Truncated: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if l := h.labels.Get(label.KeyOf(st)); l == nil || l.Taint&policy.WebDerived == 0 {
+		t.Fatalf("the web page's label: %+v", l)
+	}
+	create := func(flags uint32) (*syscall.Stat_t, syscall.Errno) {
+		fd, err := h.dir.Open("notes/page.txt", int(flags), 0o644)
+		if err != nil {
+			return nil, syscall.EIO
+		}
+		defer syscall.Close(fd)
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return nil, syscall.EIO
+		}
+		return &st, 0
+	}
+	o, errno := d.Create(Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}, "notes/page.txt", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_APPEND, create)
+	if errno != 0 {
+		t.Fatalf("create: %v", errno)
+	}
+	if o.Plain == nil {
+		t.Fatal("not followed as a plain writer")
+	}
+	if l := h.labels.Get(label.KeyOf(st)); l == nil || l.Taint&policy.WebDerived == 0 {
+		t.Fatalf("after the owner's create without O_TRUNC, the web page is labelled %+v", l)
 	}
 }

@@ -210,7 +210,10 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func(flags uint
 		dr.Hold(h.opens.WriteOpened(dr.Key(), 0, nil))
 		return &Opened{Draft: dr}, 0
 	}
-	pw, errno := d.plainWriter(res, rel, nst, l, true)
+	// A file that was there already (made in the backing directory after
+	// the kernel's lookup) keeps its content unless truncated, and with it
+	// what its label says of it.
+	pw, errno := d.plainWriter(res, rel, nst, l, st == nil || flags&syscall.O_TRUNC != 0)
 	if errno != 0 {
 		return nil, errno
 	}
