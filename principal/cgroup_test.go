@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -353,5 +355,33 @@ func TestForkEventOfAChildAlreadyGone(t *testing.T) {
 	r.Fork(sub, later.Process.Pid)
 	if s := r.Resolve(later.Process.Pid).Subject(); s.Taint != 0 {
 		t.Fatalf("a fork event naming an exited pid as parent made a member: %+v", s)
+	}
+}
+
+// A fork event read after its child exited and its pid went to another
+// process (a loaded daemon reads events late, and pids wrap) does not make
+// that process the child: it started after the event was sent.
+func TestForkEventReadLateDoesNotAdoptThePidsNextProcess(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	parent := start(t, "sleep", "30")
+	r.Resolve(parent.Process.Pid).AddTaint(policy.WebDerived)
+	monoNow := func() uint64 {
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		return uint64(ts.Nano())
+	}
+	sent := monoNow()
+	time.Sleep(50 * time.Millisecond) // a few ticks
+	other := start(t, "sleep", "30")  // the pid's next process, started after the event
+	r.forkAt(parent.Process.Pid, other.Process.Pid, sent)
+	if s := r.Resolve(other.Process.Pid).Subject(); s.Taint&policy.WebDerived != 0 {
+		t.Fatalf("a process started after the fork event was taken for the tainted parent's child: %+v", s)
+	}
+	// A process that started before the event is the child: it carries
+	// the taint.
+	kid := start(t, "sleep", "30")
+	r.forkAt(parent.Process.Pid, kid.Process.Pid, monoNow())
+	if s := r.Resolve(kid.Process.Pid).Subject(); s.Taint&policy.WebDerived == 0 {
+		t.Fatalf("the tainted parent's child: %+v", s)
 	}
 }

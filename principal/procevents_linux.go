@@ -430,7 +430,7 @@ func handleProcEvent(r *Registry, d []byte) {
 		childPid := int(binary.NativeEndian.Uint32(data[8:]))
 		childTgid := int(binary.NativeEndian.Uint32(data[12:]))
 		if childPid == childTgid { // a new process, not a thread
-			r.Fork(parentTgid, childTgid)
+			r.forkAt(parentTgid, childTgid, binary.NativeEndian.Uint64(ev[8:]))
 		}
 	case procEventExec:
 		if len(data) < 8 {

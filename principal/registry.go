@@ -1064,7 +1064,17 @@ func (r *Registry) Prune() {
 // a member even after it is re-parented to init. In cgroup mode, where the
 // kernel puts a child in its parent's cgroup, only an implicit session's
 // forks are recorded: its process may have left its cgroup, or have none.
-func (r *Registry) Fork(parentTgid, childTgid int) {
+func (r *Registry) Fork(parentTgid, childTgid int) { r.forkAt(parentTgid, childTgid, 0) }
+
+// userHZ is the unit of /proc's start times: USER_HZ, 100 on every
+// architecture Linux runs aerfs on.
+const userHZ = 100
+
+// forkAt is Fork for a fork event sent at at (CLOCK_MONOTONIC, ns; 0: not
+// known). The process that has childTgid's pid when the event is read must
+// have started by then: a later one got the pid after the child exited (a
+// loaded daemon reads events late, and pids wrap), and is not the child.
+func (r *Registry) forkAt(parentTgid, childTgid int, at uint64) {
 	r.mu.RLock()
 	pid, known := r.byTgid[parentTgid]
 	pm, found := r.members[pid]
@@ -1077,6 +1087,9 @@ func (r *Registry) Fork(parentTgid, childTgid int) {
 		return
 	}
 	st, err := startTime(childTgid)
+	if err == nil && at != 0 && startedAfter(st, at) {
+		err = errors.New("its pid is another process's now")
+	}
 	if err != nil {
 		// The child is gone already: on a loaded machine a subshell forks
 		// its own child and exits before its fork event is read. Events
@@ -1098,6 +1111,20 @@ func (r *Registry) Fork(parentTgid, childTgid int) {
 	r.members[id] = member{sess: pm.sess, principal: pm.principal}
 	r.byTgid[childTgid] = id
 	r.mu.Unlock()
+}
+
+// startedAfter reports whether a process with start time st (ticks since
+// boot, /proc's) started more than a tick after at (CLOCK_MONOTONIC, ns):
+// the start time counts time suspended too, so the two clocks' difference
+// now is added to at.
+func startedAfter(st, at uint64) bool {
+	var boot, mono unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot) != nil || unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono) != nil {
+		return false
+	}
+	atBoot := at + uint64(max(boot.Nano()-mono.Nano(), 0))
+	const tick = uint64(1e9 / userHZ)
+	return st*tick > atBoot+tick
 }
 
 // lostEvents forgets the departed children: their exit events may be
