@@ -69,16 +69,7 @@ func TestCreateOfAGuardedFileAlreadyThereDoesNotTruncateIt(t *testing.T) {
 	o, errno := d.Create(Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}, "MEMORY.md", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC,
 		func(flags uint32) (*syscall.Stat_t, syscall.Errno) {
 			asked = flags
-			fd, err := h.dir.Open("MEMORY.md", int(flags), 0o644) // the node's backing open
-			if err != nil {
-				return nil, syscall.EIO
-			}
-			defer syscall.Close(fd)
-			var st syscall.Stat_t
-			if err := syscall.Fstat(fd, &st); err != nil {
-				return nil, syscall.EIO
-			}
-			return &st, 0
+			return backingCreate(h, "MEMORY.md")(flags)
 		})
 	if errno != 0 {
 		t.Fatalf("create: %v", errno)
@@ -113,8 +104,23 @@ func TestCreateOfAnExistingFileWithoutTruncKeepsItsLabel(t *testing.T) {
 	if l := h.labels.Get(label.KeyOf(st)); l == nil || l.Taint&policy.WebDerived == 0 {
 		t.Fatalf("the web page's label: %+v", l)
 	}
-	create := func(flags uint32) (*syscall.Stat_t, syscall.Errno) {
-		fd, err := h.dir.Open("notes/page.txt", int(flags), 0o644)
+	o, errno := d.Create(Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}, "notes/page.txt", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_APPEND, backingCreate(h, "notes/page.txt"))
+	if errno != 0 {
+		t.Fatalf("create: %v", errno)
+	}
+	if o.Plain == nil {
+		t.Fatal("not followed as a plain writer")
+	}
+	if l := h.labels.Get(label.KeyOf(st)); l == nil || l.Taint&policy.WebDerived == 0 {
+		t.Fatalf("after the owner's create without O_TRUNC, the web page is labelled %+v", l)
+	}
+}
+
+// backingCreate is the node's backing open of rel for Door.Create: it
+// returns the stat of the descriptor it opened.
+func backingCreate(h *house, rel string) func(flags uint32) (*syscall.Stat_t, syscall.Errno) {
+	return func(flags uint32) (*syscall.Stat_t, syscall.Errno) {
+		fd, err := h.dir.Open(rel, int(flags), 0o644)
 		if err != nil {
 			return nil, syscall.EIO
 		}
@@ -124,15 +130,5 @@ func TestCreateOfAnExistingFileWithoutTruncKeepsItsLabel(t *testing.T) {
 			return nil, syscall.EIO
 		}
 		return &st, 0
-	}
-	o, errno := d.Create(Caller{Pid: os.Getpid(), UID: uint32(os.Geteuid())}, "notes/page.txt", syscall.O_WRONLY|syscall.O_CREAT|syscall.O_APPEND, create)
-	if errno != 0 {
-		t.Fatalf("create: %v", errno)
-	}
-	if o.Plain == nil {
-		t.Fatal("not followed as a plain writer")
-	}
-	if l := h.labels.Get(label.KeyOf(st)); l == nil || l.Taint&policy.WebDerived == 0 {
-		t.Fatalf("after the owner's create without O_TRUNC, the web page is labelled %+v", l)
 	}
 }
