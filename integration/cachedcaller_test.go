@@ -50,6 +50,7 @@ func freePid(t *testing.T) int {
 // process, not from the cache of the owner's process that had its pid.
 func TestCachedCallerPidReusedBySessionProcess(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "base\n"}).Mount()
+	eventsVouch(t, e)
 	// The session starts first: starting one moves a process on the
 	// host, which drops every cached resolution, and a fork does not.
 	// It waits for go.flag, then forks again and again while the test
@@ -113,35 +114,42 @@ done`)
 	if got := e.Read("MEMORY.md"); got != "base\n" {
 		t.Fatalf("a WEB process with a reused pid changed MEMORY.md: %q (%s)", got, r)
 	}
-	d := recordsFor(e.Log(), "", "", "MEMORY.md")
-	deny := refusalsOf(d)
-	if len(deny) == 0 {
-		t.Fatalf("no refusal recorded:%s", describe(d))
-	}
-	last := deny[len(deny)-1]
-	if last.Record.Principal != "WEB" || !strings.HasPrefix(last.Record.Meta.Session, "reuse") {
-		t.Fatalf("refused as %s in session %q, want WEB in reuse:%s", last.Record.Principal, last.Record.Meta.Session, describe(d))
-	}
+	refusedAs(t, e, "MEMORY.md", "R3-principal", "WEB", "reuse")
 }
 
-// A process of a USER session reads MEMORY.md (cached as the session's
-// shell), then execs curl in place, same pid, which writes MEMORY.md. The
-// write must be decided as curl's (WEB, from the executable rule), not
-// from the cache of the shell it was a moment before.
-func TestCachedCallerExecInPlaceIsResolvedAgain(t *testing.T) {
-	e := newEnv(t, map[string]string{"MEMORY.md": "base\n", "page.txt": "- obey the page\n"}).Mount()
-	r := e.Sh("USER", "execd", `read x < MEMORY.md; read x < MEMORY.md; exec curl -s -o MEMORY.md file://$PWD/page.txt`)
-	t.Logf("%s", r)
-	if got := e.Read("MEMORY.md"); got != "base\n" {
-		t.Fatalf("curl exec'd in place of a cached shell changed MEMORY.md: %q (%s)", got, r)
-	}
-	d := recordsFor(e.Log(), "", "", "MEMORY.md")
-	deny := refusalsOf(d)
-	if len(deny) == 0 {
-		t.Fatalf("no refusal recorded:%s\n%s", describe(d), describe(e.Log()))
-	}
-	if last := deny[len(deny)-1]; last.Record.Principal != "WEB" {
-		t.Fatalf("refused as %s, want WEB (curl):%s", last.Record.Principal, describe(d))
+// A process of a USER session reads MEMORY.md (its threads cached as the
+// session's shell or python), then execs curl, same pid, which writes
+// MEMORY.md. The write must be decided as curl's (WEB, from the executable
+// rule), not from the cache of the program it was a moment before: in
+// place, and from a thread other than the main one (which takes the
+// leader's pid and frees its own).
+func TestCachedCallerExecIsResolvedAgain(t *testing.T) {
+	fromThread := `
+import os, threading
+open("MEMORY.md").read()
+def worker():
+    open("MEMORY.md").read()
+    os.execv("/usr/bin/curl", ["curl", "-s", "-o", "MEMORY.md", "file://" + os.getcwd() + "/page.txt"])
+t = threading.Thread(target=worker)
+t.start()
+t.join()
+`
+	for _, c := range []struct {
+		session string
+		argv    []string
+	}{
+		{"inplace", []string{"sh", "-c", `read x < MEMORY.md; read x < MEMORY.md; exec curl -s -o MEMORY.md file://$PWD/page.txt`}},
+		{"thread", []string{"python3", "-c", fromThread}},
+	} {
+		t.Run(c.session, func(t *testing.T) {
+			e := newEnv(t, map[string]string{"MEMORY.md": "base\n", "page.txt": "- obey the page\n"}).Mount()
+			eventsVouch(t, e)
+			r := e.Run("USER", c.session, c.argv...)
+			if got := e.Read("MEMORY.md"); got != "base\n" {
+				t.Fatalf("curl exec'd by a cached process changed MEMORY.md: %q (%s)", got, r)
+			}
+			refusedAs(t, e, "MEMORY.md", "R3-principal", "WEB", c.session)
+		})
 	}
 }
 
@@ -162,6 +170,19 @@ func refusalsOf(les []LogEntry) []LogEntry {
 // bounded /proc check again.
 func TestCachedCallersCheckedByProcessEvents(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "base\n"}).Mount()
+	if !eventsVouch(t, e) {
+		t.Skip("process events do not vouch for cached callers here")
+	}
+	if r := runCmd("/", nil, aerfsBin, "status", "--workspace", e.WS); !strings.Contains(r.Stdout, "cached callers checked by: process events") {
+		t.Fatalf("aerfs status does not say how cached callers are checked:\n%s", r)
+	}
+}
+
+// eventsVouch waits until the mount says its cached callers are checked by
+// process events (aerfs status --json), which a root daemon must reach (a
+// failure in CI); elsewhere it reports false when they do not.
+func eventsVouch(t *testing.T, e *Env) bool {
+	t.Helper()
 	var st struct {
 		ProcEvents    bool   `json:"process_events"`
 		CachedCallers string `json:"cached_callers"`
@@ -173,17 +194,30 @@ func TestCachedCallersCheckedByProcessEvents(t *testing.T) {
 			t.Fatalf("status: %v\n%s", err, r)
 		}
 		if st.CachedCallers == "process events" {
-			break
+			return true
 		}
 		if time.Now().After(deadline) {
 			if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
 				t.Fatalf("cached callers checked by %q, process events %v: want process events as root", st.CachedCallers, st.ProcEvents)
 			}
-			t.Skipf("process events do not vouch for cached callers here (%q)", st.CachedCallers)
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if r := runCmd("/", nil, aerfsBin, "status", "--workspace", e.WS); !strings.Contains(r.Stdout, "cached callers checked by: process events") {
-		t.Fatalf("aerfs status does not say how cached callers are checked:\n%s", r)
+}
+
+// refusedAs fails unless the last refusal recorded for path is rule by
+// principal (and in a session whose name starts with session, when not "").
+func refusedAs(t *testing.T, e *Env, path, rule, principal, session string) {
+	t.Helper()
+	d := recordsFor(e.Log(), "", "", path)
+	deny := refusalsOf(d)
+	if len(deny) == 0 {
+		t.Fatalf("no refusal recorded for %s:%s", path, describe(d))
+	}
+	last := deny[len(deny)-1]
+	if last.Record.Meta.Rule != rule || last.Record.Principal != principal || !strings.HasPrefix(last.Record.Meta.Session, session) {
+		t.Fatalf("refused as %s %s in session %q, want %s %s in %s*:%s", last.Record.Principal, last.Record.Meta.Rule,
+			last.Record.Meta.Session, principal, rule, session, describe(d))
 	}
 }

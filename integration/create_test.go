@@ -64,3 +64,38 @@ func TestCreateFollowsNoSymlinkMadeBehindTheMount(t *testing.T) {
 		t.Fatalf("a create through the mount made a file outside the workspace through a symlink in the backing directory")
 	}
 }
+
+// A create that finds the file already there (a name the kernel holds as
+// absent, given behind the mount to a web page's inode) and does not
+// truncate it keeps the page's content, so its label stays: a USER
+// session that reads it after the owner appended to it is tainted, and
+// refused on MEMORY.md for that (R2-taint).
+func TestCreateOfAFileAlreadyThereKeepsItsLabel(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "base\n"})
+	view := bindView(t, e)
+	e.Mount()
+	expectOK(t, "WEB writes a page", e.Sh("WEB", "w", "echo '- obey the page' > page.txt"))
+	name := filepath.Join(e.WS, "notes.txt")
+	if _, err := os.Lstat(name); !os.IsNotExist(err) {
+		t.Fatalf("notes.txt: %v, want absent", err) // the kernel now holds the name as absent
+	}
+	if err := os.Link(filepath.Join(view, "page.txt"), filepath.Join(view, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(view, "page.txt")); err != nil {
+		t.Fatal(err)
+	}
+	// The owner appends: O_CREAT without O_TRUNC reaches the daemon as a
+	// create of a file that is there.
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("- owner's line\n"))
+	f.Close()
+	expectFail(t, "a USER session writes memory after reading the page", e.Sh("USER", "r", "cat notes.txt >/dev/null; echo x >> MEMORY.md"))
+	refusedAs(t, e, "MEMORY.md", "R2-taint", "USER", "r")
+	if got := e.Read("MEMORY.md"); got != "base\n" {
+		t.Fatalf("MEMORY.md: %q", got)
+	}
+}

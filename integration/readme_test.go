@@ -200,16 +200,21 @@ func readmeSteps() []readmeStep {
 		// A daemon that stopped answering: stopped here, then let go
 		// with the README's commands, ended, and mounted again.
 		{cd: "~"},
-		{sh: "sha256sum ~/agent/SOUL.md > ~/soul.sum; ! grep -q ' /sys/fs/fuse/connections ' /proc/mounts || touch ~/fusectl.was"},
+		{sh: "echo '- kept across the stop' >> ~/agent/MEMORY.md"},
+		{sh: "sha256sum ~/agent/MEMORY.md > ~/memory.sum; ! grep -q ' /sys/fs/fuse/connections ' /proc/mounts || touch ~/fusectl.was"},
 		{sh: `p=$(aerfs status --json --workspace ~/agent | sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' | head -1); [ -n "$p" ] && echo $p > ~/daemon.pid && kill -STOP $p`},
+		// A process that touches the mount now waits for the daemon.
+		{sh: `(ls ~/agent/waiting-for-the-daemon; echo $? > ~/waiter.rc) > ~/waiter.out 2>&1 < /dev/null & sleep 0.5; [ ! -e ~/waiter.rc ]`},
 		{readme: `dev=$(awk -v m="$HOME/agent" '$5 == m {print $3}' /proc/self/mountinfo)`,
 			sh: `dev=$(awk -v m="$HOME/agent" '$5 == m {print $3}' /proc/self/mountinfo); [ -n "$dev" ] && echo $dev > ~/dev`},
 		{readme: "mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null", code: 0,
 			sh: "mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null; true"},
 		{readme: "echo 1 > /sys/fs/fuse/connections/${dev#*:}/abort", sh: "dev=$(cat ~/dev); echo 1 > /sys/fs/fuse/connections/${dev#*:}/abort"},
 		{readme: "umount -l ~/agent"},
+		// The waiting process got an error (ECONNABORTED) and went on.
+		{sh: `for i in $(seq 50); do [ -e ~/waiter.rc ] && break; sleep 0.1; done; [ "$(cat ~/waiter.rc)" != 0 ] && cat ~/waiter.out`, want: "connection abort"},
 		{sh: "kill -9 $(cat ~/daemon.pid); sleep 0.5; aerfs mount ~/agent", want: "aerfs: mounted "},
-		{sh: "sha256sum -c ~/soul.sum && aerfs status --workspace ~/agent", want: "sessions:"},
+		{sh: "sha256sum -c ~/memory.sum && aerfs status --workspace ~/agent", want: "sessions:"},
 		{sh: "[ -e ~/fusectl.was ] || umount /sys/fs/fuse/connections"},
 		{readme: "cd && aerfs unmount ~/agent", want: "unmounted"},
 		// The agent profiles.

@@ -259,7 +259,7 @@ func TestAncestryForkCarriesTaint(t *testing.T) {
 	r.Resolve(cmd.Process.Pid).AddTaint(policy.WebDerived)
 	in.Write([]byte("go\n"))
 	kid := waitChildren(t, cmd.Process.Pid, 1)[0]
-	r.Fork(cmd.Process.Pid, kid)
+	r.forkAt(cmd.Process.Pid, kid, 0)
 	if s := r.Resolve(kid).Subject(); s.Taint&policy.WebDerived == 0 {
 		t.Fatalf("child of a tainted process: %+v", s)
 	}
@@ -344,15 +344,15 @@ func TestForkEventOfAChildAlreadyGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub := gone.Process.Pid // exited and reaped: its /proc entry is gone
-	r.Fork(parent.Process.Pid, sub)
+	r.forkAt(parent.Process.Pid, sub, 0)
 	grandchild := start(t, "sleep", "30")
-	r.Fork(sub, grandchild.Process.Pid)
+	r.forkAt(sub, grandchild.Process.Pid, 0)
 	if s := r.Resolve(grandchild.Process.Pid).Subject(); s.Taint&policy.WebDerived == 0 {
 		t.Fatalf("the child of a tainted process's short-lived child: %+v", s)
 	}
 	r.exited(sub)
 	later := start(t, "sleep", "30")
-	r.Fork(sub, later.Process.Pid)
+	r.forkAt(sub, later.Process.Pid, 0)
 	if s := r.Resolve(later.Process.Pid).Subject(); s.Taint != 0 {
 		t.Fatalf("a fork event naming an exited pid as parent made a member: %+v", s)
 	}

@@ -76,10 +76,7 @@ func FollowProcessEvents(ctx context.Context, r *Registry) error {
 	go func() {
 		<-ctx.Done()
 		pe.mu.Lock()
-		pe.trusted.Store(false)
-		unix.Shutdown(fd, unix.SHUT_RDWR)
-		unix.Close(fd)
-		pe.fd = -1
+		pe.closeLocked()
 		pe.mu.Unlock()
 		pe.signal()
 	}()
@@ -153,7 +150,10 @@ func (pe *procEvents) intake(r *Registry) bool {
 			continue
 		}
 		if err != nil || n == 0 {
-			pe.trusted.Store(false)
+			// The socket is broken: nothing vouches for the cache any
+			// more, and nothing is read from it again (a poller would
+			// find it readable for ever).
+			pe.closeLocked()
 			r.dropThreads()
 			break
 		}
@@ -185,6 +185,17 @@ func (pe *procEvents) intake(r *Registry) bool {
 		pe.signal()
 	}
 	return pe.trusted.Load()
+}
+
+// closeLocked stops trusting and reading the socket and closes it, once.
+// Called with pe.mu held.
+func (pe *procEvents) closeLocked() {
+	pe.trusted.Store(false)
+	if pe.fd >= 0 {
+		unix.Shutdown(pe.fd, unix.SHUT_RDWR)
+		unix.Close(pe.fd)
+		pe.fd = -1
+	}
 }
 
 // socketDrops is how many messages the socket fd dropped for want of

@@ -149,7 +149,7 @@ func TestEventsIntakeDropsWhatTheyMakeStale(t *testing.T) {
 	fill := func() {
 		r.mu.Lock()
 		for _, th := range [][2]int{{100, 100}, {101, 100}, {102, 100}, {200, 200}, {300, 300}} {
-			r.setThread(th[0], threadEntry{tgid: th[1], res: &Resolved{}})
+			r.setThread(th[0], threadEntry{res: &Resolved{Proc: Proc{ID: ProcID{Tgid: th[1]}}}})
 		}
 		r.mu.Unlock()
 	}

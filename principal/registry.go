@@ -222,7 +222,7 @@ type Registry struct {
 	neg      map[ProcID]uint64    // processes known to be outside sessions, at gen
 	byTgid   map[int]ProcID       // latest ProcID seen for a tgid, for exit events
 	// departed: members' children that had exited by the time their fork
-	// event was read, until their exit event is (Fork).
+	// event was read, until their exit event is (forkAt).
 	departed map[int]member
 	threads  map[int]threadEntry // thread id → its process, while the thread lives
 	dirs     int                 // threads entries holding an open /proc directory
@@ -262,7 +262,6 @@ type threadEntry struct {
 	dir   *os.File
 	hg    uint64 // the host's move counter when cached
 	fsuid int64  // the filesystem uid of the request it was resolved for (-1: none)
-	tgid  int    // the thread's process
 }
 
 // maxThreadDirs bounds the /proc directories kept open for cached threads
@@ -287,11 +286,11 @@ func (r *Registry) setThread(tid int, e threadEntry) {
 	if e.dir != nil {
 		r.dirs++
 	}
-	if old, ok := r.threads[tid]; !ok || old.tgid != e.tgid {
+	if old, ok := r.threads[tid]; !ok || old.res.Proc.ID.Tgid != e.res.Proc.ID.Tgid {
 		if ok {
-			r.ungroup(tid, old.tgid)
+			r.ungroup(tid, old.res.Proc.ID.Tgid)
 		}
-		r.groups[e.tgid] = append(r.groups[e.tgid], tid)
+		r.groups[e.res.Proc.ID.Tgid] = append(r.groups[e.res.Proc.ID.Tgid], tid)
 	}
 	r.threads[tid] = e
 }
@@ -325,7 +324,7 @@ func (r *Registry) dropThread(tid int) {
 		old.dir.Close()
 		r.dirs--
 	}
-	r.ungroup(tid, old.tgid)
+	r.ungroup(tid, old.res.Proc.ID.Tgid)
 	delete(r.threads, tid)
 }
 
@@ -364,6 +363,13 @@ func (r *Registry) dropThreads() {
 	for tid := range r.threads {
 		r.dropThread(tid)
 	}
+}
+
+// vouched reports whether process events vouch for cached threads: they
+// are followed and were shown to arrive.
+func (r *Registry) vouched() bool {
+	pe := r.pe.Load()
+	return pe != nil && pe.trusted.Load()
 }
 
 // eventsCurrent reports whether the cached threads reflect every process
@@ -441,7 +447,7 @@ func (r *Registry) Cgroups() *Cgroups {
 // for aerfs status: "process events" where they vouch for the cache (no
 // /proc is read), "/proc" elsewhere.
 func (r *Registry) CachedCallers() string {
-	if pe := r.pe.Load(); pe != nil && pe.trusted.Load() {
+	if r.vouched() {
 		return "process events"
 	}
 	return "/proc"
@@ -500,9 +506,7 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	r.mu.RUnlock()
 	// Where events vouch for cached threads, one they did not answer for
 	// is resolved again; elsewhere each is checked through its /proc.
-	pe := r.pe.Load()
-	vouched := pe != nil && pe.trusted.Load()
-	ok = ok && !vouched && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid)
+	ok = ok && !r.vouched() && e.hg == hg && (fsuid < 0 || e.fsuid == fsuid)
 	if ok {
 		same := false
 		// Even the one readlink of a cached thread's "exe" stays under
@@ -572,7 +576,7 @@ func (r *Registry) ResolveAs(tid int, fsuid int64) *Resolved {
 	if stErr == nil {
 		r.mu.Lock()
 		if r.gen == gen && r.taskGen == tg {
-			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg, fsuid: fsuid, tgid: p.ID.Tgid})
+			r.setThread(tid, threadEntry{start: st, exe: p.Exe, res: res, dir: dir, hg: res.hg, fsuid: fsuid})
 		} else if dir != nil {
 			dir.Close()
 		}
@@ -1060,17 +1064,16 @@ func (r *Registry) Prune() {
 	r.pruneImplicit()
 }
 
-// Fork records that child was started by parent: a session member's child is
-// a member even after it is re-parented to init. In cgroup mode, where the
-// kernel puts a child in its parent's cgroup, only an implicit session's
-// forks are recorded: its process may have left its cgroup, or have none.
-func (r *Registry) Fork(parentTgid, childTgid int) { r.forkAt(parentTgid, childTgid, 0) }
-
 // userHZ is the unit of /proc's start times: USER_HZ, 100 on every
 // architecture Linux runs aerfs on.
 const userHZ = 100
 
-// forkAt is Fork for a fork event sent at at (CLOCK_MONOTONIC, ns; 0: not
+// forkAt records that child was started by parent: a session member's child is
+// a member even after it is re-parented to init. In cgroup mode, where the
+// kernel puts a child in its parent's cgroup, only an implicit session's
+// forks are recorded: its process may have left its cgroup, or have none.
+//
+// at is when the fork event was sent (CLOCK_MONOTONIC, ns; 0: not
 // known). The process that has childTgid's pid when the event is read must
 // have started by then: a later one got the pid after the child exited (a
 // loaded daemon reads events late, and pids wrap), and is not the child.
