@@ -285,7 +285,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		server.Unmount()
 		return fmt.Errorf("control socket: %w", err)
 	}
-	srv := &controlServer{m: mon, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, rec: rec, index: keeper.Index(), status: func() Status {
+	srv := &controlServer{m: mon, ws: ws, stateDir: o.StateDir, reg: reg, log: o.Log, prune: elog.Prune, rec: rec, index: keeper.Index(), status: func() Status {
 		return Status{Workspace: ws, StateDir: o.StateDir, Policy: filepath.Join(o.StateDir, PolicyName),
 			StateMode: stateMode, Socket: sockPath,
 			PID: os.Getpid(), Started: started, ProcEvents: procEvents, CachedCallers: reg.CachedCallers(), Tracking: reg.Tracking(),

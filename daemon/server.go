@@ -28,6 +28,7 @@ import (
 
 type controlServer struct {
 	m        *guarded
+	ws       string // the workspace: where the mount is
 	stateDir string
 	reg      *principal.Registry
 	log      zerolog.Logger
@@ -55,6 +56,9 @@ type serverShared struct {
 	conf   *confinements // what aerfs run applied to each session
 	gate   *socketGate   // the connect() calls of confined sessions (sockets.go)
 	nets   *sessionNets  // each session's network and proxy (netproxy.go)
+	// inherited: what sessions took from the descriptors they started
+	// with (inherit.go).
+	inherited inheritance
 	// readers: the owner's readers of the state running (ownerread.go);
 	// done is closed when the daemon stops serving, which ends them.
 	readers chan struct{}
@@ -83,6 +87,7 @@ func (s *controlServer) listen(path string) error {
 	s.reg.OnRetire(func(x *principal.Session) {
 		s.shared.conf.forget(x.ID)
 		s.shared.nets.forget(x.ID)
+		s.shared.inherited.forget(x.ID)
 	})
 	if g, err := newSocketGate(s, path); err != nil {
 		// Confined sessions cannot start then: aerfs run refuses to run
@@ -524,9 +529,25 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	// From: the session it was started from; To: its cgroup. A later
 	// mount rebuilds the registration from them.
 	rec.Payload.From, rec.Payload.To = reg.Parent, reg.Cgroup
+	// What the process holds open on the mounts, the session's command
+	// inherits: it is the session's from now on (inherit.go).
+	releases, took, err := s.inherit(peer.Proc.ID.Tgid, peer.Proc.UID)
+	if err != nil {
+		rec.Type, rec.Meta.Verdict, rec.Meta.Reason = evidence.TypeVerdict, "deny", "cannot start the session: "+err.Error()
+		s.m.Record(rec)
+		return &Response{Error: "cannot start session " + sess.ID + ": " + err.Error(),
+			Hint: "close that descriptor or start the session without it; aerfs status says whether the state directory is failing"}
+	}
+	if len(took) > 0 {
+		rec.Payload.Detail += "; inherited: " + strings.Join(took, ", ")
+	}
 	if _, err := s.m.Record(rec); err != nil {
+		for _, r := range releases {
+			r()
+		}
 		return &Response{Error: "cannot record the session start: " + err.Error()}
 	}
+	s.shared.inherited.add(sess.ID, releases)
 	s.shared.conf.registered(sess.ID, peer.Proc.ID, req.Sandbox)
 	s.makeSessionDir(sess.ID)
 	s.shared.nets.planned(sess.ID, peer.Proc.ID, plan)

@@ -25,7 +25,7 @@ func TestPolicyChangeSaysWhileItIsStillHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := h.opens.WriteOpened(label.KeyOf(st), os.Getpid(), func() {}) // a plain writer, served by the kernel
+	w := h.opens.WriteOpened(label.KeyOf(st), os.Getpid(), func() {}, nil) // a plain writer, served by the kernel
 	b, err := os.ReadFile("../configs/aerfs.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -137,7 +137,7 @@ func (d *Door) Open(c Caller, rel string, flags uint32, open func(decided *sysca
 			if errno != 0 {
 				return nil, errno
 			}
-			dr.Hold(h.opens.WriteOpened(dr.Key(), 0, nil))
+			dr.Hold(h.opens.WriteOpened(dr.Key(), 0, nil, nil))
 			return &Opened{Draft: dr}, 0
 		}
 		if errno := open(st); errno != 0 {
@@ -207,7 +207,7 @@ func (d *Door) Create(c Caller, rel string, flags uint32, create func(flags uint
 		if errno != 0 {
 			return nil, errno
 		}
-		dr.Hold(h.opens.WriteOpened(dr.Key(), 0, nil))
+		dr.Hold(h.opens.WriteOpened(dr.Key(), 0, nil, nil))
 		return &Opened{Draft: dr}, 0
 	}
 	// A file that was there already (made in the backing directory after
@@ -299,7 +299,7 @@ func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat
 	}
 	p := &Plain{h: d.h, key: label.KeyOf(st), rel: rel}
 	p.writers.Note(res)
-	p.w = d.h.opens.WriteOpened(p.key, res.Proc.ID.Tgid, p.settle)
+	p.w = d.h.opens.WriteOpened(p.key, res.Proc.ID.Tgid, p.settle, p.note)
 	return p, 0
 }
 

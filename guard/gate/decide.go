@@ -65,6 +65,19 @@ func (g *Gate) Ask(res *principal.Resolved, op policy.Op, rel string, t policy.T
 	return v, syscall.EACCES
 }
 
+// Held is the taint reading t adds to res when res already holds it open
+// (a descriptor a session starts with): what an open to read would add,
+// decided but not recorded, since refusing it would change nothing. A
+// secret held this way is a secret read.
+func (g *Gate) Held(res *principal.Resolved, t policy.Target) policy.Taint {
+	v := g.Policy().DecideHeld(res.Subject(), res.Session.Quarantined(), policy.OpRead, t)
+	add := v.AddTaint
+	if t.Class == policy.Secret {
+		add |= policy.SecretRisk
+	}
+	return add
+}
+
 // Check is one decision a change needs.
 type Check struct {
 	Op  policy.Op

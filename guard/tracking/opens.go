@@ -60,6 +60,7 @@ type Writer struct {
 	key    label.Key
 	opener int // the process that opened the handle (its tgid), 0 unknown
 	settle func()
+	enrol  func(*principal.Resolved)
 }
 
 // Reader is one read handle of a plain file.
@@ -88,9 +89,11 @@ func (o *Opens) drop(k label.Key, f *inode) {
 
 // WriteOpened notes a handle open for writing on k: every reader that has
 // k open may read what it writes. settle, when not nil, brings k's label
-// up to date with the handle's writers as they are now (Settle calls it).
-func (o *Opens) WriteOpened(k label.Key, opener int, settle func()) *Writer {
-	w := &Writer{key: k, opener: opener, settle: settle}
+// up to date with the handle's writers as they are now (Settle calls it);
+// enrol, when not nil, counts a process among the handle's writers
+// (Enrol).
+func (o *Opens) WriteOpened(k label.Key, opener int, settle func(), enrol func(*principal.Resolved)) *Writer {
+	w := &Writer{key: k, opener: opener, settle: settle, enrol: enrol}
 	o.mu.Lock()
 	f := o.file(k)
 	f.writers++
@@ -178,6 +181,28 @@ func (o *Opens) SettleFile(k label.Key) bool {
 		s()
 	}
 	return true
+}
+
+// Enrol counts res among the writers of every handle of k open for
+// writing whose label follows its writers, and reports how many there
+// are: res holds a descriptor of one of them that it did not open (a
+// session's command inherits it), through which it writes unseen. The
+// caller settles the file next (SettleFile).
+func (o *Opens) Enrol(k label.Key, res *principal.Resolved) int {
+	var todo []func(*principal.Resolved)
+	o.mu.Lock()
+	if f := o.files[k]; f != nil {
+		for _, w := range f.settle {
+			if w.enrol != nil {
+				todo = append(todo, w.enrol)
+			}
+		}
+	}
+	o.mu.Unlock()
+	for _, e := range todo {
+		e(res)
+	}
+	return len(todo)
 }
 
 // Writing reports whether k is open for writing through the mount.

@@ -4,6 +4,9 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/principal"
 )
 
 // A writer on its way out is not an unidentified writer: a zombie (and a
@@ -38,5 +41,26 @@ func TestExitingWriterCountsAsExited(t *testing.T) {
 		if got := exitingStat([]byte(c.stat)); got != c.want {
 			t.Errorf("exitingStat(%q) = %v, want %v", c.stat, got, c.want)
 		}
+	}
+}
+
+// Enrol counts a process among the writers of every followed handle of
+// the file (those whose label follows their writers), and only of that
+// file.
+func TestEnrolReachesEveryFollowedHandleOfTheFile(t *testing.T) {
+	var o Opens
+	k, other := label.Key{Dev: 1, Ino: 2}, label.Key{Dev: 1, Ino: 3}
+	var got []*principal.Resolved
+	enrol := func(res *principal.Resolved) { got = append(got, res) }
+	o.WriteOpened(k, 10, func() {}, enrol)
+	o.WriteOpened(k, 11, func() {}, enrol)
+	o.WriteOpened(k, 0, nil, nil) // a guarded draft: its writes reach aerfs
+	o.WriteOpened(other, 12, func() {}, enrol)
+	res := &principal.Resolved{Reason: "the session that inherited the descriptor"}
+	if n := o.Enrol(k, res); n != 2 || len(got) != 2 || got[0] != res || got[1] != res {
+		t.Fatalf("Enrol: %d handles, enrolled %v; want the two followed handles of the file", n, got)
+	}
+	if n := o.Enrol(label.Key{Dev: 9, Ino: 9}, res); n != 0 {
+		t.Fatalf("Enrol of a file nobody writes: %d", n)
 	}
 }

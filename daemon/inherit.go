@@ -1,0 +1,207 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aerfs/aerfs/guard"
+	"github.com/aerfs/aerfs/internal/mountinfo"
+	"github.com/aerfs/aerfs/policy"
+)
+
+// # Descriptors a session starts with
+//
+// `aerfs run --principal WEB -- fetch >> notes.txt` opens notes.txt in the
+// owner's shell: the session's command inherits the descriptor and writes
+// through it, and kernel passthrough serves those writes without a request
+// reaching aerfs. Likewise `aerfs run … < page.txt` gives a session a file
+// to read that it never opened. As a session starts, the daemon looks at
+// the descriptors of the process that starts it and takes each one open
+// on one of its mounts as the session's own open (guard.Door.Inherited):
+// the session reads what it holds to read, with its label, and counts among
+// the writers of what it holds to write, so that the label of notes.txt is
+// WEB from the start, before the command writes a byte, and a clean session
+// that reads it is tainted. What was taken is in the session's start
+// record ("inherited: fd 1 notes.txt (write)") and held until the session
+// is retired (no process of it left).
+//
+// A descriptor whose name now holds another file (renamed or replaced
+// since it was opened) or no file is not taken: its content is not the
+// file's any more, and nothing that reads the name reads it.
+
+// servedDoor is one of the daemon's mounts, as descriptors are matched
+// with it.
+type servedDoor struct {
+	conn   uint32 // its FUSE connection: the device number of its mount
+	point  string // where it is mounted
+	door   *guard.Door
+	prefix string // how records name its files: "" or "@root/"
+}
+
+// inheritance keeps what sessions took from the descriptors they started
+// with, until each is retired.
+type inheritance struct {
+	mu   sync.Mutex
+	held map[string][]func()
+}
+
+func (h *inheritance) add(session string, releases []func()) {
+	if len(releases) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held = map[string][]func(){}
+	}
+	h.held[session] = append(h.held[session], releases...)
+}
+
+// forget releases what session took.
+func (h *inheritance) forget(session string) {
+	h.mu.Lock()
+	rs := h.held[session]
+	delete(h.held, session)
+	h.mu.Unlock()
+	for _, r := range rs {
+		r()
+	}
+}
+
+// servedDoors are the workspace's mount and each mounted further root's.
+func (s *controlServer) servedDoors() []servedDoor {
+	var out []servedDoor
+	if ms, err := mountinfo.Self(); err == nil {
+		for _, x := range ms {
+			if x.Point == s.ws && x.FSType == "fuse.aerfs" && x.Source == s.stateDir {
+				out = append(out[:0], servedDoor{conn: x.Major<<20 | x.Minor, point: s.ws, door: s.m.Door()})
+			}
+		}
+	}
+	if v, ok := mountedRoots.Load(s.m); ok {
+		for _, g := range v.(*rootSet).roots {
+			if g.served != nil {
+				out = append(out, servedDoor{conn: g.served.conn, point: g.root.Dir, door: g.mon.Door(), prefix: policy.RootPrefix + g.root.Name + "/"})
+			}
+		}
+	}
+	return out
+}
+
+// inherit takes, as the session's own opens, the descriptors of the
+// daemon's mounts that process pid (uid) holds as it starts or joins a
+// session. It returns what to release once the session is retired and
+// what was taken, for the record. An error (the process's descriptors
+// cannot be read, a label cannot be stored) means the session must not
+// start: what it holds would reach it unseen.
+func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []string, err error) {
+	doors := s.servedDoors()
+	if len(doors) == 0 {
+		return nil, nil, nil
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the descriptors of process %d: %w", pid, err)
+	}
+	// A descriptor names the mount it was opened through, in the
+	// namespace it was opened in: the daemon's (the owner's shell), the
+	// process's own (a sandbox's), or one the daemon cannot read. The
+	// file's device says whose file it is; the mount, where in it.
+	mounts := map[int]mountinfo.Mount{}
+	for _, read := range []func() ([]mountinfo.Mount, error){mountinfo.Self, func() ([]mountinfo.Mount, error) { return mountinfo.Of(pid) }} {
+		ms, _ := read()
+		for _, x := range ms {
+			if _, seen := mounts[x.ID]; !seen {
+				mounts[x.ID] = x
+			}
+		}
+	}
+	defer func() {
+		if err != nil {
+			for _, r := range releases {
+				r()
+			}
+			releases, took = nil, nil
+		}
+	}()
+	for _, e := range ents {
+		fd := e.Name()
+		link := dir + "/" + fd
+		// The file's identity as the kernel holds it, without asking the
+		// mount (AT_STATX_DONT_SYNC: no request reaches the daemon).
+		var x unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE|unix.STATX_INO, &x) != nil || x.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		var sd *servedDoor
+		for i := range doors {
+			if doors[i].conn == x.Dev_major<<20|x.Dev_minor {
+				sd = &doors[i]
+			}
+		}
+		if sd == nil {
+			continue
+		}
+		flags, mnt, ok := fdInfo(pid, fd)
+		target, rerr := os.Readlink(link)
+		if !ok || rerr != nil || strings.HasSuffix(target, " (deleted)") {
+			continue // closed meanwhile, or its name is gone
+		}
+		point, root := sd.point, "/"
+		if m, known := mounts[mnt]; known && m.Major<<20|m.Minor == sd.conn {
+			point, root = m.Point, m.Root
+		}
+		if !mountinfo.Within(target, point) {
+			continue
+		}
+		rel := strings.TrimPrefix(path.Join("/", root, strings.TrimPrefix(target, point)), "/")
+		if rel == "" {
+			continue
+		}
+		st, serr := sd.door.Dir().Lstat(rel)
+		if serr != nil || st.Ino != x.Ino {
+			continue // the name holds another file now, or none
+		}
+		release, how, errno := sd.door.Inherited(guard.Caller{Pid: pid, UID: uid}, rel, st, flags)
+		if errno != 0 {
+			return releases, took, fmt.Errorf("the label of %s%s, which it holds open (descriptor %s), cannot be stored: %v", sd.prefix, rel, fd, errno)
+		}
+		if release != nil {
+			releases = append(releases, release)
+			took = append(took, "fd "+fd+" "+sd.prefix+rel+" ("+how+")")
+		}
+	}
+	return releases, took, nil
+}
+
+// fdInfo reads the open flags and mount id of process pid's descriptor fd (proc(5): /proc/pid/fdinfo).
+func fdInfo(pid int, fd string) (flags uint32, mnt int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
+	if err != nil {
+		return 0, 0, false
+	}
+	var haveFlags, haveMnt bool
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, found := strings.Cut(line, ":")
+		if !found {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "flags":
+			f, err := strconv.ParseUint(v, 8, 32)
+			flags, haveFlags = uint32(f), err == nil
+		case "mnt_id":
+			m, err := strconv.Atoi(v)
+			mnt, haveMnt = m, err == nil
+		}
+	}
+	return flags, mnt, haveFlags && haveMnt
+}

@@ -1,0 +1,79 @@
+package guard
+
+import (
+	"syscall"
+
+	"github.com/aerfs/aerfs/guard/flow"
+	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/principal"
+)
+
+// Inherited takes a descriptor of rel (stat st, opened with flags) that
+// the process c holds as it starts a session, for the session's command
+// to inherit: `aerfs run … > notes.txt`, `aerfs run … < page.txt`. The
+// shell that opened it is the handle's opener, not the session, and
+// kernel passthrough serves its reads and writes without a request
+// reaching aerfs. So the session counts as having opened it itself:
+//
+//   - a reader of it: it takes the file's label now, and is among the
+//     file's open readers, whom what is written into it later reaches;
+//   - a writer of it: every handle of the file open for writing whose
+//     label follows its writers counts the session among them from now on,
+//     and the label is recomputed at once (its readers take it); when no
+//     handle is followed (an unidentified opener), the session's own is.
+//
+// Guarded files need none of this: their writes and page fills reach
+// aerfs, each with its caller. It returns what to call once the session
+// is over (nil: nothing was taken) and the access taken ("read",
+// "write", "read-write"; empty: none). EIO: the session's label on the
+// file could not be stored (a full state disk): the session must not
+// start.
+func (d *Door) Inherited(c Caller, rel string, st *syscall.Stat_t, flags uint32) (release func(), took string, errno syscall.Errno) {
+	h := d.h
+	if st == nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, "", 0
+	}
+	k := label.KeyOf(st)
+	h.opens.SettleFile(k)
+	t, l := h.gate.Target(rel, st)
+	if t.Class.Guarded() {
+		return nil, "", 0
+	}
+	res := h.gate.Resolve(c)
+	if !res.Identified {
+		return nil, "", 0
+	}
+	acc := flags & syscall.O_ACCMODE
+	var reading *Reading
+	if acc != syscall.O_WRONLY {
+		h.flow.Next(flow.Move{Op: flow.Read, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l}, To: flow.Dest{Path: rel}, Add: h.gate.Held(res, t)})
+		reading = h.readOpened(c, res, rel, st, l, flags)
+		took = "read"
+	}
+	var own *Plain
+	if acc != syscall.O_RDONLY {
+		if h.opens.Enrol(k, res) > 0 {
+			h.opens.SettleFile(k)
+		} else if own, errno = d.plainWriter(res, rel, st, l, false); errno != 0 {
+			reading.Close()
+			return nil, "", errno
+		}
+		if took == "" {
+			took = "write"
+		} else {
+			took = "read-write"
+		}
+	}
+	return func() {
+		reading.Close()
+		if own != nil {
+			own.Release(func() *syscall.Stat_t {
+				st, err := h.dir.Lstat(rel)
+				if err != nil {
+					return nil
+				}
+				return st
+			})
+		}
+	}, took, 0
+}
