@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -100,7 +101,7 @@ func (s *controlServer) servedDoors() []servedDoor {
 // what was taken, for the record. An error (the process's descriptors
 // cannot be read, a label cannot be stored) means the session must not
 // start: what it holds would reach it unseen.
-func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []string, err error) {
+func (s *controlServer) inherit(pid int, uid uint32, holds func(conn uint32, ino uint64) func() bool) (releases []func(), took []string, err error) {
 	doors := s.servedDoors()
 	if len(doors) == 0 {
 		return nil, nil, nil
@@ -123,6 +124,7 @@ func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []
 			}
 		}
 	}
+	rootDev := map[uint32]uint64{}
 	defer func() {
 		if err != nil {
 			for _, r := range releases {
@@ -131,13 +133,18 @@ func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []
 			releases, took = nil, nil
 		}
 	}()
+	for _, sd := range doors {
+		if root, err := sd.door.Dir().Lstat("."); err == nil {
+			rootDev[sd.conn] = root.Dev
+		}
+	}
 	for _, e := range ents {
 		fd := e.Name()
 		link := dir + "/" + fd
 		// The file's identity as the kernel holds it, without asking the
 		// mount (AT_STATX_DONT_SYNC: no request reaches the daemon).
 		var x unix.Statx_t
-		if unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE|unix.STATX_INO, &x) != nil || x.Mode&unix.S_IFMT != unix.S_IFREG {
+		if unix.Statx(unix.AT_FDCWD, link, unix.AT_STATX_DONT_SYNC, unix.STATX_BASIC_STATS, &x) != nil || x.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
 		var sd *servedDoor
@@ -151,34 +158,93 @@ func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []
 		}
 		flags, mnt, ok := fdInfo(pid, fd)
 		target, rerr := os.Readlink(link)
-		if !ok || rerr != nil || strings.HasSuffix(target, " (deleted)") {
-			continue // closed meanwhile, or its name is gone
+		if !ok || rerr != nil {
+			continue // closed meanwhile
 		}
-		point, root := sd.point, "/"
-		if m, known := mounts[mnt]; known && m.Major<<20|m.Minor == sd.conn {
-			point, root = m.Point, m.Root
+		hd := guard.Held{Flags: flags, Holds: holds(sd.conn, x.Ino)}
+		// Where the name the descriptor was opened by is now, if it still
+		// holds this file; otherwise the file is taken by its identity
+		// alone (renamed, unlinked, or linked elsewhere since).
+		for _, name := range []string{target, strings.TrimSuffix(target, " (deleted)")} {
+			rel, ok := relOf(name, sd, mounts[mnt])
+			if !ok {
+				continue
+			}
+			hd.Rel = rel // the last: without the kernel's " (deleted)"
+			if st, err := sd.door.Dir().Lstat(rel); err == nil && st.Ino == x.Ino && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+				hd.Rel, hd.Stat, hd.Named = rel, st, true
+				break
+			}
 		}
-		if !mountinfo.Within(target, point) {
-			continue
+		if !hd.Named {
+			dev, known := rootDev[sd.conn]
+			if !known {
+				continue
+			}
+			hd.Stat = &syscall.Stat_t{Dev: dev, Ino: x.Ino, Mode: uint32(x.Mode), Nlink: uint64(x.Nlink), Size: int64(x.Size),
+				Mtim: syscall.Timespec{Sec: x.Mtime.Sec, Nsec: int64(x.Mtime.Nsec)}, Ctim: syscall.Timespec{Sec: x.Ctime.Sec, Nsec: int64(x.Ctime.Nsec)}}
+			if hd.Rel == "" {
+				hd.Rel = "(descriptor " + fd + ")"
+			}
 		}
-		rel := strings.TrimPrefix(path.Join("/", root, strings.TrimPrefix(target, point)), "/")
-		if rel == "" {
-			continue
-		}
-		st, serr := sd.door.Dir().Lstat(rel)
-		if serr != nil || st.Ino != x.Ino {
-			continue // the name holds another file now, or none
-		}
-		release, how, errno := sd.door.Inherited(guard.Caller{Pid: pid, UID: uid}, rel, st, flags)
+		release, how, errno := sd.door.Inherited(guard.Caller{Pid: pid, UID: uid}, hd)
 		if errno != 0 {
-			return releases, took, fmt.Errorf("the label of %s%s, which it holds open (descriptor %s), cannot be stored: %v", sd.prefix, rel, fd, errno)
+			return releases, took, fmt.Errorf("the label of %s%s, which it holds open (descriptor %s), cannot be stored: %v", sd.prefix, hd.Rel, fd, errno)
 		}
 		if release != nil {
+			name := sd.prefix + hd.Rel
+			if !hd.Named {
+				name += ", by its inode"
+			}
 			releases = append(releases, release)
-			took = append(took, "fd "+fd+" "+sd.prefix+rel+" ("+how+")")
+			took = append(took, "fd "+fd+" "+name+" ("+how+")")
 		}
 	}
 	return releases, took, nil
+}
+
+// relOf is the path within sd's mount of name, the target of a
+// descriptor's link, opened through mount m (zero: a mount the daemon does
+// not know, taken as sd's own at its mount point).
+func relOf(name string, sd *servedDoor, m mountinfo.Mount) (string, bool) {
+	point, root := sd.point, "/"
+	if m.ID != 0 && m.Major<<20|m.Minor == sd.conn {
+		point, root = m.Point, m.Root
+	}
+	if !mountinfo.Within(name, point) {
+		return "", false
+	}
+	rel := strings.TrimPrefix(path.Join("/", root, strings.TrimPrefix(name, point)), "/")
+	return rel, rel != ""
+}
+
+// sessionHolds returns, for a file of the mount conn, whether a process of
+// session id holds a descriptor of it now (a /proc read of each process's
+// descriptors; a session that cannot be read holds it).
+func (s *controlServer) sessionHolds(id string) func(conn uint32, ino uint64) func() bool {
+	return func(conn uint32, ino uint64) func() bool {
+		return func() bool {
+			x := s.reg.Session(id)
+			if x == nil {
+				return false
+			}
+			for _, pid := range s.reg.Members(x) {
+				dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+				ents, err := os.ReadDir(dir)
+				if err != nil {
+					continue // gone
+				}
+				for _, e := range ents {
+					var st unix.Statx_t
+					if unix.Statx(unix.AT_FDCWD, dir+"/"+e.Name(), unix.AT_STATX_DONT_SYNC, unix.STATX_INO, &st) == nil &&
+						st.Ino == ino && st.Dev_major<<20|st.Dev_minor == conn {
+						return true
+					}
+				}
+			}
+			return false
+		}
+	}
 }
 
 // fdInfo reads the open flags and mount id of process pid's descriptor fd (proc(5): /proc/pid/fdinfo).

@@ -139,7 +139,11 @@ func plainHandle(fh gofs.FileHandle, o *guard.Opened) gofs.FileHandle {
 	if o.Plain == nil && o.Reading == nil {
 		return fh
 	}
-	return &plainFile{LoopbackFile: fh.(*gofs.LoopbackFile), p: o.Plain, r: o.Reading}
+	pf := &plainFile{LoopbackFile: fh.(*gofs.LoopbackFile), p: o.Plain, r: o.Reading}
+	if pf.p != nil {
+		pf.p.Follow(pf.stat)
+	}
+	return pf
 }
 
 // guardedReader serves reads of a guarded file without kernel passthrough

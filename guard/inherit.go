@@ -8,34 +8,58 @@ import (
 	"github.com/aerfs/aerfs/principal"
 )
 
-// Inherited takes a descriptor of rel (stat st, opened with flags) that
-// the process c holds as it starts a session, for the session's command
-// to inherit: `aerfs run … > notes.txt`, `aerfs run … < page.txt`. The
-// shell that opened it is the handle's opener, not the session, and
-// kernel passthrough serves its reads and writes without a request
-// reaching aerfs. So the session counts as having opened it itself:
+// Held is a descriptor of a plain file on the mount that a process holds
+// as it starts a session (Inherited).
+type Held struct {
+	// Rel is the name the file has: the one it was opened by, when Named.
+	Rel string
+	// Stat is the file's: taken at Rel when Named; otherwise (renamed,
+	// unlinked or replaced since it was opened) only its identity is
+	// sure (device and inode number), and its label is found by that.
+	Stat  *syscall.Stat_t
+	Named bool
+	Flags uint32 // the descriptor's open flags
+	// Holds reports whether the session still holds the file open (nil:
+	// as long as the session lasts).
+	Holds func() bool
+}
+
+// Inherited takes a descriptor of a plain file that the process c holds
+// as it starts a session, for the session's command to inherit:
+// `aerfs run … > notes.txt`, `aerfs run … < page.txt`. The shell that
+// opened it is the handle's opener, not the session, and kernel
+// passthrough serves its reads and writes without a request reaching
+// aerfs. So the session counts as having opened it itself:
 //
 //   - a reader of it: it takes the file's label now, and is among the
-//     file's open readers, whom what is written into it later reaches;
+//     file's open readers while it holds it (Holds), so that what is
+//     written into it meanwhile reaches it;
 //   - a writer of it: every handle of the file open for writing whose
 //     label follows its writers counts the session among them from now on,
 //     and the label is recomputed at once (its readers take it); when no
 //     handle is followed (an unidentified opener), the session's own is.
 //
-// Guarded files need none of this: their writes and page fills reach
-// aerfs, each with its caller. It returns what to call once the session
-// is over (nil: nothing was taken) and the access taken ("read",
-// "write", "read-write"; empty: none). EIO: the session's label on the
-// file could not be stored (a full state disk): the session must not
-// start.
-func (d *Door) Inherited(c Caller, rel string, st *syscall.Stat_t, flags uint32) (release func(), took string, errno syscall.Errno) {
+// The file is taken by its identity, whatever name it has now. Guarded
+// files need none of this: their writes and page fills reach aerfs, each
+// with its caller. It returns what to call once the session is over (nil:
+// nothing was taken) and the access taken ("read", "write",
+// "read-write"; empty: none). EIO: the session's label on the file could
+// not be stored (a full state disk): the session must not start.
+func (d *Door) Inherited(c Caller, hd Held) (release func(), took string, errno syscall.Errno) {
 	h := d.h
+	st := hd.Stat
 	if st == nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, "", 0
 	}
 	k := label.KeyOf(st)
 	h.opens.SettleFile(k)
-	t, l := h.gate.Target(rel, st)
+	t, l := h.gate.Target(hd.Rel, nil)
+	if hd.Named {
+		t, l = h.gate.Target(hd.Rel, st)
+	} else {
+		l = h.labels.Get(k)
+		t.LabelTaint, t.Absent = l.ReadTaint(), false
+	}
 	if t.Class.Guarded() {
 		return nil, "", 0
 	}
@@ -43,18 +67,18 @@ func (d *Door) Inherited(c Caller, rel string, st *syscall.Stat_t, flags uint32)
 	if !res.Identified {
 		return nil, "", 0
 	}
-	acc := flags & syscall.O_ACCMODE
+	acc := hd.Flags & syscall.O_ACCMODE
 	var reading *Reading
 	if acc != syscall.O_WRONLY {
-		h.flow.Next(flow.Move{Op: flow.Read, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l}, To: flow.Dest{Path: rel}, Add: h.gate.Held(res, t)})
-		reading = h.readOpened(c, res, rel, st, l, flags)
+		h.flow.Next(flow.Move{Op: flow.Read, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l}, To: flow.Dest{Path: hd.Rel}, Add: h.gate.Held(res, t)})
+		reading = h.readHeld(res, hd.Rel, st, l, hd.Holds)
 		took = "read"
 	}
 	var own *Plain
 	if acc != syscall.O_RDONLY {
 		if h.opens.Enrol(k, res) > 0 {
 			h.opens.SettleFile(k)
-		} else if own, errno = d.plainWriter(res, rel, st, l, false); errno != 0 {
+		} else if own, errno = d.plainWriter(res, hd.Rel, st, l, false); errno != 0 {
 			reading.Close()
 			return nil, "", errno
 		}
@@ -68,7 +92,7 @@ func (d *Door) Inherited(c Caller, rel string, st *syscall.Stat_t, flags uint32)
 		reading.Close()
 		if own != nil {
 			own.Release(func() *syscall.Stat_t {
-				st, err := h.dir.Lstat(rel)
+				st, err := h.dir.Lstat(own.rel)
 				if err != nil {
 					return nil
 				}

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -238,12 +239,19 @@ func (h *house) readOpened(c Caller, res *principal.Resolved, rel string, st *sy
 	if !res.Identified {
 		return nil // refused every change anyway
 	}
+	return h.readHeld(res, rel, st, l, nil)
+}
+
+// readHeld notes res as a reader of rel (stat st, label l): provenance,
+// and the file's open readers while holds says it holds the file (nil:
+// until the reading is closed).
+func (h *house) readHeld(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label, holds func() bool) *Reading {
 	hash := ""
 	if l != nil && l.Hash != "" && l.Kind == 0 && l.Matches(st) {
 		hash = l.Hash
 	}
 	h.reads.Opened(res, rel, st, hash)
-	return &Reading{opens: h.opens, r: h.opens.ReadOpened(label.KeyOf(st), res)}
+	return &Reading{opens: h.opens, r: h.opens.ReadHeld(label.KeyOf(st), res, holds)}
 }
 
 // Reading is a plain file open to be read: content written into it while
@@ -269,6 +277,9 @@ type Plain struct {
 	key label.Key
 	rel string
 	w   *tracking.Writer
+	// stat is the handle's own fstat (Follow), for a settle without a
+	// close: the file may have been renamed or unlinked since its open.
+	stat atomic.Pointer[func() *syscall.Stat_t]
 
 	mu      sync.Mutex
 	writers tracking.WriterSet
@@ -303,13 +314,24 @@ func (d *Door) plainWriter(res *principal.Resolved, rel string, st *syscall.Stat
 	return p, 0
 }
 
+// Follow gives the handle's own fstat to settle by: the file the handle
+// has open, whatever name it has now (nil when it cannot be taken).
+func (p *Plain) Follow(stat func() *syscall.Stat_t) { p.stat.Store(&stat) }
+
 // settle recomputes the label from the writers as they are now, without a
 // close (tracking.Opens.Settle: before a decision about one of the file's
 // readers), once the closes whose caller is being noted are (for at most
-// lateWait: such a caller may be waiting for the very decision).
+// lateWait: such a caller may be waiting for the very decision). The file
+// is the handle's own (Follow), renamed or unlinked since or not; without
+// it, the one at the name it was opened by.
 func (p *Plain) settle() {
 	p.late.wait(lateWait)
 	p.flow(func() *syscall.Stat_t {
+		if stat := p.stat.Load(); stat != nil {
+			if st := (*stat)(); st != nil {
+				return st
+			}
+		}
 		st, err := p.h.dir.Lstat(p.rel)
 		if err != nil {
 			return nil // renamed since: its next close settles it

@@ -40,6 +40,64 @@ wait`)
 	}
 }
 
+// The descriptor is taken by the file it holds, whatever its name by the
+// time the session starts: the owner's shell opens the redirection target,
+// then the name is renamed, unlinked and linked back, or it looks like
+// what the kernel shows for an unlinked file. Each time a clean USER
+// session that reads the file by its name while the WEB command holds it
+// must be refused as tainted.
+func TestInheritedWriterIsTakenByItsFile(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, before, read string
+	}{
+		{"renamed before the session starts", "notes.txt", "mv notes.txt inbox.md", "inbox.md"},
+		{"unlinked before the session starts and linked back", "notes.txt",
+			"ln notes.txt .alias && rm notes.txt && { (sleep 1; ln .alias notes.txt; rm .alias) & }", "notes.txt"},
+		{"named like an unlinked file", "notes (deleted)", "true", "notes (deleted)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, map[string]string{"MEMORY.md": "base\n", tc.file: "owner's notes\n"}).Mount()
+			run := fmt.Sprintf("%q run --workspace %q", aerfsBin, e.WS)
+			r := e.Owner(fmt.Sprintf(`{ %s; exec %s --principal WEB --session fetch -- sh -c 'echo "- obey the page"; sleep 4'; } >> %q &
+for i in $(seq 60); do grep -q obey %q 2>/dev/null && break; sleep 0.1; done
+grep -q obey %q || { echo "the WEB line never arrived"; exit 9; }
+%s --principal USER --session reader -- sh -c 'cat %q > /dev/null; echo "- from notes" >> MEMORY.md'
+echo "user=$?"
+wait`, tc.before, run, tc.file, tc.read, tc.read, run, tc.read))
+			if r.Code != 0 || !strings.Contains(r.Stdout, "user=") {
+				t.Fatalf("owner's script: %s", r)
+			}
+			if strings.Contains(r.Stdout, "user=0") {
+				t.Fatalf("a USER session that read %s while a WEB session wrote it through an inherited descriptor changed MEMORY.md: %q", tc.read, e.Read("MEMORY.md"))
+			}
+			refusedAs(t, e, "MEMORY.md", "R2-taint", "USER", "reader")
+			if started := sessionStart(t, e, "fetch"); !strings.Contains(started, "inherited: fd 1 ") || !strings.Contains(started, "(write)") {
+				t.Fatalf("the WEB session's start does not say it took its standard output: %q", started)
+			}
+		})
+	}
+}
+
+// A session that closed the descriptor it started with no longer reads
+// what is written to the file afterwards: a USER session started with
+// in.txt as its standard input reads it, closes it, and a WEB session
+// appends to in.txt; the USER session's write of MEMORY.md goes through.
+func TestInheritedReaderThatClosedItIsNotTainted(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "base\n", "in.txt": "owner's input\n"}).Mount()
+	run := fmt.Sprintf("%q run --workspace %q", aerfsBin, e.WS)
+	r := e.Owner(run + ` --principal USER --session reader -- sh -c 'cat > /dev/null; exec 0< /dev/null; touch user.closed; while ! [ -e web.done ]; do sleep 0.1; done; echo "- after input" >> MEMORY.md' < in.txt &
+for i in $(seq 50); do [ -e user.closed ] && break; sleep 0.1; done
+` + run + ` --principal WEB --session fetch -- sh -c 'echo "- obey the page" >> in.txt; touch web.done'
+wait $!
+echo "user=$?"`)
+	if !strings.Contains(r.Stdout, "user=0") {
+		t.Fatalf("a USER session that had closed its inherited standard input was refused after a WEB session wrote the file: %s\n%s", r, describe(recordsFor(e.Log(), "", "", "MEMORY.md")))
+	}
+	if got := e.Read("MEMORY.md"); got != "base\n- after input\n" {
+		t.Fatalf("MEMORY.md: %q", got)
+	}
+}
+
 // A clean USER session reads its standard input, in.txt, which the
 // owner's shell opened; a WEB session appends to in.txt meanwhile. What
 // the USER session read carries the WEB label: its write of MEMORY.md must
