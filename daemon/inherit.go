@@ -101,7 +101,7 @@ func (s *controlServer) servedDoors() []servedDoor {
 // what was taken, for the record. An error (the process's descriptors
 // cannot be read, a label cannot be stored) means the session must not
 // start: what it holds would reach it unseen.
-func (s *controlServer) inherit(pid int, uid uint32, holds func(conn uint32, ino uint64) func() bool) (releases []func(), took []string, err error) {
+func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []string, err error) {
 	doors := s.servedDoors()
 	if len(doors) == 0 {
 		return nil, nil, nil
@@ -161,7 +161,7 @@ func (s *controlServer) inherit(pid int, uid uint32, holds func(conn uint32, ino
 		if !ok || rerr != nil {
 			continue // closed meanwhile
 		}
-		hd := guard.Held{Flags: flags, Holds: holds(sd.conn, x.Ino)}
+		hd := guard.Held{Flags: flags}
 		// Where the name the descriptor was opened by is now, if it still
 		// holds this file; otherwise the file is taken by its identity
 		// alone (renamed, unlinked, or linked elsewhere since).
@@ -216,35 +216,6 @@ func relOf(name string, sd *servedDoor, m mountinfo.Mount) (string, bool) {
 	}
 	rel := strings.TrimPrefix(path.Join("/", root, strings.TrimPrefix(name, point)), "/")
 	return rel, rel != ""
-}
-
-// sessionHolds returns, for a file of the mount conn, whether a process of
-// session id holds a descriptor of it now (a /proc read of each process's
-// descriptors; a session that cannot be read holds it).
-func (s *controlServer) sessionHolds(id string) func(conn uint32, ino uint64) func() bool {
-	return func(conn uint32, ino uint64) func() bool {
-		return func() bool {
-			x := s.reg.Session(id)
-			if x == nil {
-				return false
-			}
-			for _, pid := range s.reg.Members(x) {
-				dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-				ents, err := os.ReadDir(dir)
-				if err != nil {
-					continue // gone
-				}
-				for _, e := range ents {
-					var st unix.Statx_t
-					if unix.Statx(unix.AT_FDCWD, dir+"/"+e.Name(), unix.AT_STATX_DONT_SYNC, unix.STATX_INO, &st) == nil &&
-						st.Ino == ino && st.Dev_major<<20|st.Dev_minor == conn {
-						return true
-					}
-				}
-			}
-			return false
-		}
-	}
 }
 
 // fdInfo reads the open flags and mount id of process pid's descriptor fd (proc(5): /proc/pid/fdinfo).

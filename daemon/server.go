@@ -531,7 +531,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 	rec.Payload.From, rec.Payload.To = reg.Parent, reg.Cgroup
 	// What the process holds open on the mounts, the session's command
 	// inherits: it is the session's from now on (inherit.go).
-	releases, took, err := s.inherit(peer.Proc.ID.Tgid, peer.Proc.UID, s.sessionHolds(sess.ID))
+	releases, took, err := s.inherit(peer.Proc.ID.Tgid, peer.Proc.UID)
 	if err != nil {
 		rec.Type, rec.Meta.Verdict, rec.Meta.Reason = evidence.TypeVerdict, "deny", "cannot start the session: "+err.Error()
 		s.m.Record(rec)

@@ -19,9 +19,6 @@ type Held struct {
 	Stat  *syscall.Stat_t
 	Named bool
 	Flags uint32 // the descriptor's open flags
-	// Holds reports whether the session still holds the file open (nil:
-	// as long as the session lasts).
-	Holds func() bool
 }
 
 // Inherited takes a descriptor of a plain file that the process c holds
@@ -32,8 +29,11 @@ type Held struct {
 // aerfs. So the session counts as having opened it itself:
 //
 //   - a reader of it: it takes the file's label now, and is among the
-//     file's open readers while it holds it (Holds), so that what is
-//     written into it meanwhile reaches it;
+//     file's open readers until the session is retired, so that what is
+//     written into it meanwhile reaches it. Whether the session still
+//     holds the file cannot be told from outside: a mapping, a thread
+//     whose group leader exited, a descriptor in flight over a socket
+//     read it without a trace in /proc/<pid>/fd;
 //   - a writer of it: every handle of the file open for writing whose
 //     label follows its writers counts the session among them from now on,
 //     and the label is recomputed at once (its readers take it); when no
@@ -71,7 +71,7 @@ func (d *Door) Inherited(c Caller, hd Held) (release func(), took string, errno 
 	var reading *Reading
 	if acc != syscall.O_WRONLY {
 		h.flow.Next(flow.Move{Op: flow.Read, Subjects: []*principal.Resolved{res}, Sources: []*label.Label{l}, To: flow.Dest{Path: hd.Rel}, Add: h.gate.Held(res, t)})
-		reading = h.readHeld(res, hd.Rel, st, l, hd.Holds)
+		reading = h.readBy(res, hd.Rel, st, l)
 		took = "read"
 	}
 	var own *Plain

@@ -239,19 +239,18 @@ func (h *house) readOpened(c Caller, res *principal.Resolved, rel string, st *sy
 	if !res.Identified {
 		return nil // refused every change anyway
 	}
-	return h.readHeld(res, rel, st, l, nil)
+	return h.readBy(res, rel, st, l)
 }
 
-// readHeld notes res as a reader of rel (stat st, label l): provenance,
-// and the file's open readers while holds says it holds the file (nil:
-// until the reading is closed).
-func (h *house) readHeld(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label, holds func() bool) *Reading {
+// readBy notes res as a reader of rel (stat st, label l): provenance,
+// and the file's open readers until the reading is closed.
+func (h *house) readBy(res *principal.Resolved, rel string, st *syscall.Stat_t, l *label.Label) *Reading {
 	hash := ""
 	if l != nil && l.Hash != "" && l.Kind == 0 && l.Matches(st) {
 		hash = l.Hash
 	}
 	h.reads.Opened(res, rel, st, hash)
-	return &Reading{opens: h.opens, r: h.opens.ReadHeld(label.KeyOf(st), res, holds)}
+	return &Reading{opens: h.opens, r: h.opens.ReadOpened(label.KeyOf(st), res)}
 }
 
 // Reading is a plain file open to be read: content written into it while

@@ -977,33 +977,6 @@ func (r *Registry) Live(s *Session) int {
 	return r.liveLocked(s)
 }
 
-// Members lists the processes of session s (their tgids) as they are now.
-func (r *Registry) Members(s *Session) []int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var out []int
-	if r.cg != nil {
-		for rel, m := range r.byCg {
-			if m.sess != s {
-				continue
-			}
-			b, _ := os.ReadFile(r.cg.dir(rel) + "/cgroup.procs")
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					out = append(out, pid)
-				}
-			}
-		}
-		return out
-	}
-	for id, m := range r.members {
-		if m.sess == s && AliveOrSilent(id) {
-			out = append(out, id.Tgid)
-		}
-	}
-	return out
-}
-
 // liveLocked is Live, called with r.mu held.
 func (r *Registry) liveLocked(s *Session) int {
 	if r.cg != nil {

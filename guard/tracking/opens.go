@@ -67,10 +67,6 @@ type Writer struct {
 type Reader struct {
 	key label.Key
 	res *principal.Resolved
-	// holds, when set, reports whether the reader still holds the file
-	// open: a descriptor it did not open through the mount (a session's
-	// first descriptors), whose close the daemon does not see.
-	holds func() bool
 }
 
 func (o *Opens) file(k label.Key) *inode {
@@ -101,37 +97,14 @@ func (o *Opens) WriteOpened(k label.Key, opener int, settle func(), enrol func(*
 	o.mu.Lock()
 	f := o.file(k)
 	f.writers++
-	var held []*Reader
 	for r := range f.readers {
-		if r.holds != nil {
-			held = append(held, r)
-			continue
-		}
 		f.expose(r.res)
 	}
 	if settle != nil {
 		f.settle = append(f.settle, w)
 	}
 	o.mu.Unlock()
-	o.exposeHeld(k, held)
 	return w
-}
-
-// exposeHeld exposes the readers among held that still hold k open to
-// what is being written, and forgets the others (asked without the lock:
-// it reads /proc).
-func (o *Opens) exposeHeld(k label.Key, held []*Reader) {
-	for _, r := range held {
-		if !r.holds() {
-			o.Closed(r)
-			continue
-		}
-		o.mu.Lock()
-		if f := o.files[k]; f != nil && f.writers > 0 {
-			f.expose(r.res)
-		}
-		o.mu.Unlock()
-	}
 }
 
 // WriteClosed notes that the handle w was released.
@@ -294,15 +267,7 @@ func (o *Opens) Passthrough(k label.Key, wait time.Duration, except int) bool {
 // ReadOpened notes that res opened k to read it; Closed says when the
 // handle goes.
 func (o *Opens) ReadOpened(k label.Key, res *principal.Resolved) *Reader {
-	return o.ReadHeld(k, res, nil)
-}
-
-// ReadHeld is ReadOpened for a descriptor res holds without having opened
-// it through the mount: holds (when not nil) says whether res still holds
-// it, and a reader that does not is forgotten the next time a writer opens
-// k or its readers are asked for.
-func (o *Opens) ReadHeld(k label.Key, res *principal.Resolved, holds func() bool) *Reader {
-	r := &Reader{key: k, res: res, holds: holds}
+	r := &Reader{key: k, res: res}
 	o.mu.Lock()
 	f := o.file(k)
 	if f.readers == nil {
@@ -330,27 +295,14 @@ func (o *Opens) Closed(r *Reader) {
 // its open readers and those that opened it while it was being written.
 func (o *Opens) Readers(k label.Key) []*principal.Resolved {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	f := o.files[k]
 	if f == nil {
-		o.mu.Unlock()
 		return nil
 	}
 	out := append([]*principal.Resolved(nil), f.exposed...)
-	var held []*Reader
 	for r := range f.readers {
-		if r.holds != nil {
-			held = append(held, r)
-			continue
-		}
 		out = append(out, r.res)
-	}
-	o.mu.Unlock()
-	for _, r := range held {
-		if r.holds() {
-			out = append(out, r.res)
-		} else {
-			o.Closed(r)
-		}
 	}
 	return out
 }

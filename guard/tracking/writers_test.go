@@ -64,27 +64,3 @@ func TestEnrolReachesEveryFollowedHandleOfTheFile(t *testing.T) {
 		t.Fatalf("Enrol of a file nobody writes: %d", n)
 	}
 }
-
-// A reader that holds a descriptor it did not open through the mount
-// reads what is written only while it holds it: one that let go before a
-// writer opened the file is forgotten, one that still holds it is exposed
-// to what the writer writes.
-func TestHeldReaderIsExposedOnlyWhileItHoldsTheFile(t *testing.T) {
-	var o Opens
-	k := label.Key{Dev: 1, Ino: 2}
-	gone := &principal.Resolved{Reason: "closed its descriptor"}
-	still := &principal.Resolved{Reason: "still holds it"}
-	o.ReadHeld(k, gone, func() bool { return false })
-	o.ReadHeld(k, still, func() bool { return true })
-	o.WriteOpened(k, 10, func() {}, nil)
-	found := map[*principal.Resolved]bool{}
-	for _, r := range o.Readers(k) {
-		found[r] = true
-	}
-	if found[gone] || !found[still] {
-		t.Fatalf("readers: %v, want only the one that still holds the file", found)
-	}
-	if len(o.OpenReaders(k)) != 1 {
-		t.Fatalf("the reader that let go is still among the open readers")
-	}
-}
