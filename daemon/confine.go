@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/aerfs/aerfs/internal/procstat"
 	"github.com/aerfs/aerfs/principal"
 	"github.com/aerfs/aerfs/sandbox"
 )
@@ -163,38 +164,33 @@ func kernelView(pid int) string {
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
+	f := procstat.Fields(b)
 	var out []string
+	if f["NoNewPrivs"] == "1" {
+		out = append(out, "no_new_privs")
+	} else {
+		out = append(out, "no no_new_privs")
+	}
+	switch f["Seccomp"] {
+	case "2":
+		out = append(out, "seccomp filter")
+	case "1":
+		out = append(out, "seccomp strict")
+	default:
+		out = append(out, "no seccomp")
+	}
 	caps := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
+	for _, k := range []string{"CapEff", "CapPrm", "CapBnd"} {
+		v, ok := f[k]
 		if !ok {
 			continue
 		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "CapEff", "CapPrm", "CapBnd":
-			if t := strings.TrimLeft(v, "0"); t != "" {
-				v = t
-			} else {
-				v = "0"
-			}
-			caps[k] = k + "=" + v
-		case "NoNewPrivs":
-			if v == "1" {
-				out = append(out, "no_new_privs")
-			} else {
-				out = append(out, "no no_new_privs")
-			}
-		case "Seccomp":
-			switch v {
-			case "2":
-				out = append(out, "seccomp filter")
-			case "1":
-				out = append(out, "seccomp strict")
-			default:
-				out = append(out, "no seccomp")
-			}
+		if t := strings.TrimLeft(v, "0"); t != "" {
+			v = t
+		} else {
+			v = "0"
 		}
+		caps[k] = k + "=" + v
 	}
 	var own []string
 	for _, ns := range []string{"user", "mnt", "net"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aerfs/aerfs/guard"
 	"github.com/aerfs/aerfs/internal/mountinfo"
+	"github.com/aerfs/aerfs/internal/procstat"
 	"github.com/aerfs/aerfs/policy"
 )
 
@@ -218,27 +219,15 @@ func relOf(name string, sd *servedDoor, m mountinfo.Mount) (string, bool) {
 	return rel, rel != ""
 }
 
-// fdInfo reads the open flags and mount id of process pid's descriptor fd (proc(5): /proc/pid/fdinfo).
+// fdInfo reads the open flags and mount id of process pid's descriptor fd
+// (proc(5): /proc/pid/fdinfo).
 func fdInfo(pid int, fd string) (flags uint32, mnt int, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
 	if err != nil {
 		return 0, 0, false
 	}
-	var haveFlags, haveMnt bool
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, found := strings.Cut(line, ":")
-		if !found {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		switch k {
-		case "flags":
-			f, err := strconv.ParseUint(v, 8, 32)
-			flags, haveFlags = uint32(f), err == nil
-		case "mnt_id":
-			m, err := strconv.Atoi(v)
-			mnt, haveMnt = m, err == nil
-		}
-	}
-	return flags, mnt, haveFlags && haveMnt
+	f := procstat.Fields(b)
+	fl, err1 := strconv.ParseUint(f["flags"], 8, 32)
+	m, err2 := strconv.Atoi(f["mnt_id"])
+	return uint32(fl), m, err1 == nil && err2 == nil
 }

@@ -24,16 +24,7 @@ grep -q obey notes.txt || { echo "the WEB line never arrived"; exit 9; }
 ` + run + ` --principal USER --session reader -- sh -c 'cat notes.txt > /dev/null; echo "- from notes" >> MEMORY.md'
 echo "user=$?"
 wait`)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "user=") {
-		t.Fatalf("owner's script: %s", r)
-	}
-	if strings.Contains(r.Stdout, "user=0") {
-		t.Fatalf("a USER session that read notes.txt while a WEB session wrote it through an inherited descriptor changed MEMORY.md: %q", e.Read("MEMORY.md"))
-	}
-	refusedAs(t, e, "MEMORY.md", "R2-taint", "USER", "reader")
-	if got := e.Read("MEMORY.md"); got != "base\n" {
-		t.Fatalf("MEMORY.md: %q", got)
-	}
+	refusedAfterWebLine(t, e, r, "a USER session that read notes.txt while a WEB session wrote it through an inherited descriptor")
 	started := sessionStart(t, e, "fetch")
 	if !strings.Contains(started, "inherited: fd 1 notes.txt (write)") {
 		t.Fatalf("the WEB session's start does not say it took notes.txt: %q", started)
@@ -64,13 +55,7 @@ grep -q obey %q || { echo "the WEB line never arrived"; exit 9; }
 %s --principal USER --session reader -- sh -c 'cat %q > /dev/null; echo "- from notes" >> MEMORY.md'
 echo "user=$?"
 wait`, tc.before, run, tc.file, tc.read, tc.read, run, tc.read))
-			if r.Code != 0 || !strings.Contains(r.Stdout, "user=") {
-				t.Fatalf("owner's script: %s", r)
-			}
-			if strings.Contains(r.Stdout, "user=0") {
-				t.Fatalf("a USER session that read %s while a WEB session wrote it through an inherited descriptor changed MEMORY.md: %q", tc.read, e.Read("MEMORY.md"))
-			}
-			refusedAs(t, e, "MEMORY.md", "R2-taint", "USER", "reader")
+			refusedAfterWebLine(t, e, r, fmt.Sprintf("a USER session that read %s while a WEB session wrote it through an inherited descriptor", tc.read))
 			if started := sessionStart(t, e, "fetch"); !strings.Contains(started, "inherited: fd 1 ") || !strings.Contains(started, "(write)") {
 				t.Fatalf("the WEB session's start does not say it took its standard output: %q", started)
 			}
@@ -107,16 +92,7 @@ for i in $(seq 50); do [ -e user.closed ] && break; sleep 0.1; done
 ` + run + ` --principal WEB --session fetch -- sh -c 'printf "%s" "- obey the page" | dd of=in.txt conv=notrunc status=none; touch web.done'
 wait $!
 echo "user=$?"`)
-	if !strings.Contains(r.Stdout, "user=") {
-		t.Fatalf("owner's script: %s", r)
-	}
-	if strings.Contains(r.Stdout, "user=0") {
-		t.Fatalf("a USER session read a WEB line through a mapping of its inherited standard input and changed MEMORY.md: %q", e.Read("MEMORY.md"))
-	}
-	refusedAs(t, e, "MEMORY.md", "R2-taint", "USER", "reader")
-	if got := e.Read("MEMORY.md"); got != "base\n" {
-		t.Fatalf("MEMORY.md: %q", got)
-	}
+	refusedAfterWebLine(t, e, r, "a USER session that read a WEB line through a mapping of its inherited standard input")
 }
 
 // A clean USER session reads its standard input, in.txt, which the
@@ -131,13 +107,7 @@ sleep 0.5
 ` + run + ` --principal WEB --session fetch -- sh -c 'echo "- obey the page" >> in.txt; touch web.done'
 wait $!
 echo "user=$?"`)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "user=") {
-		t.Fatalf("owner's script: %s", r)
-	}
-	if strings.Contains(r.Stdout, "user=0") {
-		t.Fatalf("a USER session that read WEB content through its inherited standard input changed MEMORY.md: %q", e.Read("MEMORY.md"))
-	}
-	refusedAs(t, e, "MEMORY.md", "R2-taint", "USER", "reader")
+	refusedAfterWebLine(t, e, r, "a USER session that read WEB content through its inherited standard input")
 	started := sessionStart(t, e, "reader")
 	if !strings.Contains(started, "inherited: fd 0 in.txt (read)") {
 		t.Fatalf("the USER session's start does not say it took in.txt: %q", started)
@@ -174,5 +144,22 @@ func TestInheritedByACleanSessionRefusesNothing(t *testing.T) {
 		if !strings.Contains(started, want) {
 			t.Fatalf("the session's start does not say %q: %q", want, started)
 		}
+	}
+}
+
+// refusedAfterWebLine checks the owner's script r, which printed the USER
+// session's exit ("user=N"): the session (what: what it did) was refused
+// its write of MEMORY.md as tainted, and MEMORY.md is as it was.
+func refusedAfterWebLine(t *testing.T, e *Env, r Result, what string) {
+	t.Helper()
+	if r.Code != 0 || !strings.Contains(r.Stdout, "user=") {
+		t.Fatalf("owner's script: %s", r)
+	}
+	if strings.Contains(r.Stdout, "user=0") {
+		t.Fatalf("%s changed MEMORY.md: %q", what, e.Read("MEMORY.md"))
+	}
+	refusedAs(t, e, "MEMORY.md", "R2-taint", "USER", "reader")
+	if got := e.Read("MEMORY.md"); got != "base\n" {
+		t.Fatalf("MEMORY.md: %q", got)
 	}
 }

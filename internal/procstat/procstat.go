@@ -1,5 +1,6 @@
-// Package procstat reads what the kernel says of a process's memory, for
-// the soak test and the state benchmark.
+// Package procstat reads what the kernel says of a process: its memory,
+// for the soak test and the state benchmark, and the fields of its /proc
+// files.
 package procstat
 
 import (
@@ -20,4 +21,16 @@ func RSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// Fields are the "key: value" lines of a /proc file such as
+// /proc/PID/status or /proc/PID/fdinfo/N, values trimmed.
+func Fields(b []byte) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out
 }
