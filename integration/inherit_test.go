@@ -163,3 +163,38 @@ func refusedAfterWebLine(t *testing.T, e *Env, r Result, what string) {
 		t.Fatalf("MEMORY.md: %q", got)
 	}
 }
+
+// Clean sessions started together, each with its own standard input, all
+// appending to one log and holding one scratch file open read-write: every
+// session's root counts among the writers of every handle of the scratch
+// file, and each of them execs and exits while the others' closes
+// recompute its label. None of them may be refused. (A root on its way out,
+// its namespaces gone and reaped between two reads of /proc, was once
+// taken for an unidentified writer: the scratch file became EXTERNAL and
+// tainted them all.)
+func TestInheritedByManyCleanSessionsAtOnce(t *testing.T) {
+	const n = 24
+	files := map[string]string{"MEMORY.md": "base\n", "log.txt": "", "scratch.txt": ""}
+	for i := 0; i < n; i++ {
+		files[fmt.Sprintf("t%d.txt", i)] = fmt.Sprintf("task %d\n", i)
+	}
+	e := newEnv(t, files).Mount()
+	for round := 0; round < 2; round++ {
+		r := e.Owner(fmt.Sprintf(`for i in $(seq 0 %d); do
+  %q run --workspace %q --principal USER --session r%d-$i -- sh -c "cat; echo '- done %d '$i >> MEMORY.md" < t$i.txt >> log.txt 4<>scratch.txt &
+done
+wait`, n-1, aerfsBin, e.WS, round, round))
+		if r.Code != 0 {
+			t.Fatalf("round %d: %s", round, r)
+		}
+	}
+	if got := strings.Count(e.Read("MEMORY.md"), "- done "); got != 2*n {
+		var why []string
+		for _, le := range e.Log() {
+			if le.Record.Meta.Verdict == "deny" || le.Record.Type == "taint" || le.Record.Principal == "EXTERNAL" {
+				why = append(why, fmt.Sprintf("%s %s %s %s %s", le.Record.Type, le.Record.Principal, le.Record.Meta.Rule, le.Record.Meta.Path, le.Record.Meta.Session))
+			}
+		}
+		t.Fatalf("%d of %d clean sessions wrote MEMORY.md:\n%s", got, 2*n, strings.Join(why, "\n"))
+	}
+}

@@ -122,8 +122,12 @@ func resolveNow(reg *principal.Registry, id principal.ProcID) *principal.Resolve
 	if res.Identified && res.Proc.ID == id {
 		return res
 	}
+	// Exiting first: a process that could not be resolved because it is
+	// exiting (its namespaces already gone) may be reaped between the two
+	// reads, and a stat that cannot be read says nothing, while Alive
+	// read second says it is gone.
 	gone := true
-	if !principal.WithinProcWait(id.Tgid, func() { gone = !principal.Alive(id) || exiting(id.Tgid) }) || gone {
+	if !principal.WithinProcWait(id.Tgid, func() { gone = exiting(id.Tgid) || !principal.Alive(id) }) || gone {
 		return nil // exited, or on its way out (its /proc does not answer)
 	}
 	reason := res.Reason
