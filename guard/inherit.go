@@ -11,7 +11,8 @@ import (
 // Held is a descriptor of a plain file on the mount that a process holds
 // as it starts a session (Inherited).
 type Held struct {
-	// Rel is the name the file has: the one it was opened by, when Named.
+	// Rel is the name the descriptor was opened by (without the kernel's
+	// " (deleted)"); when Named, that name still holds the file.
 	Rel string
 	// Stat is the file's: taken at Rel when Named; otherwise (renamed,
 	// unlinked or replaced since it was opened) only its identity is
