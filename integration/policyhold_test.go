@@ -24,20 +24,26 @@ func TestPolicyEditHeldWhileNewlyGuardedFileIsOpen(t *testing.T) {
 		done <- e.Run("WEB", "w", "python3", "-c", `
 import os, time
 fd = os.open("notes.md", os.O_WRONLY | os.O_APPEND)
-print("open", flush=True)
-time.sleep(3)
+open("writer.open", "w").close()
+deadline = time.time() + 60
+while not os.path.exists("writer.go") and time.time() < deadline:
+    time.sleep(0.05)
 os.write(fd, b"written through the old descriptor\n")
 os.close(fd)
 `)
 	}()
-	time.Sleep(800 * time.Millisecond) // the writer has its descriptor
+	// The writer has its descriptor, and keeps it until told to go on
+	// (writer.go): the checks below need it held, however slow the
+	// machine.
+	for deadline := time.Now().Add(30 * time.Second); !e.Exists("writer.open"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the WEB writer did not open notes.md")
+		}
+	}
 	editPolicy(t, e, "\n    - MEMORY.md\n", "\n    - MEMORY.md\n    - notes.md\n    - other.md\n")
-	time.Sleep(1200 * time.Millisecond)
+	waitClass(t, e, "other.md", "memory", 15*time.Second, "the rest of the edit waited for notes.md's writer")
 	if c := e.Aerfs("why", "notes.md"); !classIs(c.Stdout, "plain") {
 		t.Fatalf("while a WEB session holds notes.md open for writing, the edit guarding it took effect:\n%s", c)
-	}
-	if c := e.Aerfs("why", "other.md"); !classIs(c.Stdout, "memory") {
-		t.Fatalf("the rest of the edit waited for notes.md's writer:\n%s", c)
 	}
 	if st := e.Aerfs("status"); !strings.Contains(st.Stdout, "policy held:") || !strings.Contains(st.Stdout, "notes.md") {
 		t.Fatalf("status does not say notes.md is held:\n%s", st)
@@ -61,6 +67,9 @@ os.close(fd)
 	}
 	if got := e.Read("notes.md"); strings.Contains(got, "theirs") || e.Exists("x.md") {
 		t.Fatalf("while held, notes.md changed by another name: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(e.WS, "writer.go"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	r := <-done
 	expectOK(t, "the WEB writer", r)
