@@ -79,12 +79,9 @@ func (h *inheritance) forget(session string) {
 // servedDoors are the workspace's mount and each mounted further root's.
 func (s *controlServer) servedDoors() []servedDoor {
 	var out []servedDoor
-	if ms, err := mountinfo.Self(); err == nil {
-		for _, x := range ms {
-			if x.Point == s.ws && x.FSType == "fuse.aerfs" && x.Source == s.stateDir {
-				out = append(out[:0], servedDoor{conn: x.Major<<20 | x.Minor, point: s.ws, door: s.m.Door()})
-			}
-		}
+	ms, _ := mountinfo.Self()
+	if x, ok := servedIn(ms, s.ws, s.stateDir); ok {
+		out = append(out, servedDoor{conn: x.Major<<20 | x.Minor, point: s.ws, door: s.m.Door()})
 	}
 	if v, ok := mountedRoots.Load(s.m); ok {
 		for _, g := range v.(*rootSet).roots {
@@ -117,13 +114,10 @@ func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []
 	// process's own (a sandbox's), or one the daemon cannot read. The
 	// file's device says whose file it is; the mount, where in it.
 	mounts := map[int]mountinfo.Mount{}
-	for _, read := range []func() ([]mountinfo.Mount, error){mountinfo.Self, func() ([]mountinfo.Mount, error) { return mountinfo.Of(pid) }} {
-		ms, _ := read()
-		for _, x := range ms {
-			if _, seen := mounts[x.ID]; !seen {
-				mounts[x.ID] = x
-			}
-		}
+	self, _ := mountinfo.Self()
+	theirs, _ := mountinfo.Of(pid)
+	for _, x := range append(theirs, self...) { // the daemon's table wins
+		mounts[x.ID] = x
 	}
 	rootDev := map[uint32]uint64{}
 	defer func() {

@@ -55,20 +55,27 @@ func newServedMount(dir, stateDir string, srv *fuse.Server) (*servedMount, error
 	if err != nil {
 		return nil, err
 	}
-	m := &servedMount{dir: dir, id: -1, server: srv, done: make(chan struct{})}
-	for _, x := range ms {
-		if x.Point == dir && x.FSType == "fuse.aerfs" && x.Source == stateDir {
-			m.id, m.conn = x.ID, x.Major<<20|x.Minor
-		}
-	}
-	if m.id < 0 {
+	x, ok := servedIn(ms, dir, stateDir)
+	if !ok {
 		return nil, fmt.Errorf("%s is not in the mount table", dir)
 	}
+	m := &servedMount{dir: dir, id: x.ID, conn: x.Major<<20 | x.Minor, server: srv, done: make(chan struct{})}
 	go func() {
 		srv.Wait()
 		close(m.done)
 	}()
 	return m, nil
+}
+
+// servedIn is the innermost mount in ms that aerfs serves at dir from
+// stateDir.
+func servedIn(ms []mountinfo.Mount, dir, stateDir string) (m mountinfo.Mount, ok bool) {
+	for _, x := range ms {
+		if x.Point == dir && x.FSType == "fuse.aerfs" && x.Source == stateDir {
+			m, ok = x, true
+		}
+	}
+	return m, ok
 }
 
 // present reports whether the mount is still in the daemon's mount table.

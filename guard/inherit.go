@@ -5,6 +5,7 @@ import (
 
 	"github.com/aerfs/aerfs/guard/flow"
 	"github.com/aerfs/aerfs/guard/label"
+	"github.com/aerfs/aerfs/policy"
 	"github.com/aerfs/aerfs/principal"
 )
 
@@ -47,25 +48,34 @@ type Held struct {
 // "read-write"; empty: none). EIO: the session's label on the file could
 // not be stored (a full state disk): the session must not start.
 func (d *Door) Inherited(c Caller, hd Held) (release func(), took string, errno syscall.Errno) {
-	h := d.h
-	st := hd.Stat
-	if st == nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if hd.Stat == nil || hd.Stat.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, "", 0
 	}
+	res := d.h.gate.Resolve(c)
+	if !res.Identified {
+		return nil, "", 0
+	}
+	return d.inherited(res, hd)
+}
+
+// inherited is Inherited for the session's resolved process res.
+func (d *Door) inherited(res *principal.Resolved, hd Held) (release func(), took string, errno syscall.Errno) {
+	h := d.h
+	st := hd.Stat
 	k := label.KeyOf(st)
 	h.opens.SettleFile(k)
-	t, l := h.gate.Target(hd.Rel, nil)
+	var t policy.Target
+	var l *label.Label
 	if hd.Named {
 		t, l = h.gate.Target(hd.Rel, st)
 	} else {
+		// No name holds it: its label by its identity, its class by the
+		// name it was opened by.
+		t, _ = h.gate.Target(hd.Rel, nil)
 		l = h.labels.Get(k)
 		t.LabelTaint, t.Absent = l.ReadTaint(), false
 	}
 	if t.Class.Guarded() {
-		return nil, "", 0
-	}
-	res := h.gate.Resolve(c)
-	if !res.Identified {
 		return nil, "", 0
 	}
 	acc := hd.Flags & syscall.O_ACCMODE
