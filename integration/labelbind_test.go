@@ -130,10 +130,17 @@ os.close(fd)
 		}
 		expectOK(t, "the owner removes the file", e.Owner("rm -f "+name+" "+name+".opened; touch "+name+".go"))
 		<-done
-		time.Sleep(300 * time.Millisecond) // the release reaches the daemon
 		// Whether or not the number is given again below: the label
-		// journal's last word on the removed inode is its deletion.
-		if l, ok := lastLabelEntry(t, e, st.Ino); !ok || l != "" {
+		// journal's last word on the removed inode is its deletion. The
+		// kernel sends the release after the close has returned, so the
+		// daemon may see it a moment later (up to 10 s on a loaded
+		// machine).
+		l, ok := lastLabelEntry(t, e, st.Ino)
+		for wait := time.Now().Add(10 * time.Second); (!ok || l != "") && time.Now().Before(wait); {
+			time.Sleep(50 * time.Millisecond)
+			l, ok = lastLabelEntry(t, e, st.Ino)
+		}
+		if !ok || l != "" {
 			bugErrorf(t, "the label journal keeps a label for the removed file's inode after its release: %q (found %v)", l, ok)
 		}
 		for j := 0; j < 8; j++ {
