@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,5 +131,53 @@ sys.exit(web.wait())
 	}
 	if got := e.Read("MEMORY.md"); got != memoryContent {
 		bugErrorf(t, "MEMORY.md changed to %q", got)
+	}
+}
+
+// A writer whose last close of a file is its exec (a close-on-exec
+// descriptor) is known as it was when it opened: the FLUSH that the kernel
+// sends from inside the exec, while the process's /proc answers nothing
+// about its program, leaves the file labelled by that writer, not by an
+// unidentified one whose readers would all be tainted.
+
+// execWriter writes notes.txt through a close-on-exec descriptor (Python's
+// default) and execs: the kernel sends the FLUSH of that descriptor from
+// inside the exec.
+const execWriter = `python3 -c '
+import os
+fd = os.open("notes.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"plain notes\n")
+os.execv("/bin/sh", ["sh", "-c", "sleep 0.3"])
+'`
+
+func TestExecClosingWriterLeavesNoUnidentifiedLabel(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": memoryContent}).Mount()
+	for i := 0; i < 5; i++ {
+		expectOK(t, "a USER session writes and execs", e.Sh("USER", fmt.Sprintf("w%d", i), execWriter))
+		why := e.Aerfs("why", "--json", "notes.txt")
+		if !strings.Contains(why.Stdout, "whoever reads it gains no taint") {
+			bugErrorf(t, "a writer that closed its file by exec left an unidentified label: %s", why.Stdout)
+		}
+		expectOK(t, "a clean session reads it and writes MEMORY.md", e.Sh("USER", fmt.Sprintf("r%d", i), "cat notes.txt >/dev/null && echo 'note' >> MEMORY.md"))
+	}
+}
+
+func TestExecClosingWriterLeavesNoUnidentifiedLabelRootless(t *testing.T) {
+	u, bin, ws, state := mountRootless(t)
+	script := filepath.Join(u.HomeDir, "writer.sh")
+	if err := os.WriteFile(script, []byte(execWriter+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		expectOK(t, "a USER session writes and execs", asUser(u, "/", fmt.Sprintf("cd %s && %s run --principal USER --session w%d -- sh %s", ws, bin, i, script)))
+		why := asUser(u, "/", fmt.Sprintf("cd %s && %s why --json notes.txt", ws, bin))
+		if !strings.Contains(why.Stdout, "whoever reads it gains no taint") {
+			bugErrorf(t, "a writer that closed its file by exec left an unidentified label: %s", why.Stdout)
+		}
+		r := asUser(u, "/", fmt.Sprintf("cd %s && %s run --principal USER --session r%d -- sh -c 'cat notes.txt >/dev/null && echo note >> MEMORY.md'", ws, bin, i))
+		if r.Code != 0 {
+			lg := asUser(u, "/", fmt.Sprintf("%s log --json --state %s --workspace %s --refused", bin, state, ws))
+			bugErrorf(t, "a clean session was refused after reading the exec'd writer's file: %s\n%s", r, lg.Stdout)
+		}
 	}
 }
