@@ -517,7 +517,7 @@ func (s *controlServer) register(pid int, req Request) *Response {
 				Error: fmt.Sprintf("session %q was registered by another process: %s", req.Session, v.Rule.Reason()),
 				Hint:  "start a new session without --session, or, as the owner outside sessions, rejoin it with aerfs run --resume --session " + req.Session}
 		}
-		return refused(v, fmt.Sprintf("cannot start a %s session from a %s process", p, peer.Subject().Principal))
+		return refused(v, fmt.Sprintf("cannot start a %s session from a process whose principal is %s", p, peer.Subject().Principal))
 	}
 	sess := reg.Session
 	// Before the answer: aerfs run execs the session's command only after
