@@ -98,7 +98,11 @@ func (s *controlServer) servedDoors() []servedDoor {
 // session. It returns what to release once the session is retired and
 // what was taken, for the record. An error (the process's descriptors
 // cannot be read, a label cannot be stored) means the session must not
-// start: what it holds would reach it unseen.
+// start: what it holds would reach it unseen. The descriptors are behind
+// the same access check as the program the process was identified by
+// (/proc/<pid>/exe): a process the daemon may not inspect (one made
+// non-dumpable, to a rootless daemon) is refused as unidentified before
+// this, so what is left here is a process that exited meanwhile.
 func (s *controlServer) inherit(pid int, uid uint32) (releases []func(), took []string, err error) {
 	doors := s.servedDoors()
 	if len(doors) == 0 {
