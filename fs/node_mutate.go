@@ -13,22 +13,23 @@ import (
 )
 
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return n.make(ctx, name, true, out, func() (*gofs.Inode, syscall.Errno) { return n.loopMkdir(ctx, name, mode, out) })
+	return n.make(ctx, name, true, "", out, func() (*gofs.Inode, syscall.Errno) { return n.loopMkdir(ctx, name, mode, out) })
 }
 
 func (n *Node) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return n.make(ctx, name, false, out, func() (*gofs.Inode, syscall.Errno) { return n.loopMknod(ctx, name, mode, rdev, out) })
+	return n.make(ctx, name, false, "", out, func() (*gofs.Inode, syscall.Errno) { return n.loopMknod(ctx, name, mode, rdev, out) })
 }
 
 func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return n.make(ctx, name, false, out, func() (*gofs.Inode, syscall.Errno) { return n.loopSymlink(ctx, target, name, out) })
+	return n.make(ctx, name, false, target, out, func() (*gofs.Inode, syscall.Errno) { return n.loopSymlink(ctx, target, name, out) })
 }
 
-// make creates name with mk once the guard allowed it.
-func (n *Node) make(ctx context.Context, name string, dir bool, out *fuse.EntryOut, mk func() (*gofs.Inode, syscall.Errno)) (*gofs.Inode, syscall.Errno) {
+// make creates name with mk once the guard allowed it; symlink is what a
+// symlink names ("" for anything else).
+func (n *Node) make(ctx context.Context, name string, dir bool, symlink string, out *fuse.EntryOut, mk func() (*gofs.Inode, syscall.Errno)) (*gofs.Inode, syscall.Errno) {
 	rel := n.childRel(name)
 	var ch *gofs.Inode
-	never, errno := n.door.Make(caller(ctx), rel, name, dir, func() syscall.Errno {
+	never, errno := n.door.Make(caller(ctx), rel, name, dir, symlink, func() syscall.Errno {
 		var errno syscall.Errno
 		ch, errno = mk()
 		return errno

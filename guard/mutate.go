@@ -23,7 +23,7 @@ import (
 // own *at call, and labels what an untrusted or tainted maker made (dir:
 // a directory, which carries no label). It reports whether the new entry
 // must never be cached (a special object, a labelled symlink).
-func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Errno) (neverCache bool, errno syscall.Errno) {
+func (d *Door) Make(c Caller, rel, name string, dir bool, symlink string, make func() syscall.Errno) (neverCache bool, errno syscall.Errno) {
 	if isReserved(name) {
 		return false, syscall.EACCES
 	}
@@ -38,7 +38,7 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, make func() syscall.Er
 		return false, errno
 	}
 	if !dir {
-		if errno := h.gate.Link(h.gate.Resolve(c), policy.OpCreate, rel); errno != 0 {
+		if errno := h.gate.Link(h.gate.Resolve(c), policy.OpCreate, rel, symlink, symlink != ""); errno != 0 {
 			return false, errno
 		}
 	}

@@ -190,14 +190,24 @@ func (h *house) renaming(src, dst string, exchange bool) func() {
 	}
 }
 
-// arrive decides what a directory rename brings under control-class
-// names: each regular file through the act gate with its own stamp, each
-// symlink or special object through the gate. The first refusal refuses
-// the whole rename.
+// arrive decides what a rename brings under control-class names (each
+// regular file through the act gate with its own stamp) and every symlink
+// or special object it brings where the gate decides them (Gate.Link: at a
+// control name, or where it would make a guarded name serve what the
+// policy does not guard the same way), a directory's entries included.
+// The first refusal refuses the whole rename.
 func (h *house) arrive(c Caller, res *principal.Resolved, mv *moves) syscall.Errno {
 	pol := h.gate.Policy()
 	for _, p := range mv.pairs {
-		if cl, _, _ := pol.Classify(p.to); cl != policy.Control || p.kind == syscall.S_IFDIR {
+		if p.kind == syscall.S_IFDIR {
+			continue
+		}
+		cl, _, _ := pol.Classify(p.to)
+		symlink, target := p.kind == syscall.S_IFLNK, ""
+		if symlink {
+			target, _ = h.linkTarget(p.from)
+		}
+		if p.regular && cl != policy.Control || !p.regular && cl != policy.Control && !pol.SymlinkUnguards(p.to, target) {
 			continue
 		}
 		if res == nil {
@@ -207,7 +217,7 @@ func (h *house) arrive(c Caller, res *principal.Resolved, mv *moves) syscall.Err
 		if p.regular {
 			errno = h.gate.Control(c, res, "rename", p.to, p.label)
 		} else {
-			errno = h.gate.Link(res, policy.OpRenameTo, p.to)
+			errno = h.gate.Link(res, policy.OpRenameTo, p.to, target, symlink)
 		}
 		if errno != 0 {
 			return errno

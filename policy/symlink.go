@@ -55,3 +55,50 @@ func (p *Policy) SymlinkEscapes(link, target string) bool {
 	}
 	return false
 }
+
+// SymlinkUnguards reports whether a symlink at link (a path relative to the
+// root) naming target would make a name the policy guards serve what it
+// does not guard the same way: link itself is guarded and target is not a
+// name of the same class inside the root, or a name below link is guarded
+// and the same name below target is not (memory -> notes makes
+// memory/prefs.md a plain file). Such a link hands the guarded name's
+// content to whoever may write the target. An empty target (a FIFO, a
+// socket or a device at the name) unguards any guarded name: whoever holds
+// it open writes what its readers load.
+func (p *Policy) SymlinkUnguards(link, target string) bool {
+	probes := []string{"", "x"}
+	for name := range p.literal {
+		probes = append(probes, name)
+	}
+	for d := range p.dirs {
+		probes = append(probes, d+"/x")
+	}
+	at := func(base, name string) Class {
+		c, _, _ := p.Classify(strings.TrimPrefix(path.Join(base, name), "./"))
+		return c
+	}
+	// Guarded at link: its own name, or a name below it that is guarded
+	// there and not beside link (memory/x, .claude/x; not MEMORY.md, which
+	// is memory at any depth, below any link).
+	guarded := at(link, "").Guarded()
+	for _, name := range probes[1:] {
+		cl := at(link, name)
+		guarded = guarded || cl.Guarded() && cl != at(path.Dir(link), name)
+	}
+	if !guarded {
+		return false
+	}
+	if target == "" || path.IsAbs(target) {
+		return true
+	}
+	to := path.Join(path.Dir(link), target)
+	if to == "." || to == ".." || strings.HasPrefix(to, "../") {
+		return true
+	}
+	for _, name := range probes {
+		if cl := at(link, name); cl.Guarded() && at(to, name) != cl {
+			return true
+		}
+	}
+	return false
+}

@@ -25,3 +25,35 @@ func TestSymlinkEscapes(t *testing.T) {
 		}
 	}
 }
+
+func TestSymlinkUnguards(t *testing.T) {
+	p := Default()
+	for _, c := range []struct {
+		link, target string
+		want         bool
+	}{
+		{"AGENTS.md", "notes.txt", true},                 // a memory name serving a plain file
+		{"CLAUDE.md", "AGENTS.md", false},                // memory to memory: the usual alias
+		{"sub/CLAUDE.md", "../AGENTS.md", false},         // the same, from a subdirectory
+		{"AGENTS.md", "docs/AGENTS.md", false},           // memory at any depth
+		{"MEMORY.md", "/home/u/MEMORY.md", true},         // outside the root
+		{"MEMORY.md", "/usr/share/doc/MEMORY.md", true},  // outside the root, even the system's
+		{"MEMORY.md", "../MEMORY.md", true},              // climbs above the root
+		{"memory", "notes", true},                        // memory/prefs.md would be plain
+		{"memory", "memory2", true},                      // the same
+		{"memory/sub", "../memory/other", false},         // memory/** to memory/**
+		{"memory/x.md", "../notes.txt", true},            // a memory file serving a plain one
+		{".claude", "cfg", true},                         // .claude/settings.json would be plain
+		{".claude/settings.json", "../notes.json", true}, // control to plain
+		{"notes/current", "v2", false},                   // plain to plain
+		{"link", "MEMORY.md", false},                     // a plain name may name a guarded file
+		{"AGENTS.md", "", true},                          // a FIFO, a socket or a device at a memory name
+		{"notes.txt", "", false},                         // at a plain name
+		{"node_modules/.bin/tsc", "../typescript/bin/tsc", false},
+		{".venv/bin/python", "/usr/bin/python3", false},
+	} {
+		if got := p.SymlinkUnguards(c.link, c.target); got != c.want {
+			t.Errorf("SymlinkUnguards(%q, %q) = %v, want %v", c.link, c.target, got, c.want)
+		}
+	}
+}

@@ -176,17 +176,42 @@ func (g *Gate) Deny(res *principal.Resolved, op policy.Op, rel, rule, reason str
 // (made there, or renamed there) by res: at a control-class name, only
 // the owner outside every session may put one (RX-control-symlink): what
 // it points to, or what passes through it, is not content the act gate
-// can see — a WEB session could write the target a symlink names.
-func (g *Gate) Link(res *principal.Resolved, op policy.Op, rel string) syscall.Errno {
-	if c, _, _ := g.Policy().Classify(rel); c != policy.Control {
+// can see — a WEB session could write the target a symlink names. At any
+// other name, a session's symlink may not make a guarded name serve what
+// the policy does not guard the same way, nor may a session put a FIFO,
+// socket or device at a guarded name (RX-guarded-symlink,
+// policy.SymlinkUnguards): AGENTS.md -> notes.txt would let whoever writes
+// notes.txt write what every agent loads, unrecorded. target is what a
+// symlink names (symlink true).
+func (g *Gate) Link(res *principal.Resolved, op policy.Op, rel, target string, symlink bool) syscall.Errno {
+	pol := g.Policy()
+	owner := res.Identified && (res.Session == nil || res.Session.Implicit) && res.Subject().Principal.Trusted()
+	if c, _, _ := pol.Classify(rel); c == policy.Control {
+		if owner {
+			return 0
+		}
+		return g.Deny(res, op, rel, RuleControlLink,
+			"a session may not put a symlink, FIFO, socket or device at a control name: what it points to is not content the act gate sees; the owner may, outside every session")
+	}
+	if !symlink {
+		target = ""
+	}
+	if owner || !pol.SymlinkUnguards(rel, target) {
 		return 0
 	}
-	if res.Identified && (res.Session == nil || res.Session.Implicit) && res.Subject().Principal.Trusted() {
-		return 0
+	what := "a FIFO, socket or device"
+	if symlink {
+		what = "a symlink to " + target
 	}
-	return g.Deny(res, op, rel, RuleControlLink,
-		"a session may not put a symlink, FIFO, socket or device at a control name: what it points to is not content the act gate sees; the owner may, outside every session")
+	return g.Deny(res, op, rel, RuleGuardedLink,
+		"a session may not make a guarded name serve what the policy does not guard the same way ("+what+"): whoever may write that would write what the name's readers load; the owner may, outside every session")
 }
+
+// RuleGuardedLink is the rule id of a symlink at a guarded name (or at a
+// name below which the policy guards names) that leads where the policy
+// does not guard the same way, or of a FIFO, socket or device at a
+// guarded name, made or moved there by a session.
+const RuleGuardedLink = "RX-guarded-symlink"
 
 // RuleControlLink is the rule id of a symlink (or another special object)
 // refused at a control-class name.
