@@ -34,7 +34,7 @@ func (d *Door) Make(c Caller, rel, name string, dir bool, symlink string, make f
 	// Directories, symlinks, FIFOs and devices never count as the first
 	// creation of an identity file: only regular content does.
 	t.Absent = false
-	if _, errno := h.gate.All(c, []gate.Check{{Op: policy.OpCreate, Rel: rel, T: t, L: l}}); errno != 0 {
+	if _, errno := h.gate.All(c, []gate.Check{{Op: policy.OpCreate, Rel: rel, T: t, L: l, Durable: true}}); errno != 0 {
 		return false, errno
 	}
 	if !dir {
@@ -119,11 +119,31 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 		td.Class = policy.Strictest(td.Class, ts.Class)
 	}
 	h.withSource(&td, ls, sst, 0)
-	checks := []gate.Check{{Op: policy.OpLink, Rel: src, T: ts, L: ls}, {Op: policy.OpLink, Rel: dst, T: td}}
+	// A symlink or special object linked to a guarded name is no content
+	// the transaction records: its verdict is made durable first.
+	special := sst.Mode&syscall.S_IFMT != syscall.S_IFREG
+	checks := []gate.Check{{Op: policy.OpLink, Rel: src, T: ts, L: ls}, {Op: policy.OpLink, Rel: dst, T: td, Durable: special}}
 	res, errno := h.gate.All(c, checks)
 	if errno != 0 {
 		h.keepRefusedArrival(res, checks, policy.OpLink, src, sst)
 		return 0, 0, errno
+	}
+	if special {
+		// A second name of a symlink, FIFO, socket or device is decided
+		// as one made there (Gate.Link).
+		target, symlink := "", sst.Mode&syscall.S_IFMT == syscall.S_IFLNK
+		if symlink {
+			target, _ = h.linkTarget(src)
+		}
+		pol := h.gate.Policy()
+		if cl, _, _ := pol.Classify(dst); cl == policy.Control || pol.SymlinkUnguards(dst, target) {
+			if res == nil {
+				res = h.gate.Resolve(c)
+			}
+			if errno := h.gate.Link(res, policy.OpLink, dst, target, symlink); errno != 0 {
+				return 0, 0, errno
+			}
+		}
 	}
 	if errno := h.gate.Control(c, res, "link", dst, ls); errno != 0 {
 		return 0, 0, errno
@@ -236,7 +256,7 @@ func (d *Door) Unlink(c Caller, rel string) syscall.Errno {
 // Rmdir removes the directory rel.
 func (d *Door) Rmdir(c Caller, rel string) syscall.Errno {
 	t, _ := d.h.gate.Target(rel, nil)
-	if _, errno := d.h.gate.All(c, []gate.Check{{Op: policy.OpUnlink, Rel: rel, T: t}}); errno != 0 {
+	if _, errno := d.h.gate.All(c, []gate.Check{{Op: policy.OpUnlink, Rel: rel, T: t, Durable: true}}); errno != 0 {
 		return errno
 	}
 	return backing.Errno(d.h.dir.Unlink(rel, unix.AT_REMOVEDIR))

@@ -48,7 +48,7 @@ func (d *Door) Setattr(c Caller, rel string, a Attrs, do func(sizeDone bool) sys
 		checks = append(checks, gate.Check{Op: policy.OpWrite, Rel: rel, T: t, L: l})
 	}
 	if a.Meta {
-		checks = append(checks, gate.Check{Op: policy.OpSetattr, Rel: rel, T: t, L: l})
+		checks = append(checks, gate.Check{Op: policy.OpSetattr, Rel: rel, T: t, L: l, Durable: true})
 	}
 	res, errno := h.gate.All(c, checks)
 	if errno != 0 {
@@ -153,7 +153,7 @@ func (d *Door) Xattr(c Caller, rel string, do func() syscall.Errno) syscall.Errn
 	st, _ := h.dir.Lstat(rel)
 	held := d.bound(st)
 	t, l := h.gate.Target(rel, st)
-	res, errno := h.gate.All(c, []gate.Check{{Op: policy.OpXattr, Rel: rel, T: t, L: l}})
+	res, errno := h.gate.All(c, []gate.Check{{Op: policy.OpXattr, Rel: rel, T: t, L: l, Durable: true}})
 	if errno != 0 {
 		return errno
 	}

@@ -48,21 +48,7 @@ func TestTxnDeletedWhileUnmountedStaysDeleted(t *testing.T) {
 // finds neither drift nor anything to complete.
 func TestTxnDiskFullNoChangeWithoutRecord(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "v0\n", "notes/a.md": "plain\n", "memory/b.md": "b0\n"})
-	ev := filepath.Join(e.State, "evidence")
-	orig := ev + ".orig"
-	if err := os.Rename(ev, orig); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(ev, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", ev, "tmpfs", 0, "size=6m,mode=0700"); err != nil {
-		t.Fatalf("tmpfs for the evidence: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(ev, syscall.MNT_DETACH) })
-	if out, err := exec.Command("cp", "-a", orig+"/.", ev+"/").CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v %s", err, out)
-	}
+	ev := smallEvidence(t, e)
 	e.Mount()
 	write := func(rel, content string) error {
 		// python3 reports an error from close(), where a guarded commit
@@ -84,26 +70,7 @@ except OSError as e:
 		t.Fatal(err)
 	}
 
-	// Fill the evidence file system.
-	fill := filepath.Join(ev, "fill")
-	f, err := os.Create(fill)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	f.Close()
-	small, _ := os.Create(filepath.Join(ev, "fill-small"))
-	for {
-		if _, err := small.Write(buf[:512]); err != nil {
-			break
-		}
-	}
-	small.Close()
+	free := fillEvidence(t, ev)
 
 	type attempt struct {
 		what string
@@ -145,8 +112,7 @@ except OSError as e:
 	t.Logf("status while full:\n%s", st.Stdout)
 
 	// Space comes back: guarded writes work again without a remount.
-	os.Remove(fill)
-	os.Remove(filepath.Join(ev, "fill-small"))
+	free()
 	var werr error
 	for i := 0; i < 20; i++ {
 		if werr = write("MEMORY.md", "after the disk was freed\n"); werr == nil {
@@ -195,6 +161,166 @@ except OSError as e:
 			t.Errorf("a change was completed at mount after the disk-full episode: %s %s", le.Record.Meta.Op, le.Record.Meta.Path)
 		}
 	}
+}
+
+// smallEvidence puts e's evidence (not yet mounted) on a 6 MiB tmpfs of
+// its own, with what it held, and returns its path.
+func smallEvidence(t *testing.T, e *Env) string {
+	t.Helper()
+	ev := filepath.Join(e.State, "evidence")
+	orig := ev + ".orig"
+	if err := os.Rename(ev, orig); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ev, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", ev, "tmpfs", 0, "size=6m,mode=0700"); err != nil {
+		t.Fatalf("tmpfs for the evidence: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(ev, syscall.MNT_DETACH) })
+	if out, err := exec.Command("cp", "-a", orig+"/.", ev+"/").CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	return ev
+}
+
+// fillEvidence fills the evidence file system ev to the last block and
+// returns what frees it again.
+func fillEvidence(t *testing.T, ev string) (free func()) {
+	t.Helper()
+	fill := filepath.Join(ev, "fill")
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	small, _ := os.Create(filepath.Join(ev, "fill-small"))
+	for {
+		if _, err := small.Write(buf[:512]); err != nil {
+			break
+		}
+	}
+	small.Close()
+	return func() {
+		os.Remove(fill)
+		os.Remove(filepath.Join(ev, "fill-small"))
+	}
+}
+
+// While the evidence file system is full, no guarded name changes in a way
+// the log does not hold: a mode, times, an extended attribute, a directory
+// or a symlink made at a guarded name is refused (EIO) or recorded — by a
+// session that was running when the disk filled, and by the owner. Before,
+// these went through with their verdicts queued, and the log healed
+// without them.
+func TestTxnDiskFullNoMetadataChangeWithoutRecord(t *testing.T) {
+	e := newEnv(t, map[string]string{"MEMORY.md": "v0\n", "AGENTS.md": "agents\n", "memory/b.md": "b0\n"})
+	ev := smallEvidence(t, e)
+	e.Mount()
+	look := func(rel string) string {
+		r := runCmd(e.WS, nil, "sh", "-c", `stat -c '%F %a %Y' -- "$1" 2>&1; getfattr -d --absolute-names -- "$1" 2>/dev/null | grep -v '^#'; readlink -- "$1"`, "sh", rel)
+		return r.Stdout
+	}
+	attempts := []struct{ who, script, path, op string }{
+		{"USER", "chmod 600 MEMORY.md", "MEMORY.md", "setattr"},
+		{"USER", "touch -d @978307200 AGENTS.md", "AGENTS.md", "setattr"},
+		{"USER", "setfattr -n user.agent -v x memory/b.md", "memory/b.md", "xattr"},
+		{"USER", "mkdir memory/sub", "memory/sub", "create"},
+		{"USER", "ln -s AGENTS.md CLAUDE.md", "CLAUDE.md", "create"},
+		{"", "chmod 640 MEMORY.md", "MEMORY.md", "setattr"},
+		{"", "ln -s AGENTS.md GEMINI.md", "GEMINI.md", "create"},
+	}
+	// The session starts before the disk fills, and makes its changes
+	// once it is full.
+	dir := sharedTempDir(t)
+	var script strings.Builder
+	script.WriteString("while [ ! -e " + dir + "/go ]; do sleep 0.05; done\n")
+	for i, a := range attempts {
+		if a.who != "" {
+			fmt.Fprintf(&script, "%s; echo %d $? >> %s/results\n", a.script, i, dir)
+		}
+	}
+	script.WriteString("touch " + dir + "/done\n")
+	session := make(chan Result, 1)
+	go func() { session <- e.Sh("USER", "meta", script.String()) }()
+	waitFor(t, "the session to start", func() bool { return len(e.records("session_start", "")) > 0 })
+	free := fillEvidence(t, ev)
+	// A commit that needs more than the journal has room for fails, and
+	// with it the log until space comes back.
+	if r := e.Owner("head -c 3000000 /dev/urandom | base64 > MEMORY.md"); r.Code == 0 {
+		t.Fatalf("a 4 MB commit went through on a full evidence file system: %s", r)
+	}
+	if st := e.mustAerfs("status", "--workspace", e.WS); !strings.Contains(st.Stdout, "FAILING") {
+		t.Fatalf("the log is not failing after a refused commit on a full disk:\n%s", st.Stdout)
+	}
+	before := map[string]string{}
+	for _, a := range attempts {
+		before[a.path] = look(a.path)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	if r := <-session; r.Code != 0 {
+		t.Fatalf("the session: %s", r)
+	}
+	codes := map[int]int{}
+	b, _ := os.ReadFile(filepath.Join(dir, "results"))
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var i, code int
+		if _, err := fmt.Sscan(line, &i, &code); err == nil {
+			codes[i] = code
+		}
+	}
+	for i, a := range attempts {
+		if a.who == "" {
+			codes[i] = e.Owner(a.script).Code
+		}
+	}
+	type done struct{ what, path, op string }
+	var succeeded []done
+	for i, a := range attempts {
+		code, ran := codes[i]
+		if !ran {
+			t.Fatalf("%q did not run", a.script)
+		}
+		if code != 0 {
+			if after := look(a.path); after != before[a.path] {
+				bugErrorf(t, "%q failed but %s changed: %q → %q", a.script, a.path, before[a.path], after)
+			}
+			continue
+		}
+		succeeded = append(succeeded, done{a.script, a.path, a.op})
+	}
+	free()
+	// The log heals at the next record; every change that went through is
+	// in it.
+	var werr error
+	for i := 0; i < 20; i++ {
+		if werr = resultErr(e.Sh("USER", "after", "echo after >> MEMORY.md")); werr == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if werr != nil {
+		t.Fatalf("guarded write after space was freed: %v", werr)
+	}
+	for _, d := range succeeded {
+		found := false
+		for _, le := range e.Log() {
+			found = found || le.Record.Meta.Path == d.path && le.Record.Meta.Op == d.op && le.Record.Meta.Verdict == "allow"
+		}
+		if !found {
+			bugErrorf(t, "%q went through while the log could not be written, and the log has no record of it", d.what)
+		}
+	}
+	t.Logf("went through, recorded: %d of %d", len(succeeded), len(attempts))
+	expectOK(t, "verify the log after it healed", runCmd("/", nil, aerfsBin, "verify", "--state", e.State, "--workspace", e.WS))
+	os.Truncate(filepath.Join(e.State, "daemon.log"), 0) // the failures were logged as errors, rightly
 }
 
 func resultErr(r Result) error {

@@ -18,6 +18,12 @@ import (
 // with (0 when allowed). What a read brings (the verdict's AddTaint) is
 // for the caller to let flow (guard/flow).
 func (g *Gate) Ask(res *principal.Resolved, op policy.Op, rel string, t policy.Target) (policy.Verdict, syscall.Errno) {
+	return g.ask(res, op, rel, t, false)
+}
+
+// ask is Ask; durable: an allowed change is allowed only once its record
+// is durable (Check.Durable).
+func (g *Gate) ask(res *principal.Resolved, op policy.Op, rel string, t policy.Target, durable bool) (policy.Verdict, syscall.Errno) {
 	subj := res.Subject()
 	v := g.Policy().DecideHeld(subj, res.Session.Quarantined(), op, t)
 	if !v.Allow && op == policy.OpLookup && v.Rule == policy.RuleNamespace {
@@ -44,7 +50,12 @@ func (g *Gate) Ask(res *principal.Resolved, op policy.Op, rel string, t policy.T
 			g.c.Ledger.Record(s)
 		}
 	}
-	if recorded {
+	if recorded && durable && v.Allow {
+		if _, err := g.c.Ledger.Must(r); err != nil {
+			g.c.Ledger.Log.Error().Err(err).Str("path", rel).Str("op", ledger.OpName(op)).Msg("change not recorded: refused")
+			return v, syscall.EIO
+		}
+	} else if recorded {
 		g.c.Ledger.Record(r)
 	}
 	if v.Allow {
@@ -87,6 +98,11 @@ type Check struct {
 	// V is the verdict, set by All (unset for a trivial check it did not
 	// need to decide).
 	V policy.Verdict
+	// Durable: an allowed change of a guarded name that no transaction
+	// records (a mode, an owner, times, an extended attribute, a symlink,
+	// FIFO or directory made there) is allowed only once its verdict is
+	// durable; a log that cannot be written refuses it with EIO.
+	Durable bool
 }
 
 func (c Check) trivial() bool {
@@ -117,7 +133,7 @@ func (g *Gate) All(c Caller, checks []Check) (*principal.Resolved, syscall.Errno
 		}
 	}
 	for i, ch := range checks {
-		v, errno := g.Ask(res, ch.Op, ch.Rel, ch.T)
+		v, errno := g.ask(res, ch.Op, ch.Rel, ch.T, ch.Durable && ch.T.Class.Guarded())
 		checks[i].V = v
 		if errno != 0 {
 			return res, errno
