@@ -32,14 +32,18 @@ func Diff(aName, bName string, a, b []byte) string {
 		return prefix + printable.Line(name)
 	}
 	an, bn := hdr("a/", aName), hdr("b/", bName)
-	if isBinary(a) || isBinary(b) {
-		return fmt.Sprintf("Binary files %s and %s differ\n", an, bn)
-	}
 	al, bl := splitLines(a), splitLines(b)
 	d := newDiffer(al, bl)
 	d.compare(0, len(al), 0, len(bl))
 
 	var out strings.Builder
+	if isBinary(a) || isBinary(b) {
+		// Content with a NUL is still shown line by line: "Binary files
+		// differ" would let one NUL hide what the owner approves. Every
+		// byte that is not printable text is escaped where it is shown
+		// (internal/printable).
+		out.WriteString("(not text: shown line by line, bytes that are not printable escaped as \\xNN)\n")
+	}
 	if d.coarse {
 		// Before the headers, where patch(1) skips what it does not know.
 		out.WriteString("(too large to match line by line: the changed ranges are shown replaced whole)\n")
