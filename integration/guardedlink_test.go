@@ -27,6 +27,9 @@ func TestSymlinkAtGuardedNameToPlainIsRefused(t *testing.T) {
 		{"an absolute symlink at GEMINI.md", "ln -s " + e.WS + "/notes.txt GEMINI.md", "GEMINI.md"},
 		{"a FIFO at TOOLS.md", "mkfifo TOOLS.md", "TOOLS.md"},
 		{"a hard link of a symlink at USER.md", "ln -s notes.txt hl-src && ln -P hl-src USER.md", "USER.md"},
+		// Read as text x/../memory/n.md is a memory name; followed, it is
+		// whatever x comes to lead to (a WEB session may replace x).
+		{"a symlink that climbs through a name", "mkdir -p x && ln -s x/../memory/n.md CONVENTIONS.md", "CONVENTIONS.md"},
 	} {
 		// A session each: refusals of one session add up to its burst
 		// quarantine, which would refuse the later ones for another reason.

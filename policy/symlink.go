@@ -31,6 +31,9 @@ func (p *Policy) SymlinkEscapes(link, target string) bool {
 		}
 		return true
 	}
+	if climbsThroughName(target) {
+		return true
+	}
 	to := path.Join(path.Dir(link), target)
 	if to == ".." || strings.HasPrefix(to, "../") {
 		return true
@@ -88,7 +91,7 @@ func (p *Policy) SymlinkUnguards(link, target string) bool {
 	if !guarded {
 		return false
 	}
-	if target == "" || path.IsAbs(target) {
+	if target == "" || path.IsAbs(target) || climbsThroughName(target) {
 		return true
 	}
 	to := path.Join(path.Dir(link), target)
@@ -98,6 +101,27 @@ func (p *Policy) SymlinkUnguards(link, target string) bool {
 	for _, name := range probes {
 		if cl := at(link, name); cl.Guarded() && at(to, name) != cl {
 			return true
+		}
+	}
+	return false
+}
+
+// climbsThroughName reports whether a relative target has a ".." after a
+// name (x/../memory/notes.md): the kernel climbs out of what x is when it
+// is followed, a symlink that anyone may replace, while the name read as
+// text (path.Join) drops x and its "..". Leading ".." steps climb out of
+// the link's own directory, which the link's path names as it is.
+func climbsThroughName(target string) bool {
+	named := false
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if named {
+				return true
+			}
+		default:
+			named = true
 		}
 	}
 	return false

@@ -19,6 +19,9 @@ func TestSymlinkEscapes(t *testing.T) {
 		{"docs/current", "v2", false},                  // plain to plain
 		{"latest", "docs/v2", false},
 		{"link", "", false},
+		{"proj", "x/../node_modules/p", true}, // x may be a symlink the kernel climbs out of
+		{"docs/current", "./v2/../v3", true},  // the same
+		{"docs/current", "../docs/v2", false}, // leading steps climb out of the link's own directory
 	} {
 		if got := p.SymlinkEscapes(c.link, c.target); got != c.want {
 			t.Errorf("SymlinkEscapes(%q, %q) = %v, want %v", c.link, c.target, got, c.want)
@@ -51,6 +54,10 @@ func TestSymlinkUnguards(t *testing.T) {
 		{"notes.txt", "", false},                         // at a plain name
 		{"node_modules/.bin/tsc", "../typescript/bin/tsc", false},
 		{".venv/bin/python", "/usr/bin/python3", false},
+		{"CLAUDE.md", "x/../memory/notes.md", true},   // read as text memory/notes.md; followed, whatever x leads to
+		{"CLAUDE.md", "./AGENTS.md", false},           // "." steps change nothing
+		{"src/CLAUDE.md", "../../ws/AGENTS.md", true}, // climbs above the root
+		{"notes/current", "x/../v2", false},           // no guarded name at the link
 	} {
 		if got := p.SymlinkUnguards(c.link, c.target); got != c.want {
 			t.Errorf("SymlinkUnguards(%q, %q) = %v, want %v", c.link, c.target, got, c.want)
