@@ -104,7 +104,26 @@ func IsObject(mode uint32) bool {
 // policy's sight — outside the mount, or into an excluded directory from
 // a name below which the policy guards names (RX-symlink-escape): the
 // file the follower reaches there is not one the gate sees.
-func (d *Door) Readlink(c Caller, rel string) syscall.Errno { return d.labelledRead(c, rel) }
+//
+// A symlink at a guarded name (or at a name below which the policy guards
+// names) that leads into the workspace where the policy does not guard the
+// same way is followed by nobody, whoever made it and whenever
+// (RX-guarded-symlink): the owner's, one there before the mount, one a
+// repository brought. Whoever may write its target would write what the
+// name serves (.claude -> tools/claude: a WEB session writes
+// tools/claude/settings.json, Claude Code runs its hooks). The owner
+// classes the target in the policy, or points the link at a name of the
+// same class. Links out of the workspace (a dotfiles manager's) are
+// followed.
+func (d *Door) Readlink(c Caller, rel string) syscall.Errno {
+	if target, ok := d.h.linkTarget(rel); ok {
+		if unguards, inside := d.h.gate.LinkUnguards(rel, target); unguards && inside {
+			return d.h.gate.Deny(d.h.gate.Resolve(c), policy.OpRead, rel, gate.RuleGuardedLink,
+				"not followed: the symlink leads to "+target+", which the policy does not guard as it guards this name; class it in the policy (aerfs.yaml) or link to a name of the same class")
+		}
+	}
+	return d.labelledRead(c, rel)
+}
 
 // XattrRead is decided at every read of rel's extended attributes (a
 // user attribute's value, the list of names): what a labelled writer put

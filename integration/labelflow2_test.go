@@ -70,8 +70,15 @@ func TestLabelFlowSymlinkAtControlName(t *testing.T) {
 	if d := deniedWith(e.Log(), ".claude/settings.json", "RX-control-symlink"); len(d) == 0 {
 		bugErrorf(t, "no RX-control-symlink refusal of .claude/settings.json:%s", describe(recordsFor(e.Log(), "", "", ".claude/settings.json")))
 	}
-	// The owner keeps its own configuration symlinks (dotfiles managers).
-	expectOK(t, "the owner links its settings", e.Owner("ln -s ../notes/x.json .claude/settings.json"))
+	// The owner keeps its own configuration symlinks out of the workspace
+	// (dotfiles managers); one into it, to a name no class guards, would
+	// be followed by nobody (RX-guarded-symlink).
+	dot := filepath.Join(sharedTempDir(t), "settings.json")
+	os.WriteFile(dot, []byte("{}\n"), 0o644)
+	expectOK(t, "the owner links its settings to its dotfiles", e.Owner("ln -s "+dot+" .claude/settings.json && cat .claude/settings.json"))
+	if r := e.Owner("ln -s ../notes/x.json .claude/settings.local.json"); r.Code == 0 {
+		bugErrorf(t, "the owner linked a control name to a plain file in the workspace: %s", r)
+	}
 }
 
 // Finding 8: the promotion of a directory moved WEB files into the shared

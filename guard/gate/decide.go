@@ -2,6 +2,8 @@ package gate
 
 import (
 	"fmt"
+	"path"
+	"strings"
 	"syscall"
 	"time"
 
@@ -202,17 +204,18 @@ func (g *Gate) Deny(res *principal.Resolved, op policy.Op, rel, rule, reason str
 func (g *Gate) Link(res *principal.Resolved, op policy.Op, rel, target string, symlink bool) syscall.Errno {
 	pol := g.Policy()
 	owner := res.Identified && (res.Session == nil || res.Session.Implicit) && res.Subject().Principal.Trusted()
-	if c, _, _ := pol.Classify(rel); c == policy.Control {
-		if owner {
-			return 0
-		}
+	if c, _, _ := pol.Classify(rel); c == policy.Control && !owner {
 		return g.Deny(res, op, rel, RuleControlLink,
 			"a session may not put a symlink, FIFO, socket or device at a control name: what it points to is not content the act gate sees; the owner may, outside every session")
 	}
 	if !symlink {
 		target = ""
 	}
-	if owner || !pol.SymlinkUnguards(rel, target) {
+	unguards, inside := g.LinkUnguards(rel, target)
+	// The owner's links out of the workspace (a dotfiles manager's) and
+	// special objects are the owner's; one into the workspace that
+	// unguards the name would not be followed (Door.Readlink).
+	if !unguards || owner && (!symlink || !inside) {
 		return 0
 	}
 	what := "a FIFO, socket or device"
@@ -220,7 +223,33 @@ func (g *Gate) Link(res *principal.Resolved, op policy.Op, rel, target string, s
 		what = "a symlink to " + target
 	}
 	return g.Deny(res, op, rel, RuleGuardedLink,
-		"a session may not make a guarded name serve what the policy does not guard the same way ("+what+"): whoever may write that would write what the name's readers load; the owner may, outside every session")
+		"a guarded name may not serve what the policy does not guard the same way ("+what+"): whoever may write that would write what the name's readers load; link to a name of the same class, or class the target in the policy")
+}
+
+// LinkUnguards reports whether a symlink at rel naming target (a FIFO,
+// socket or device: target "") would make a guarded name serve what the
+// policy does not guard the same way (policy.SymlinkUnguards), and whether
+// target leads into the root (inside: a relative target that does not
+// climb above it, an absolute one under the root's path, which is read as
+// the root-relative name it is).
+func (g *Gate) LinkUnguards(rel, target string) (unguards, inside bool) {
+	pol := g.Policy()
+	inside = true
+	if path.IsAbs(target) {
+		t := path.Clean(target)
+		if g.c.Path == "" || !strings.HasPrefix(t, g.c.Path+"/") {
+			return pol.SymlinkUnguards(rel, target), false
+		}
+		// The same name, relative to the link's directory.
+		up := strings.Count(path.Dir(rel), "/") + 1
+		if path.Dir(rel) == "." {
+			up = 0
+		}
+		target = strings.Repeat("../", up) + strings.TrimPrefix(t, g.c.Path+"/")
+	} else if to := path.Join(path.Dir(rel), target); to == ".." || strings.HasPrefix(to, "../") {
+		inside = false
+	}
+	return pol.SymlinkUnguards(rel, target), inside
 }
 
 // RuleGuardedLink is the rule id of a symlink at a guarded name (or at a
