@@ -58,6 +58,12 @@ func TestSymlinkUnguards(t *testing.T) {
 		{"CLAUDE.md", "./AGENTS.md", false},           // "." steps change nothing
 		{"src/CLAUDE.md", "../../ws/AGENTS.md", true}, // climbs above the root
 		{"notes/current", "x/../v2", false},           // no guarded name at the link
+		{".github", "gh", true},                       // .github/copilot-instructions.md, .github/workflows/x
+		{".git/info", "../info2", true},               // .git/info/attributes
+		{".git/worktrees", "../lib", true},            // .git/worktrees/x/commondir
+		{".git/modules", "../m", true},                // .git/modules/x/config
+		{"docs/.github", "../.github", false},         // .github to .github, at any depth
+		{"gh", ".github", false},                      // a plain name may name a guarded directory
 	} {
 		if got := p.SymlinkUnguards(c.link, c.target); got != c.want {
 			t.Errorf("SymlinkUnguards(%q, %q) = %v, want %v", c.link, c.target, got, c.want)

@@ -2,7 +2,9 @@ package gate
 
 import (
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -229,27 +231,95 @@ func (g *Gate) Link(res *principal.Resolved, op policy.Op, rel, target string, s
 // LinkUnguards reports whether a symlink at rel naming target (a FIFO,
 // socket or device: target "") would make a guarded name serve what the
 // policy does not guard the same way (policy.SymlinkUnguards), and whether
-// target leads into the root (inside: a relative target that does not
-// climb above it, an absolute one under the root's path, which is read as
-// the root-relative name it is).
+// target leads into the root (inside). A target that leaves the root's
+// directory (absolute, or climbing above it) is resolved outside the mount,
+// symlink by symlink, as the kernel would: one that comes back under the
+// root's path (through /alias -> the workspace's parent) is read as the
+// root-relative name it reaches; one through /proc or /dev/fd, whose
+// meaning depends on the follower, counts as inside.
 func (g *Gate) LinkUnguards(rel, target string) (unguards, inside bool) {
 	pol := g.Policy()
-	inside = true
-	if path.IsAbs(target) {
-		t := path.Clean(target)
-		if g.c.Path == "" || !strings.HasPrefix(t, g.c.Path+"/") {
-			return pol.SymlinkUnguards(rel, target), false
-		}
-		// The same name, relative to the link's directory.
-		up := strings.Count(path.Dir(rel), "/") + 1
-		if path.Dir(rel) == "." {
-			up = 0
-		}
-		target = strings.Repeat("../", up) + strings.TrimPrefix(t, g.c.Path+"/")
-	} else if to := path.Join(path.Dir(rel), target); to == ".." || strings.HasPrefix(to, "../") {
-		inside = false
+	if !pol.SymlinkUnguards(rel, "/") {
+		return false, false // no name the policy guards at rel or below it
 	}
-	return pol.SymlinkUnguards(rel, target), inside
+	abs := target
+	if !path.IsAbs(target) {
+		to := path.Join(path.Dir(rel), target)
+		if to != ".." && !strings.HasPrefix(to, "../") || g.c.Path == "" {
+			return pol.SymlinkUnguards(rel, target), true
+		}
+		abs = path.Join(g.c.Path, path.Dir(rel), target)
+	}
+	in, ok := g.underRoot(abs)
+	if !ok {
+		return pol.SymlinkUnguards(rel, target), false
+	}
+	if in == "" {
+		return pol.SymlinkUnguards(rel, "/"), true // unknown: a guarded name unguarded
+	}
+	// The same name, relative to the link's directory.
+	up := 0
+	if d := path.Dir(rel); d != "." {
+		up = strings.Count(d, "/") + 1
+	}
+	return pol.SymlinkUnguards(rel, strings.Repeat("../", up)+in), true
+}
+
+// underRoot resolves the absolute path abs outside the mount, as the kernel
+// would follow it, until it reaches the root's path: in is the
+// root-relative name it leads to (inside true), or "" with inside true when
+// where it leads depends on the follower (/proc, /dev/fd) or cannot be
+// told (a loop, an unreadable link). Nothing under the root is looked at:
+// that would be a request to this very mount.
+func (g *Gate) underRoot(abs string) (in string, inside bool) {
+	root := g.c.Path
+	roots := []string{root}
+	if r, err := filepath.EvalSymlinks(path.Dir(root)); err == nil {
+		roots = append(roots, path.Join(r, path.Base(root)))
+	}
+	cur, comps, links := "/", strings.Split(path.Clean(abs), "/"), 0
+	for len(comps) > 0 {
+		c := comps[0]
+		comps = comps[1:]
+		if c == "" || c == "." {
+			continue
+		}
+		next := path.Join(cur, c)
+		for _, r := range roots {
+			if next == r || strings.HasPrefix(next, r+"/") {
+				rest := path.Join(append([]string{next}, comps...)...)
+				return strings.TrimPrefix(strings.TrimPrefix(rest, r), "/"), true
+			}
+		}
+		if next == "/proc" || strings.HasPrefix(next, "/proc/") || next == "/dev/fd" || strings.HasPrefix(next, "/dev/fd/") {
+			return "", true
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", false // nothing there now; looked at again at every follow
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > 40 {
+			return "", true
+		}
+		t, err := os.Readlink(next)
+		if err != nil {
+			return "", true
+		}
+		if path.IsAbs(t) {
+			cur = "/"
+		}
+		comps = append(strings.Split(t, "/"), comps...)
+	}
+	for _, r := range roots {
+		if cur == r {
+			return ".", true
+		}
+	}
+	return "", false
 }
 
 // RuleGuardedLink is the rule id of a symlink at a guarded name (or at a
