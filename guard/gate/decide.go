@@ -250,7 +250,7 @@ func (g *Gate) LinkUnguards(rel, target string) (unguards, inside bool) {
 		}
 		abs = path.Join(g.c.Path, path.Dir(rel), target)
 	}
-	in, ok := g.underRoot(abs)
+	in, ok := underRoot(g.c.Path, abs)
 	if !ok {
 		return pol.SymlinkUnguards(rel, target), false
 	}
@@ -266,13 +266,12 @@ func (g *Gate) LinkUnguards(rel, target string) (unguards, inside bool) {
 }
 
 // underRoot resolves the absolute path abs outside the mount, as the kernel
-// would follow it, until it reaches the root's path: in is the
+// would follow it, until it reaches root (the path the root is mounted at): in is the
 // root-relative name it leads to (inside true), or "" with inside true when
 // where it leads depends on the follower (/proc, /dev/fd) or cannot be
 // told (a loop, an unreadable link). Nothing under the root is looked at:
 // that would be a request to this very mount.
-func (g *Gate) underRoot(abs string) (in string, inside bool) {
-	root := g.c.Path
+func underRoot(root, abs string) (in string, inside bool) {
 	roots := []string{root}
 	if r, err := filepath.EvalSymlinks(path.Dir(root)); err == nil {
 		roots = append(roots, path.Join(r, path.Base(root)))
