@@ -112,6 +112,11 @@ func TestSymlinkAtGuardedNameThereBeforeTheMountIsNotFollowed(t *testing.T) {
 			bugErrorf(t, "no RX-guarded-symlink refusal of %s:%s", p, describe(recordsFor(e.Log(), "", "", p)))
 		}
 	}
+	// A refused follow is no refused change: a clean session that follows
+	// such a link again and again (a client reading its configuration
+	// directory) is not quarantined for it.
+	expectOK(t, "a clean session follows the link 40 times, then writes memory",
+		e.Sh("USER", "reader", "for i in $(seq 40); do cat CLAUDE.md .claude/settings.json >/dev/null 2>&1; done; printf -- '- a note\\n' >> MEMORY.md"))
 	// A link between names of one class is followed.
 	expectOK(t, "the owner aliases GEMINI.md to MEMORY.md", e.Owner("ln -s MEMORY.md GEMINI.md && cat GEMINI.md"))
 }

@@ -179,16 +179,20 @@ func (g *Gate) Promote(res *principal.Resolved, rel string, t policy.Target, l *
 		"hint: `aerfs authority %s` shows where the content came from", rel, d.Rule.ID(), chainText(d), rel)
 }
 
-// Deny refuses a change the gate refuses by a rule of its own (not the
-// policy's): recorded with rule and reason, counted against the caller's
-// session tree. It returns EACCES.
+// Deny refuses what the gate refuses by a rule of its own (not the
+// policy's): recorded with rule and reason, and a refused change counted
+// against the caller's session tree (as Ask counts: a refused read, such
+// as a symlink not followed, is no attempt to change anything). It returns
+// EACCES.
 func (g *Gate) Deny(res *principal.Resolved, op policy.Op, rel, rule, reason string) syscall.Errno {
 	r := ledger.Verdict(res, res.Subject(), op, rel, policy.Verdict{})
 	r.Meta.Rule, r.Meta.Reason = rule, reason
 	g.c.Ledger.Stats.Denied.Add(1)
 	g.c.Ledger.Record(r)
 	g.c.Ledger.Log.Info().Str("path", rel).Str("op", ledger.OpName(op)).Str("rule", rule).Msg("denied")
-	g.Denied(res)
+	if op.Mutates() {
+		g.Denied(res)
+	}
 	return syscall.EACCES
 }
 
