@@ -130,19 +130,9 @@ func (d *Door) Link(c Caller, src, dst string, link func() syscall.Errno) (polic
 	}
 	if special {
 		// A second name of a symlink, FIFO, socket or device is decided
-		// as one made there (Gate.Link).
-		target, symlink := "", sst.Mode&syscall.S_IFMT == syscall.S_IFLNK
-		if symlink {
-			target, _ = h.linkTarget(src)
-		}
-		pol := h.gate.Policy()
-		if cl, _, _ := pol.Classify(dst); cl == policy.Control || pol.SymlinkUnguards(dst, target) {
-			if res == nil {
-				res = h.gate.Resolve(c)
-			}
-			if errno := h.gate.Link(res, policy.OpLink, dst, target, symlink); errno != 0 {
-				return 0, 0, errno
-			}
+		// as one made there.
+		if errno := h.linkArrives(c, &res, policy.OpLink, src, dst, sst.Mode&syscall.S_IFMT); errno != 0 {
+			return 0, 0, errno
 		}
 	}
 	if errno := h.gate.Control(c, res, "link", dst, ls); errno != 0 {

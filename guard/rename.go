@@ -199,31 +199,40 @@ func (h *house) renaming(src, dst string, exchange bool) func() {
 func (h *house) arrive(c Caller, res *principal.Resolved, mv *moves) syscall.Errno {
 	pol := h.gate.Policy()
 	for _, p := range mv.pairs {
-		if p.kind == syscall.S_IFDIR {
-			continue
-		}
-		cl, _, _ := pol.Classify(p.to)
-		symlink, target := p.kind == syscall.S_IFLNK, ""
-		if symlink {
-			target, _ = h.linkTarget(p.from)
-		}
-		if p.regular && cl != policy.Control || !p.regular && cl != policy.Control && !pol.SymlinkUnguards(p.to, target) {
-			continue
-		}
-		if res == nil {
-			res = h.gate.Resolve(c)
-		}
 		var errno syscall.Errno
-		if p.regular {
+		if p.kind != syscall.S_IFDIR && !p.regular {
+			errno = h.linkArrives(c, &res, policy.OpRenameTo, p.from, p.to, p.kind)
+		} else if cl, _, _ := pol.Classify(p.to); p.regular && cl == policy.Control {
+			if res == nil {
+				res = h.gate.Resolve(c)
+			}
 			errno = h.gate.Control(c, res, "rename", p.to, p.label)
-		} else {
-			errno = h.gate.Link(res, policy.OpRenameTo, p.to, target, symlink)
 		}
 		if errno != 0 {
 			return errno
 		}
 	}
 	return 0
+}
+
+// linkArrives decides a symlink, FIFO, socket or device (kind; 0: gone)
+// at from arriving at to, renamed or linked there, as one made there
+// (Gate.Link), where the gate asks anything: at a control name, or where
+// it would make a guarded name serve what the policy does not guard the
+// same way. *res is resolved when it is needed and still nil.
+func (h *house) linkArrives(c Caller, res **principal.Resolved, op policy.Op, from, to string, kind uint32) syscall.Errno {
+	pol := h.gate.Policy()
+	symlink, target := kind == syscall.S_IFLNK, ""
+	if symlink {
+		target, _ = h.linkTarget(from)
+	}
+	if cl, _, _ := pol.Classify(to); cl != policy.Control && !pol.SymlinkUnguards(to, target) {
+		return 0
+	}
+	if *res == nil {
+		*res = h.gate.Resolve(c)
+	}
+	return h.gate.Link(*res, op, to, target, symlink)
 }
 
 // move is one name a rename moves: from, to, and what is guarded.

@@ -216,12 +216,21 @@ func fillEvidence(t *testing.T, ev string) (free func()) {
 
 // While the evidence file system is full, no guarded name changes in a way
 // the log does not hold: a mode, times, an extended attribute, a directory
-// or a symlink made at a guarded name is refused (EIO) or recorded — by a
+// or a symlink made at a guarded name, a guarded directory removed, a
+// symlink given a guarded name, is refused (EIO) or recorded — by a
 // session that was running when the disk filled, and by the owner. Before,
 // these went through with their verdicts queued, and the log healed
 // without them.
 func TestTxnDiskFullNoMetadataChangeWithoutRecord(t *testing.T) {
 	e := newEnv(t, map[string]string{"MEMORY.md": "v0\n", "AGENTS.md": "agents\n", "memory/b.md": "b0\n"})
+	// An empty guarded directory to remove, and a plain symlink to give a
+	// second, guarded name.
+	if err := os.Mkdir(filepath.Join(e.WS, "memory/empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("AGENTS.md", filepath.Join(e.WS, "al")); err != nil {
+		t.Fatal(err)
+	}
 	ev := smallEvidence(t, e)
 	e.Mount()
 	look := func(rel string) string {
@@ -236,6 +245,8 @@ func TestTxnDiskFullNoMetadataChangeWithoutRecord(t *testing.T) {
 		{"USER", "ln -s AGENTS.md CLAUDE.md", "CLAUDE.md", "create"},
 		{"", "chmod 640 MEMORY.md", "MEMORY.md", "setattr"},
 		{"", "ln -s AGENTS.md GEMINI.md", "GEMINI.md", "create"},
+		{"USER", "rmdir memory/empty", "memory/empty", "unlink"},
+		{"", "ln -P al HEARTBEAT.md", "HEARTBEAT.md", "link"},
 	}
 	// The session starts before the disk fills, and makes its changes
 	// once it is full.
